@@ -1,0 +1,44 @@
+// Status-code checks for every library dlperf calls, all through one mechanism:
+//   DLPERF_CHECK_MPI(MPI_Bcast(...));
+//   DLPERF_CHECK_HDF5(H5Fclose(f));       // herr_t / hid_t: negative is failure
+//   DLPERF_CHECK(cudaMalloc(...));        // any status type with a StatusTraits specialisation
+// A failure throws dlperf::Error(ErrorKind::library) naming the call, file:line, host and rank.
+#pragma once
+
+#include <mpi.h>
+
+#include <source_location>
+#include <string>
+
+#include "core/error.h"
+
+namespace dlperf {
+
+// Specialise for a library's status enum: library name, success test, description.
+template <class Status>
+struct StatusTraits;
+
+template <class Status>
+inline void check_status(Status s, const char* call, const std::source_location& where) {
+  if (!StatusTraits<Status>::ok(s)) throw_library_error(StatusTraits<Status>::library, call, StatusTraits<Status>::describe(s), where);
+}
+
+std::string mpi_error_string(int code);
+
+inline void check_mpi(int code, const char* call, const std::source_location& where) {
+  if (code != MPI_SUCCESS) throw_library_error("MPI", call, mpi_error_string(code), where);
+}
+
+// HDF5 returns negative herr_t/hid_t on failure; the error stack is printed by HDF5 itself
+// only when enabled, so the message names the call.
+template <class Int>
+inline Int check_hdf5(Int code, const char* call, const std::source_location& where) {
+  if (code < 0) throw_library_error("HDF5", call, "returned " + std::to_string(static_cast<long long>(code)), where);
+  return code;
+}
+
+}  // namespace dlperf
+
+#define DLPERF_CHECK(call) ::dlperf::check_status((call), #call, std::source_location::current())
+#define DLPERF_CHECK_MPI(call) ::dlperf::check_mpi((call), #call, std::source_location::current())
+#define DLPERF_CHECK_HDF5(call) ::dlperf::check_hdf5((call), #call, std::source_location::current())

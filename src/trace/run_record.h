@@ -1,0 +1,83 @@
+// The in-memory record of one training run: what was run, where, with what, and per
+// iteration x rank how long each phase took. dlperf-train fills it; trace/ writes it to
+// HDF5 (one group per run, schema in docs/trace-schema.md); analysis/ reads it back.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dlperf {
+
+enum class RunStatus : uint8_t {
+  running,   // being written; a reader treats it like partial
+  complete,  // every iteration measured
+  partial,   // stopped early (SIGTERM, time limit): what was measured is kept
+  failed,    // an error ended it
+};
+const char* to_string(RunStatus s);
+RunStatus run_status_from_string(const std::string& s);  // throws Error(usage) on unknown
+
+// Phases of one training step, in the order they run.
+enum class Phase : uint8_t { data, forward, backward, comm_exposed, optimizer, count };
+inline constexpr int kPhaseCount = static_cast<int>(Phase::count);
+const char* to_string(Phase p);
+
+// Attributes of a run: everything needed to reproduce and judge it.
+struct RunInfo {
+  std::string model;       // "resnet50", "vgg16", "bert_base"
+  std::string precision;   // "fp32", "bf16", "fp16"
+  std::string backend;     // "cpu", "cuda"
+  std::string variant;     // free-form configuration tag, "" by default (e.g. "static_loss_scale")
+  int64_t batch_per_device = 0;
+  int64_t image_size = 0;  // 0 for models without images
+  int64_t seq_len = 0;     // 0 for models without sequences
+  int64_t nodes = 1;
+  int64_t devices_per_node = 1;
+  int64_t world_size = 1;
+  int64_t repeat_index = 0;
+  int64_t iterations = 0;  // planned iterations, warm-up included
+  int64_t warmup = 0;      // planned warm-up iterations
+  int64_t threads_per_rank = 0;
+  std::string start_time_utc;  // ISO 8601, "2026-11-21T21:40:00Z"
+  std::string end_time_utc;
+  std::vector<std::string> hosts;  // per rank
+  std::string cpu_model;
+  std::string gpu_model;           // "" on the CPU backend
+  int64_t gpu_memory_bytes = 0;
+  std::map<std::string, std::string> versions;  // "dlperf", "onednn", "hdf5", "mpi", "cuda", "cudnn", "nccl", "ucx", "driver"
+  std::string slurm_job_id;    // "" outside Slurm
+  std::string slurm_nodelist;  // "" outside Slurm
+  std::string git_revision;
+  std::string command_line;
+  std::string nccl_transport;  // "IB", "Socket", "P2P", "SHM", ... "" when NCCL is not used
+  std::string gpu_topology;    // nvidia-smi topo -m style text, "" when not known
+  RunStatus status = RunStatus::running;
+  std::string status_reason;   // why partial/failed, "" when complete
+};
+
+// One iteration on one rank. Times are seconds on the run's common clock: each rank's
+// steady clock shifted by its offset to rank 0, measured at start-up.
+struct IterationTiming {
+  double start = 0;  // s, common clock
+  double end = 0;    // s, common clock
+  float phase_seconds[kPhaseCount] = {};  // data, forward, backward, exposed communication, optimizer
+  float comm_seconds = 0;  // total time gradient allreduces were in flight (overlapped or not)
+  float loss = 0;
+};
+
+struct RankTrace {
+  std::string host;
+  double clock_offset = 0;         // s added to this rank's clock to get rank 0's
+  int64_t peak_memory_bytes = 0;   // peak resident (CPU) or device (GPU) memory
+  std::vector<IterationTiming> iterations;  // completed iterations, in order
+};
+
+struct RunRecord {
+  RunInfo info;
+  std::vector<RankTrace> ranks;  // index = world rank
+  int64_t samples_per_iteration_per_rank() const { return info.batch_per_device; }
+};
+
+}  // namespace dlperf
