@@ -1,0 +1,82 @@
+// Backend selection and the small shared helpers of the interface.
+#include "backend/backend.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace dlperf {
+
+namespace onednn {
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& o);
+}
+#ifdef DLPERF_CUDA_BACKEND
+namespace cuda {
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o);
+}
+#endif
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+    case DType::s32: return 4;
+  }
+  return 0;
+}
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::s32: return "s32";
+  }
+  return "?";
+}
+
+int64_t product(const Dims& d) {
+  int64_t p = 1;
+  for (auto v : d) p *= v;
+  return p;
+}
+
+std::string to_string(const Dims& d) {
+  std::ostringstream os;
+  os << '(';
+  for (size_t i = 0; i < d.size(); ++i) os << (i ? ", " : "") << d[i];
+  os << ')';
+  return os.str();
+}
+
+const char* to_string(BackendKind k) { return k == BackendKind::cpu ? "cpu" : "cuda"; }
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+  }
+  return "?";
+}
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::fp32: return DType::f32;
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp16: return DType::f16;
+  }
+  return DType::f32;
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
+  if (kind == BackendKind::cpu) return onednn::make_cpu_backend(options);
+#ifdef DLPERF_CUDA_BACKEND
+  return cuda::make_cuda_backend(options);
+#else
+  throw_usage_error("--backend cuda: this dlperf was built without the CUDA backend; use --backend cpu");
+#endif
+}
+
+}  // namespace dlperf

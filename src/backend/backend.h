@@ -1,0 +1,97 @@
+// A backend is the compute context: engine/device, streams, library handles and the
+// factories that plan ops on it. Two implementations: cpu (oneDNN) and cuda (cuDNN, cuBLAS).
+// Models and the trainer are written once against this interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backend/ops.h"
+#include "backend/tensor.h"
+
+namespace dlperf {
+
+enum class BackendKind : uint8_t { cpu, cuda };
+enum class Layout : uint8_t { canonical, channels_last };
+enum class Precision : uint8_t { fp32, bf16, fp16 };  // fp16: mixed precision with loss scaling
+const char* to_string(BackendKind k);
+const char* to_string(Precision p);
+DType compute_dtype(Precision p);
+
+// Flat, untyped storage on the backend's device (parameters, gradients, optimizer state).
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual float* data() = 0;
+  virtual size_t size() const = 0;  // f32 elements
+  virtual void read(std::span<float> out, size_t offset = 0) const = 0;
+  virtual void write(std::span<const float> in, size_t offset = 0) = 0;
+  virtual void zero() = 0;
+};
+
+// One fused SGD step over a contiguous range (PyTorch semantics):
+//   g = grad * grad_scale + weight_decay * w;  m = momentum * m + g;  w -= lr * m
+// (first step: m = g, signalled by first_step). grad_scale folds in 1/world_size averaging.
+struct SgdStep {
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;
+  bool first_step = false;
+};
+
+struct BackendOptions {
+  Precision precision = Precision::fp32;
+  int threads = 0;       // CPU: compute threads per rank (0 = library default)
+  int device = 0;        // CUDA: device ordinal (the local rank)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  virtual std::string description() const = 0;  // library, ISA / device, threads
+  Precision precision() const { return options_.precision; }
+  DType dtype() const { return compute_dtype(options_.precision); }
+
+  // ---- memory ----
+  // canonical: dense row-major over dims; channels_last: (N, C, H, W) stored as NHWC, the
+  // layout tensor-core/AMX convolutions want. The first layer's input picks one; every later
+  // layout follows from the ops.
+  virtual TensorPtr tensor(const Dims& dims, DType dtype, Layout layout = Layout::canonical) = 0;
+  virtual TensorPtr tensor_like(const Tensor& t) = 0;           // same dims, dtype and layout
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;     // any layout/dtype to any, same dims
+  virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
+  virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
+  virtual void synchronize() = 0;                               // wait for all queued work
+
+  // ---- op planning (x fixes the shape, dtype and layout the op is planned for) ----
+  virtual std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& spec, const Tensor& x) = 0;
+  virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& spec, const Tensor& x) = 0;
+  virtual std::unique_ptr<Pool2d> pool2d(const Pool2dSpec& spec, const Tensor& x) = 0;
+  virtual std::unique_ptr<GlobalAvgPool> global_avg_pool(const Tensor& x) = 0;
+  virtual std::unique_ptr<Linear> linear(const LinearSpec& spec, const Tensor& x) = 0;
+  virtual std::unique_ptr<Activation> activation(ActivationKind kind, const Tensor& x) = 0;
+  virtual std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) = 0;
+  virtual std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& spec, const Tensor& logits) = 0;
+  virtual std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& spec, const Tensor& x) = 0;
+  virtual std::unique_ptr<Embedding> embedding(const EmbeddingSpec& spec, const Tensor& ids) = 0;
+  virtual std::unique_ptr<Dropout> dropout(float p, const Tensor& x) = 0;
+  virtual std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& spec, DType dtype) = 0;
+  virtual std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) = 0;
+
+  // ---- fused optimizer updates over flat buffer ranges ----
+  virtual void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) = 0;
+
+ protected:
+  explicit Backend(BackendOptions o) : options_(o) {}
+  BackendOptions options_;
+};
+
+// Creates the backend of the given kind; a usage error when it is not built in or the
+// machine cannot run the precision (bf16 without AVX512-BF16/AMX, no GPU).
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+
+}  // namespace dlperf

@@ -1,0 +1,153 @@
+// CpuBackend: the oneDNN engine and stream, tensor and buffer allocation, the fused SGD
+// update, and the op factories (one file per op beside this one).
+#include <omp.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "backend/onednn/ops.h"
+
+namespace dlperf::onednn {
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  explicit CpuBuffer(size_t n) : n_(n), data_(static_cast<float*>(std::aligned_alloc(64, round_up(n)))) {
+    if (!data_) throw Error(ErrorKind::library, "out of memory allocating " + std::to_string(n * sizeof(float)) + " bytes");
+    zero();
+  }
+  ~CpuBuffer() override { std::free(data_); }
+  CpuBuffer(const CpuBuffer&) = delete;
+  CpuBuffer& operator=(const CpuBuffer&) = delete;
+  float* data() override { return data_; }
+  size_t size() const override { return n_; }
+  void read(std::span<float> out, size_t offset) const override {
+    DLPERF_ASSERT(offset + out.size() <= n_, "buffer read in range");
+    std::memcpy(out.data(), data_ + offset, out.size_bytes());
+  }
+  void write(std::span<const float> in, size_t offset) override {
+    DLPERF_ASSERT(offset + in.size() <= n_, "buffer write in range");
+    std::memcpy(data_ + offset, in.data(), in.size_bytes());
+  }
+  void zero() override { std::memset(data_, 0, n_ * sizeof(float)); }
+
+ private:
+  static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
+  size_t n_;
+  float* data_;
+};
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+bool has_native_bf16(dnnl::cpu_isa isa) {
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& o) : Backend(o), ctx_(std::make_shared<Context>()) {
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+    const auto isa = dnnl::get_effective_cpu_isa();
+    if (o.precision == Precision::bf16 && !has_native_bf16(isa))
+      throw_usage_error(std::string("--precision bf16 needs a CPU with AVX512-BF16 or AMX (this one offers ") + isa_name(isa) +
+                        "); use --precision fp32");
+    if (o.precision == Precision::fp16)
+      throw_usage_error("--precision fp16 is for the cuda backend; the cpu backend runs fp32 or bf16");
+  }
+
+  BackendKind kind() const override { return BackendKind::cpu; }
+  std::string description() const override {
+    const auto* v = dnnl::version();
+    std::ostringstream os;
+    os << "oneDNN " << v->major << '.' << v->minor << '.' << v->patch << " (" << isa_name(dnnl::get_effective_cpu_isa())
+       << "), " << omp_get_max_threads() << " threads";
+    return os.str();
+  }
+
+  TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override {
+    if (layout == Layout::channels_last && dims.size() == 4)
+      return std::make_unique<CpuTensor>(ctx_, dims, dtype, md(dims, to_dnnl(dtype), tag::nhwc));
+    return std::make_unique<CpuTensor>(ctx_, dims, dtype, plain_md(dims, dtype));
+  }
+  TensorPtr tensor_like(const Tensor& t) override { return std::make_unique<CpuTensor>(ctx_, t.dims(), t.dtype(), cpu(t).desc()); }
+  void convert(const Tensor& src, Tensor& dst) override {
+    DLPERF_ASSERT(src.dims() == dst.dims(), "convert keeps dims");
+    reorder(*ctx_, cpu(src).mem(), cpu(dst).mem());
+  }
+  std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(elems); }
+
+  // Peak resident set size of this process (VmHWM), the CPU analogue of peak device memory.
+  int64_t peak_memory_bytes() const override {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    return 0;
+  }
+  void synchronize() override { ctx_->stream.wait(); }
+
+  std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override { return make_conv2d(ctx_, s, x); }
+  std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& s, const Tensor& x) override { return make_batch_norm(ctx_, s, x); }
+  std::unique_ptr<Pool2d> pool2d(const Pool2dSpec& s, const Tensor& x) override { return make_pool2d(ctx_, s, x); }
+  std::unique_ptr<GlobalAvgPool> global_avg_pool(const Tensor& x) override { return make_global_avg_pool(ctx_, x); }
+  std::unique_ptr<Linear> linear(const LinearSpec& s, const Tensor& x) override { return make_linear(ctx_, s, x); }
+  std::unique_ptr<Activation> activation(ActivationKind k, const Tensor& x) override { return make_activation(ctx_, k, x); }
+  std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) override { return make_add(ctx_, a, fuse_relu); }
+  std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override {
+    return make_cross_entropy(ctx_, s, logits);
+  }
+  std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override { return make_layer_norm(ctx_, s, x); }
+  std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override { return make_embedding(ctx_, s, ids); }
+  std::unique_ptr<Dropout> dropout(float p, const Tensor& x) override { return make_dropout(ctx_, p, x); }
+  std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& s, DType t) override {
+    return make_batched_matmul(ctx_, s, t);
+  }
+  std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) override { return make_masked_softmax(ctx_, x); }
+
+  void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override {
+    DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
+    float* __restrict wp = w.data();
+    const float* __restrict gp = g.data();
+    float* __restrict mp = m.data();
+    const int64_t n = static_cast<int64_t>(w.size());
+    const float lr = s.lr, mu = s.momentum, wd = s.weight_decay, scale = s.grad_scale;
+    if (s.first_step) {
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        const float d = gp[i] * scale + wd * wp[i];
+        mp[i] = d;
+        wp[i] -= lr * d;
+      }
+    } else {
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        const float d = gp[i] * scale + wd * wp[i];
+        const float v = mu * mp[i] + d;
+        mp[i] = v;
+        wp[i] -= lr * v;
+      }
+    }
+  }
+
+ private:
+  Ctx ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& o) { return std::make_unique<CpuBackend>(o); }
+
+}  // namespace dlperf::onednn

@@ -1,0 +1,130 @@
+// The oneDNN backend's shared pieces: the engine/stream context, the tensor (a dnnl::memory
+// with its logical dims), helpers to build descriptors, and a planned reorder.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace dlperf::onednn {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using md = dnnl::memory::desc;
+
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+dt to_dnnl(DType t);
+tag plain_tag(size_t rank);                   // a, ab, abc, abcd, abcde
+md plain_md(const Dims& dims, DType dtype);   // canonical dense layout
+md any_md(const Dims& dims, DType dtype);     // format_tag::any: let the primitive choose
+
+class CpuTensor final : public Tensor {
+ public:
+  CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc);
+  // A tensor over storage it does not own (a parameter slice of the flat buffers).
+  CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc, void* handle);
+
+  size_t storage_bytes() const override { return mem_.get_desc().get_size(); }
+  void read(std::span<float> out) const override;
+  void write(std::span<const float> in) override;
+  void write_indices(std::span<const int32_t> in) override;
+  void zero() override;
+
+  const dnnl::memory& mem() const { return mem_; }
+  dnnl::memory& mem() { return mem_; }
+  md desc() const { return mem_.get_desc(); }
+  void* data() const { return mem_.get_data_handle(); }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  dnnl::memory mem_;
+};
+
+// Downcasts an interface tensor; the backend only ever hands out CpuTensors.
+const CpuTensor& cpu(const Tensor& t);
+CpuTensor& cpu(Tensor& t);
+
+// Copies between any two layouts/dtypes of the same dims with a oneDNN reorder.
+void reorder(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst);
+
+// A reorder planned once: src and dst descriptors fixed, run many times.
+class PlannedReorder {
+ public:
+  PlannedReorder() = default;
+  PlannedReorder(Context& ctx, const md& src, const md& dst);
+  bool needed() const { return needed_; }
+  void run(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst) const;
+
+ private:
+  bool needed_ = false;
+  dnnl::reorder prim_;
+};
+
+// One parameter of a oneDNN op. The f32 master values and gradients live in the trainer's
+// flat buffers in `master` layout (the layout the backward-weights primitive writes). Each
+// primitive that reads the weights may want its own dtype and layout (forward: OIhw16i16o,
+// backward data: OIhw16o16i, bf16: a VNNI-blocked one): each is a *view*. A view equal to
+// the master layout reads the master values directly; any other is reordered from the
+// master values by refresh(), once per step.
+class Param {
+ public:
+  Param() = default;
+  Param(std::shared_ptr<Context> ctx, const md& master, const Dims& canonical);
+  size_t storage_elems() const { return master_.get_size() / sizeof(float); }
+  size_t add_view(const md& layout);  // returns the view's index
+  void bind(const ParamSlot& slot);
+  void refresh();
+  void write(std::span<const float> canonical);
+  void read_value(std::span<float> canonical) const;
+  void read_grad(std::span<float> canonical) const;
+
+  const dnnl::memory& value() const { return value_; }  // master f32
+  const dnnl::memory& view(size_t i) const { return views_[i].shared ? value_ : views_[i].mem; }
+  const dnnl::memory& grad() const { return grad_; }
+
+ private:
+  struct View {
+    bool shared = true;
+    dnnl::memory mem;
+    PlannedReorder from_master;
+  };
+  std::shared_ptr<Context> ctx_;
+  md master_, canonical_;
+  dnnl::memory value_, grad_;
+  std::vector<View> views_;
+};
+
+// The Layer plumbing shared by every oneDNN op with parameters (Conv2d, BatchNorm, Linear,
+// LayerNorm, Embedding): Interface is the op's abstract class.
+template <class Interface>
+class WithParams : public Interface {
+ public:
+  void bind(std::span<const ParamSlot> slots) override {
+    DLPERF_ASSERT(slots.size() == params_.size(), "one slot per parameter");
+    for (size_t i = 0; i < slots.size(); ++i) params_[i].bind(slots[i]);
+  }
+  void write_param(size_t i, std::span<const float> c) override { params_.at(i).write(c); }
+  void read_param(size_t i, std::span<float> c) const override { params_.at(i).read_value(c); }
+  void read_grad(size_t i, std::span<float> c) const override { params_.at(i).read_grad(c); }
+  void refresh_compute_weights() override {
+    for (auto& p : params_) p.refresh();
+  }
+
+ protected:
+  // Declares a parameter: its spec for the trainer and its master layout; add views after.
+  Param& add_param(std::shared_ptr<Context> ctx, std::string name, ParamRole role, const Dims& canonical, const md& master) {
+    params_.emplace_back(std::move(ctx), master, canonical);
+    this->params_specs().push_back(ParamSpec{std::move(name), canonical, role, params_.back().storage_elems()});
+    return params_.back();
+  }
+  std::vector<Param> params_;
+};
+
+}  // namespace dlperf::onednn

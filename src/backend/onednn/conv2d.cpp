@@ -1,0 +1,98 @@
+// Convolution on oneDNN: forward, backward data and backward weights, planned once.
+// Activations keep the layout of the incoming tensor (usually blocked nChw16c, chosen by the
+// first convolution from format_tag::any); weights keep whatever blocked layout the
+// backward-weights primitive writes, so no reorder runs in the step in fp32.
+#include "backend/onednn/ops.h"
+
+namespace dlperf::onednn {
+namespace {
+
+class CpuConv2d final : public WithParams<Conv2d> {
+ public:
+  CpuConv2d(std::shared_ptr<Context> ctx, const Conv2dSpec& s, const CpuTensor& x) : ctx_(std::move(ctx)) {
+    const Dims& xd = x.dims();
+    if (xd.size() != 4 || xd[1] != s.in_channels)
+      throw_usage_error("conv2d " + s.name + ": input " + to_string(xd) + " does not have " + std::to_string(s.in_channels) + " channels");
+    const int64_t ho = (xd[2] + 2 * s.padding - s.kernel) / s.stride + 1;
+    const int64_t wo = (xd[3] + 2 * s.padding - s.kernel) / s.stride + 1;
+    if (ho < 1 || wo < 1)
+      throw_usage_error("conv2d " + s.name + ": input " + to_string(xd) + " is too small for a " + std::to_string(s.kernel) + "x" + std::to_string(s.kernel) + " kernel");
+    y_dims_ = {xd[0], s.out_channels, ho, wo};
+    const DType t = x.dtype();
+    dtype_ = t;
+    const Dims w_dims = {s.out_channels, s.in_channels, s.kernel, s.kernel};
+    const dnnl::memory::dims stride = {s.stride, s.stride}, pad = {s.padding, s.padding};
+    const md x_md = x.desc();
+    const md w_any = any_md(w_dims, t), y_any = any_md(y_dims_, t);
+    const md b_md = plain_md({s.out_channels}, DType::f32);
+    const auto alg = dnnl::algorithm::convolution_direct;
+
+    auto fd = s.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, b_md, y_any, stride, pad, pad)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, y_any, stride, pad, pad);
+    fwd_pd_ = dnnl::convolution_forward::primitive_desc(fd, ctx_->engine);
+    fwd_ = dnnl::convolution_forward(fwd_pd_);
+
+    // Gradients are f32 whatever the compute dtype (bf16 src/diff_dst, f32 diff_weights).
+    const md dw_md = t == DType::f32 ? fwd_pd_.weights_desc() : any_md(w_dims, DType::f32);
+    auto wd = s.bias ? dnnl::convolution_backward_weights::desc(alg, x_md, dw_md, b_md, fwd_pd_.dst_desc(), stride, pad, pad)
+                     : dnnl::convolution_backward_weights::desc(alg, x_md, dw_md, fwd_pd_.dst_desc(), stride, pad, pad);
+    bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, ctx_->engine, fwd_pd_);
+    bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
+
+    // Backward data picks its own weight layout (its jit kernels want OIhw16o16i, not forward's).
+    auto dd = dnnl::convolution_backward_data::desc(alg, x_md, w_any, fwd_pd_.dst_desc(), stride, pad, pad);
+    bwd_d_pd_ = dnnl::convolution_backward_data::primitive_desc(dd, ctx_->engine, fwd_pd_);
+    bwd_d_ = dnnl::convolution_backward_data(bwd_d_pd_);
+    DLPERF_ASSERT(bwd_d_pd_.diff_src_desc() == x_md && bwd_d_pd_.diff_dst_desc() == fwd_pd_.dst_desc(), "conv backward data keeps layouts");
+
+    Param& w = add_param(ctx_, s.name + ".weight", ParamRole::weight, w_dims, bwd_w_pd_.diff_weights_desc());
+    fwd_view_ = w.add_view(fwd_pd_.weights_desc());
+    bwd_view_ = w.add_view(bwd_d_pd_.weights_desc());
+    if (s.bias) add_param(ctx_, s.name + ".bias", ParamRole::bias, {s.out_channels}, b_md);
+    bias_ = s.bias;
+  }
+
+  TensorPtr make_output() const override {
+    return std::make_unique<CpuTensor>(ctx_, y_dims_, dtype_, fwd_pd_.dst_desc());
+  }
+
+  void forward(const Tensor& x, Tensor& y) override {
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_WEIGHTS, params_[0].view(fwd_view_)}, {DNNL_ARG_DST, cpu(y).mem()}};
+    if (bias_) args.emplace(DNNL_ARG_BIAS, params_[1].value());
+    fwd_.execute(ctx_->stream, args);
+  }
+
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+    std::unordered_map<int, dnnl::memory> wargs{
+        {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DIFF_DST, cpu(dy).mem()}, {DNNL_ARG_DIFF_WEIGHTS, params_[0].grad()}};
+    if (bias_) wargs.emplace(DNNL_ARG_DIFF_BIAS, params_[1].grad());
+    bwd_w_.execute(ctx_->stream, wargs);
+    if (dx) {
+      bwd_d_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, cpu(dy).mem()},
+                                    {DNNL_ARG_WEIGHTS, params_[0].view(bwd_view_)},
+                                    {DNNL_ARG_DIFF_SRC, cpu(*dx).mem()}});
+    }
+  }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  Dims y_dims_;
+  DType dtype_;
+  bool bias_ = false;
+  size_t fwd_view_ = 0, bwd_view_ = 0;  // weight layouts of forward and backward data
+  dnnl::convolution_forward::primitive_desc fwd_pd_;
+  dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
+  dnnl::convolution_backward_data::primitive_desc bwd_d_pd_;
+  dnnl::convolution_forward fwd_;
+  dnnl::convolution_backward_weights bwd_w_;
+  dnnl::convolution_backward_data bwd_d_;
+};
+
+}  // namespace
+
+std::unique_ptr<Conv2d> make_conv2d(std::shared_ptr<Context> ctx, const Conv2dSpec& s, const Tensor& x) {
+  return std::make_unique<CpuConv2d>(std::move(ctx), s, cpu(x));
+}
+
+}  // namespace dlperf::onednn

@@ -1,0 +1,87 @@
+// Elementwise ops on oneDNN: activations (ReLU, GELU-erf) and the residual add, whose ReLU
+// is fused as a post-op; its backward masks with the saved output (relu'(y) = [y > 0]).
+#include "backend/onednn/ops.h"
+
+namespace dlperf::onednn {
+namespace {
+
+dnnl::algorithm algorithm_of(ActivationKind k) {
+  return k == ActivationKind::relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf;
+}
+
+class CpuActivation final : public Activation {
+ public:
+  CpuActivation(Ctx ctx, ActivationKind kind, const CpuTensor& x) : ctx_(std::move(ctx)), dims_(x.dims()), dtype_(x.dtype()) {
+    const auto alg = algorithm_of(kind);
+    fwd_pd_ = dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, x.desc(), 0.0f, 0.0f), ctx_->engine);
+    bwd_pd_ = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, x.desc(), x.desc(), 0.0f, 0.0f),
+                                                     ctx_->engine, fwd_pd_);
+    fwd_ = dnnl::eltwise_forward(fwd_pd_);
+    bwd_ = dnnl::eltwise_backward(bwd_pd_);
+  }
+  TensorPtr make_output() const override { return std::make_unique<CpuTensor>(ctx_, dims_, dtype_, fwd_pd_.dst_desc()); }
+  void forward(const Tensor& x, Tensor& y) override {
+    fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DST, cpu(y).mem()}});
+  }
+  void backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
+    bwd_.execute(ctx_->stream,
+                 {{DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DIFF_DST, cpu(dy).mem()}, {DNNL_ARG_DIFF_SRC, cpu(dx).mem()}});
+  }
+
+ private:
+  Ctx ctx_;
+  Dims dims_;
+  DType dtype_;
+  dnnl::eltwise_forward::primitive_desc fwd_pd_;
+  dnnl::eltwise_backward::primitive_desc bwd_pd_;
+  dnnl::eltwise_forward fwd_;
+  dnnl::eltwise_backward bwd_;
+};
+
+class CpuAdd final : public Add {
+ public:
+  CpuAdd(Ctx ctx, const CpuTensor& a, bool fuse_relu) : ctx_(std::move(ctx)), fuse_relu_(fuse_relu) {
+    dnnl::primitive_attr attr;
+    if (fuse_relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(po);
+    }
+    const md a_md = a.desc();
+    fwd_ = dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, a_md, a_md), attr, ctx_->engine));
+    if (fuse_relu) {
+      const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+      auto hint = dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, a_md, 0.0f, 0.0f), ctx_->engine);
+      relu_bwd_ = dnnl::eltwise_backward(
+          dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, a_md, a_md, 0.0f, 0.0f), ctx_->engine, hint));
+    }
+  }
+  void forward(const Tensor& a, const Tensor& b, Tensor& y) override {
+    fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC_0, cpu(a).mem()}, {DNNL_ARG_SRC_1, cpu(b).mem()}, {DNNL_ARG_DST, cpu(y).mem()}});
+  }
+  void backward_relu(const Tensor& y, const Tensor& dy, Tensor& d) override {
+    DLPERF_ASSERT(fuse_relu_, "backward_relu on an add planned without ReLU");
+    relu_bwd_.execute(ctx_->stream,
+                      {{DNNL_ARG_DST, cpu(y).mem()}, {DNNL_ARG_DIFF_DST, cpu(dy).mem()}, {DNNL_ARG_DIFF_SRC, cpu(d).mem()}});
+  }
+
+ private:
+  Ctx ctx_;
+  bool fuse_relu_;
+  dnnl::binary fwd_;
+  dnnl::eltwise_backward relu_bwd_;
+};
+
+}  // namespace
+
+std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const Tensor& x) {
+  return std::make_unique<CpuActivation>(std::move(ctx), kind, cpu(x));
+}
+
+std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, bool fuse_relu) {
+  return std::make_unique<CpuAdd>(std::move(ctx), cpu(a), fuse_relu);
+}
+
+}  // namespace dlperf::onednn

@@ -1,0 +1,185 @@
+// The op-level interface every backend implements. An op is planned once for one input
+// shape and layout (the constructor does all descriptor, algorithm and workspace work) and
+// then run many times; nothing is re-planned inside the timed loop.
+//
+// Conventions: forward(x, y) writes y; backward(...) writes dx (same layout as x, made with
+// Backend::tensor_like(x)) and the layer's parameter gradients (overwriting them). A null dx
+// skips the data gradient (the first layer needs none). make_output() allocates a tensor in
+// the layout the op produces; the gradient of that output uses the same layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/layer.h"
+#include "backend/tensor.h"
+
+namespace dlperf {
+
+// ---- convolutional networks (ResNet-50, VGG16) --------------------------------------------
+
+struct Conv2dSpec {
+  std::string name;  // parameter prefix, "layer1.0.conv1"
+  int64_t in_channels = 0, out_channels = 0;
+  int64_t kernel = 1, stride = 1, padding = 0;
+  bool bias = false;
+};
+// x (N, Cin, H, W) -> y (N, Cout, Ho, Wo), Ho = (H + 2p - k) / s + 1.
+// weight (Cout, Cin, k, k), bias (Cout).
+class Conv2d : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor* dx) = 0;
+};
+
+struct BatchNormSpec {
+  std::string name;
+  int64_t channels = 0;
+  float eps = 1e-5f;
+  float momentum = 0.1f;   // running = (1 - m) * running + m * batch (PyTorch's convention)
+  bool fuse_relu = false;  // y = relu(bn(x)); backward applies the ReLU mask too
+};
+// Training mode: x (N, C, H, W) -> y, normalised with batch statistics; the running mean and
+// (unbiased) variance are updated as PyTorch does. weight (C), bias (C).
+class BatchNorm : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  virtual void read_running_stats(std::span<float> mean, std::span<float> var) const = 0;  // (C), (C)
+};
+
+enum class PoolKind : uint8_t { max, avg };
+struct Pool2dSpec {
+  PoolKind kind = PoolKind::max;
+  int64_t kernel = 2, stride = 2, padding = 0;
+};
+// x (N, C, H, W) -> y (N, C, Ho, Wo); avg excludes padding from the divisor.
+class Pool2d {
+ public:
+  virtual ~Pool2d() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+};
+
+// x (N, C, H, W) -> y (N, C), plain layout: the mean over H x W.
+class GlobalAvgPool {
+ public:
+  virtual ~GlobalAvgPool() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+};
+
+// ---- shared by every model -----------------------------------------------------------------
+
+struct LinearSpec {
+  std::string name;
+  int64_t in_features = 0, out_features = 0;
+  bool bias = true;
+};
+// x (M, in) -> y (M, out) = x W^T + b. weight (out, in), bias (out).
+class Linear : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor* dx) = 0;
+};
+
+enum class ActivationKind : uint8_t { relu, gelu };  // gelu: the erf form, as BERT uses
+// y = f(x), elementwise, any shape; dx = f'(x) * dy.
+class Activation {
+ public:
+  virtual ~Activation() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+};
+
+// y = a + b (optionally relu(a + b)), same dims and layout; y may alias a (accumulation).
+// Without ReLU the backward is the identity for both inputs (callers pass dy on); with it,
+// backward_relu writes the masked gradient that both inputs receive.
+class Add {
+ public:
+  virtual ~Add() = default;
+  virtual void forward(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  virtual void backward_relu(const Tensor& y, const Tensor& dy, Tensor& d) = 0;
+};
+
+struct CrossEntropySpec {
+  int64_t classes = 0;
+  float label_smoothing = 0.0f;  // target = (1 - s) one-hot + s / K
+  int32_t ignore_index = -1;     // rows with this label do not count (masked-LM padding)
+};
+// logits (M, K) any dtype, labels (M) s32 -> mean loss over counted rows, computed in f32.
+class SoftmaxCrossEntropy {
+ public:
+  virtual ~SoftmaxCrossEntropy() = default;
+  virtual void forward(const Tensor& logits, const Tensor& labels) = 0;
+  virtual float loss() = 0;  // the last forward's loss (waits for it on a GPU)
+  // dlogits = scale * d(mean loss)/dlogits, in the logits' dtype and layout.
+  virtual void backward(Tensor& dlogits, float scale) = 0;
+};
+
+// ---- transformer ops (BERT) -------------------------------------------------------------------
+
+struct LayerNormSpec {
+  std::string name;
+  int64_t features = 0;
+  float eps = 1e-12f;
+};
+// x (M, C) -> y (M, C), normalised over C; weight (C), bias (C).
+class LayerNorm : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+};
+
+struct EmbeddingSpec {
+  std::string name;
+  int64_t vocab = 0, features = 0;
+};
+// ids (M) s32 -> y (M, C) = weight[ids]; weight (vocab, C). backward scatter-adds dy rows.
+class Embedding : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& ids, Tensor& y) = 0;
+  virtual void backward(const Tensor& ids, const Tensor& dy) = 0;
+};
+
+// y = mask * x / (1 - p), mask ~ Bernoulli(1 - p) drawn from (seed, call counter): the same
+// seed gives the same masks. p = 0 is the identity.
+class Dropout {
+ public:
+  virtual ~Dropout() = default;
+  virtual void forward(const Tensor& x, Tensor& y, uint64_t seed) = 0;
+  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+};
+
+struct BatchedMatmulSpec {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transpose_a = false, transpose_b = false;
+  float alpha = 1.0f;
+};
+// c (batch, m, n) = alpha * op(a) op(b); a (batch, m, k) or (batch, k, m) when transposed,
+// b (batch, k, n) or (batch, n, k) when transposed.
+class BatchedMatmul {
+ public:
+  virtual ~BatchedMatmul() = default;
+  virtual void forward(const Tensor& a, const Tensor& b, Tensor& c) = 0;
+  virtual void backward(const Tensor& a, const Tensor& b, const Tensor& dc, Tensor& da, Tensor& db) = 0;
+};
+
+// x (B, H, Tq, Tk) scores, mask (B, Tk) f32 additive (0 keep, -10000 drop, BERT's convention)
+// -> y = softmax over Tk of (x + mask). backward needs only y.
+class MaskedSoftmax {
+ public:
+  virtual ~MaskedSoftmax() = default;
+  virtual void forward(const Tensor& x, const Tensor& mask, Tensor& y) = 0;
+  virtual void backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+};
+
+}  // namespace dlperf

@@ -1,0 +1,12 @@
+#include "models/model.h"
+
+namespace dlperf {
+
+Tensor& TensorCache::like(const std::string& role, const Tensor& t) {
+  const std::string key = role + to_string(t.dims()) + to_string(t.dtype()) + std::to_string(t.storage_bytes());
+  auto& slot = cache_[key];
+  if (!slot) slot = be_.tensor_like(t);
+  return *slot;
+}
+
+}  // namespace dlperf

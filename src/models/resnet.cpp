@@ -1,0 +1,250 @@
+// ResNet v1.5 written once above the op interface.
+//
+//   images (N, 3, S, S)
+//   conv1 7x7/2 -> bn1+relu -> maxpool 3x3/2                       (N, W, S/4, S/4)
+//   layer1..4: bottlenecks, planes W, 2W, 4W, 8W, expansion 4; the first block of
+//              layer2..4 has stride 2 on its 3x3 conv and a 1x1/2 downsample shortcut
+//   global average pool (N, 32W) -> fc (N, classes) -> softmax cross-entropy
+//
+// Bottleneck: x -> conv1 1x1 -> bn1+relu -> conv2 3x3/s -> bn2+relu -> conv3 1x1 -> bn3
+//             (+ shortcut: x, or downsample conv 1x1/s -> bn) -> add+relu -> out
+#include "models/resnet.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "models/init.h"
+
+namespace dlperf {
+namespace {
+
+constexpr int64_t kExpansion = 4;
+
+struct Bottleneck {
+  std::unique_ptr<Conv2d> conv1, conv2, conv3, ds_conv;
+  std::unique_ptr<BatchNorm> bn1, bn2, bn3, ds_bn;
+  std::unique_ptr<Add> add;       // out = relu(bn3 + shortcut)
+  std::unique_ptr<Add> grad_add;  // dx += shortcut gradient (no ReLU)
+  TensorPtr a1, b1, a2, b2, a3, b3, ds_a, ds_b, out;  // activations, kept for backward
+
+  Bottleneck(Backend& be, const std::string& name, const Tensor& x, int64_t planes, int64_t stride) {
+    const int64_t in_c = x.dims()[1], out_c = planes * kExpansion;
+    conv1 = be.conv2d({name + ".conv1", in_c, planes, 1, 1, 0}, x);
+    a1 = conv1->make_output();
+    bn1 = be.batch_norm({name + ".bn1", planes, 1e-5f, 0.1f, true}, *a1);
+    b1 = bn1->make_output();
+    conv2 = be.conv2d({name + ".conv2", planes, planes, 3, stride, 1}, *b1);
+    a2 = conv2->make_output();
+    bn2 = be.batch_norm({name + ".bn2", planes, 1e-5f, 0.1f, true}, *a2);
+    b2 = bn2->make_output();
+    conv3 = be.conv2d({name + ".conv3", planes, out_c, 1, 1, 0}, *b2);
+    a3 = conv3->make_output();
+    bn3 = be.batch_norm({name + ".bn3", out_c, 1e-5f, 0.1f, false}, *a3);
+    b3 = bn3->make_output();
+    if (stride != 1 || in_c != out_c) {
+      ds_conv = be.conv2d({name + ".downsample.0", in_c, out_c, 1, stride, 0}, x);
+      ds_a = ds_conv->make_output();
+      ds_bn = be.batch_norm({name + ".downsample.1", out_c, 1e-5f, 0.1f, false}, *ds_a);
+      ds_b = ds_bn->make_output();
+    }
+    add = be.add(*b3, true);
+    grad_add = be.add(x, false);
+    out = be.tensor_like(*b3);
+  }
+
+  // Layers with parameters in forward order (the reverse is the order backward finishes them).
+  void collect(std::vector<Layer*>& v) {
+    for (Layer* l : {static_cast<Layer*>(conv1.get()), static_cast<Layer*>(bn1.get()), static_cast<Layer*>(conv2.get()),
+                     static_cast<Layer*>(bn2.get()), static_cast<Layer*>(conv3.get()), static_cast<Layer*>(bn3.get())})
+      v.push_back(l);
+    if (ds_conv) {
+      v.push_back(ds_conv.get());
+      v.push_back(ds_bn.get());
+    }
+  }
+
+  void forward(const Tensor& x) {
+    conv1->forward(x, *a1);
+    bn1->forward(*a1, *b1);
+    conv2->forward(*b1, *a2);
+    bn2->forward(*a2, *b2);
+    conv3->forward(*b2, *a3);
+    bn3->forward(*a3, *b3);
+    if (ds_conv) {
+      ds_conv->forward(x, *ds_a);
+      ds_bn->forward(*ds_a, *ds_b);
+    }
+    add->forward(*b3, ds_conv ? *ds_b : x, *out);
+  }
+
+  // dout: gradient of out; dx: gradient of x (written). Gradient scratch comes from `cache`,
+  // shared with the other blocks of the same shapes.
+  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, TensorCache& cache, const GradReadyFn& ready) {
+    Tensor& d = cache.like("d_sum", *out);
+    add->backward_relu(*out, dout, d);  // both branches receive d
+    Tensor* d_short = nullptr;
+    if (ds_conv) {
+      Tensor& d_dsa = cache.like("d_ds_a", *ds_a);
+      ds_bn->backward(*ds_a, d, d_dsa);
+      ready(*ds_bn);
+      d_short = dx ? &cache.like("d_ds_x", x) : nullptr;
+      ds_conv->backward(x, d_dsa, d_short);
+      ready(*ds_conv);
+    }
+    Tensor& d_a3 = cache.like("d_a3", *a3);
+    bn3->backward(*a3, d, d_a3);
+    ready(*bn3);
+    Tensor& d_b2 = cache.like("d_b2", *b2);
+    conv3->backward(*b2, d_a3, &d_b2);
+    ready(*conv3);
+    Tensor& d_a2 = cache.like("d_a2", *a2);
+    bn2->backward(*a2, d_b2, d_a2);
+    ready(*bn2);
+    Tensor& d_b1 = cache.like("d_b1", *b1);
+    conv2->backward(*b1, d_a2, &d_b1);
+    ready(*conv2);
+    Tensor& d_a1 = cache.like("d_a1", *a1);
+    bn1->backward(*a1, d_b1, d_a1);
+    ready(*bn1);
+    conv1->backward(x, d_a1, dx);
+    ready(*conv1);
+    if (dx) grad_add->forward(*dx, ds_conv ? *d_short : d, *dx);  // the two paths' gradients meet at x
+  }
+};
+
+class ResNet final : public Model {
+ public:
+  ResNet(Backend& be, const ResNetConfig& c) : be_(be), cfg_(c), cache_(be) {
+    if (c.batch <= 0) throw_usage_error("--batch-size must be at least 1");
+    if (c.image_size < kResNetMinImageSize)
+      throw_usage_error("--image-size " + std::to_string(c.image_size) + " is too small for ResNet (stride 32): use " +
+                        std::to_string(kResNetMinImageSize) + " or more");
+    const DType t = be.dtype();
+    images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
+    labels_ = be.tensor({c.batch}, DType::s32);
+    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
+    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    const Tensor& x = input();
+    conv1_ = be.conv2d({"conv1", 3, c.width, 7, 2, 3}, x);
+    a_ = conv1_->make_output();
+    bn1_ = be.batch_norm({"bn1", c.width, 1e-5f, 0.1f, true}, *a_);
+    b_ = bn1_->make_output();
+    pool_ = be.pool2d({PoolKind::max, 3, 2, 1}, *b_);
+    p_ = pool_->make_output();
+    const Tensor* cur = p_.get();
+    for (int s = 0; s < 4; ++s) {
+      const int64_t planes = c.width << s;
+      for (int b = 0; b < c.blocks[static_cast<size_t>(s)]; ++b) {
+        const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+        const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
+        blocks_.push_back(std::make_unique<Bottleneck>(be, name, *cur, planes, stride));
+        cur = blocks_.back()->out.get();
+      }
+    }
+    gap_ = be.global_avg_pool(*cur);
+    f_ = gap_->make_output();
+    fc_ = be.linear({"fc", f_->dims()[1], c.classes, true}, *f_);
+    logits_ = fc_->make_output();
+    xent_ = be.cross_entropy({c.classes, c.label_smoothing, -1}, *logits_);
+    dlogits_ = be.tensor_like(*logits_);
+    df_ = be.tensor_like(*f_);
+  }
+
+  std::string name() const override { return "resnet"; }
+  int64_t samples_per_step() const override { return cfg_.batch; }
+
+  std::vector<Layer*> layers() override {
+    std::vector<Layer*> v{conv1_.get(), bn1_.get()};
+    for (auto& b : blocks_) b->collect(v);
+    v.push_back(fc_.get());
+    return v;
+  }
+
+  void load(const HostBatch& batch) override {
+    images_->write(batch.floats.at("images"));
+    labels_->write_indices(batch.ints.at("labels"));
+  }
+
+  void forward() override {
+    if (x_) be_.convert(*images_, *x_);
+    conv1_->forward(input(), *a_);
+    bn1_->forward(*a_, *b_);
+    pool_->forward(*b_, *p_);
+    const Tensor* cur = p_.get();
+    for (auto& b : blocks_) {
+      b->forward(*cur);
+      cur = b->out.get();
+    }
+    gap_->forward(*cur, *f_);
+    fc_->forward(*f_, *logits_);
+    xent_->forward(*logits_, *labels_);
+  }
+
+  float loss() override { return xent_->loss(); }
+
+  void backward(float loss_scale, const GradReadyFn& ready) override {
+    xent_->backward(*dlogits_, loss_scale);
+    fc_->backward(*f_, *dlogits_, df_.get());
+    ready(*fc_);
+    // Block gradients alternate between two buffers per shape: a block reads dout while writing dx.
+    const Tensor& last = *blocks_.back()->out;
+    Tensor* dout = &cache_.like("d_io0", last);
+    gap_->backward(*df_, *dout);
+    for (size_t i = blocks_.size(); i-- > 0;) {
+      const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
+      Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
+      if (dx == dout) dx = &cache_.like("d_io2", x);
+      blocks_[i]->backward(x, *dout, dx, cache_, ready);
+      dout = dx;
+    }
+    Tensor& d_b = cache_.like("d_stem_b", *b_);
+    pool_->backward(*dout, d_b);
+    Tensor& d_a = cache_.like("d_stem_a", *a_);
+    bn1_->backward(*a_, d_b, d_a);
+    ready(*bn1_);
+    conv1_->backward(input(), d_a, nullptr);
+    ready(*conv1_);
+  }
+
+  void init_params(uint64_t seed) override {
+    Rng rng(seed);
+    for (Layer* l : layers()) {
+      for (size_t i = 0; i < l->params().size(); ++i) {
+        const ParamSpec& p = l->params()[i];
+        std::vector<float> v(static_cast<size_t>(product(p.dims)));
+        if (p.role == ParamRole::norm_scale) {
+          fill(v, 1.0f);
+        } else if (p.role == ParamRole::norm_shift) {
+          fill(v, 0.0f);
+        } else if (p.dims.size() == 4) {  // conv (Cout, Cin, k, k): torchvision's kaiming_normal_(fan_out, relu)
+          kaiming_normal_fan_out(v, p.dims[0] * p.dims[2] * p.dims[3], rng);
+        } else {  // fc weight (out, in) and bias: nn.Linear's default
+          uniform_fan_in(v, fc_->params()[0].dims[1], rng);
+        }
+        l->write_param(i, v);
+      }
+    }
+  }
+
+ private:
+  const Tensor& input() const { return x_ ? *x_ : *images_; }
+
+  Backend& be_;
+  ResNetConfig cfg_;
+  TensorCache cache_;
+  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype (bf16 runs)
+  std::unique_ptr<Conv2d> conv1_;
+  std::unique_ptr<BatchNorm> bn1_;
+  std::unique_ptr<Pool2d> pool_;
+  std::vector<std::unique_ptr<Bottleneck>> blocks_;
+  std::unique_ptr<GlobalAvgPool> gap_;
+  std::unique_ptr<Linear> fc_;
+  std::unique_ptr<SoftmaxCrossEntropy> xent_;
+  TensorPtr a_, b_, p_, f_, logits_, dlogits_, df_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_resnet(Backend& be, const ResNetConfig& config) { return std::make_unique<ResNet>(be, config); }
+
+}  // namespace dlperf

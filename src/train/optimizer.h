@@ -1,0 +1,50 @@
+// Optimizers over the flat buffers and the learning-rate schedule.
+//
+// SGD with momentum (PyTorch semantics), weight decay only on weights (never on biases or
+// batch-norm parameters), fused by the backend over contiguous ranges of equal decay.
+// Schedule: linear warm-up from lr/warmup to lr, then cosine decay to 0 (as NVIDIA's
+// ResNet-50 v1.5 recipe, in iterations rather than epochs).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "train/param_store.h"
+
+namespace dlperf {
+
+enum class LrScheduleKind : uint8_t { cosine, constant };
+
+struct LrSchedule {
+  LrScheduleKind kind = LrScheduleKind::cosine;
+  float base = 0.1f;
+  int64_t warmup = 0;  // iterations of linear warm-up
+  int64_t total = 1;   // iterations in all
+  float at(int64_t iteration) const;
+};
+
+struct SgdConfig {
+  float momentum = 0.875f;               // NVIDIA's ResNet-50 v1.5 recipe
+  float weight_decay = 3.0517578125e-5f;  // 1/32768, same recipe
+};
+
+class Sgd {
+ public:
+  Sgd(Backend& be, ParamStore& store, SgdConfig c);
+  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale).
+  void step(float lr, float grad_scale);
+
+ private:
+  struct Range {
+    size_t begin, end;
+    bool decay;
+  };
+  Backend& be_;
+  ParamStore& store_;
+  SgdConfig cfg_;
+  std::unique_ptr<Buffer> momentum_;
+  std::vector<Range> ranges_;
+  bool first_ = true;
+};
+
+}  // namespace dlperf

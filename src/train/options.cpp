@@ -1,0 +1,131 @@
+#include "train/options.h"
+
+#include <boost/program_options.hpp>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "dlperf_version.h"
+#include "models/resnet.h"
+
+namespace po = boost::program_options;
+
+namespace dlperf {
+namespace {
+
+template <class T>
+void require_positive(const char* flag, T v) {
+  if (v <= 0) throw_usage_error(std::string("--") + flag + " must be a positive integer (got " + std::to_string(v) + ")");
+}
+
+std::array<int, 4> parse_blocks(const std::string& s) {
+  std::array<int, 4> b{};
+  std::istringstream in(s);
+  std::string part;
+  size_t i = 0;
+  while (std::getline(in, part, ',')) {
+    if (i >= 4) break;
+    try {
+      b[i] = std::stoi(part);
+    } catch (const std::exception&) {
+      i = 5;
+      break;
+    }
+    if (b[i] <= 0) break;
+    ++i;
+  }
+  if (i != 4 || in.rdbuf()->in_avail() > 0)
+    throw_usage_error("--resnet-blocks takes four positive integers like 3,4,6,3 (got '" + s + "')");
+  return b;
+}
+
+}  // namespace
+
+ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
+  std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3";
+  po::options_description general("dlperf-train: trains a network on synthetic data and measures samples/s");
+  // clang-format off
+  general.add_options()
+    ("help,h", "print this help and exit")
+    ("version", "print the version and exit")
+    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5)")
+    ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
+    ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
+    ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
+    ("image-size", po::value(&o.image_size)->default_value(o.image_size), "input height and width")
+    ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
+    ("iterations", po::value(&o.iterations)->default_value(o.iterations), "training iterations, warm-up included")
+    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "first iterations left out of the throughput")
+    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
+    ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
+    ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)");
+  po::options_description optim("Optimizer (SGD with momentum; NVIDIA's ResNet-50 v1.5 recipe)");
+  optim.add_options()
+    ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly")
+    ("lr-schedule", po::value(&schedule)->default_value(schedule), "cosine (after warm-up) or constant")
+    ("lr-warmup", po::value(&o.lr_warmup)->default_value(o.lr_warmup), "iterations of linear lr warm-up (-1: 10% of --iterations)")
+    ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or batch norm")
+    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, "0.1"), "cross-entropy label smoothing");
+  po::options_description reduced("Reduced networks (tests)");
+  reduced.add_options()
+    ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
+    ("resnet-width", po::value(&o.resnet_width)->default_value(o.resnet_width), "channels of the first stage");
+  // clang-format on
+  po::options_description all;
+  all.add(general).add(optim).add(reduced);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw_usage_error(std::string(e.what()) + " (see --help)");
+  }
+  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
+  if (vm.count("help")) {
+    info << all << '\n';
+    return ParseOutcome::exit_ok;
+  }
+  if (vm.count("version")) {
+    info << "dlperf-train " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
+    return ParseOutcome::exit_ok;
+  }
+
+  if (o.model != "resnet50") throw_usage_error("--model '" + o.model + "' is unknown: use resnet50");
+  if (backend == "cpu") o.backend = BackendKind::cpu;
+  else if (backend == "cuda") o.backend = BackendKind::cuda;
+  else throw_usage_error("--backend '" + backend + "' is unknown: use cpu or cuda");
+  if (precision == "fp32") o.precision = Precision::fp32;
+  else if (precision == "bf16") o.precision = Precision::bf16;
+  else if (precision == "fp16" || precision == "amp") o.precision = Precision::fp16;
+  else throw_usage_error("--precision '" + precision + "' is unknown: use fp32 or bf16 (fp16 on cuda)");
+  if (schedule == "cosine") o.lr_schedule = LrScheduleKind::cosine;
+  else if (schedule == "constant") o.lr_schedule = LrScheduleKind::constant;
+  else throw_usage_error("--lr-schedule '" + schedule + "' is unknown: use cosine or constant");
+  require_positive("batch-size", o.batch_size);
+  require_positive("iterations", o.iterations);
+  require_positive("num-classes", o.num_classes);
+  require_positive("image-size", o.image_size);
+  require_positive("resnet-width", o.resnet_width);
+  if (vm["threads"].defaulted()) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  else require_positive("threads", o.threads);
+  if (o.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(o.warmup) + ")");
+  if (o.warmup >= o.iterations)
+    throw_usage_error("--warmup " + std::to_string(o.warmup) + " leaves no measured iteration: use fewer than --iterations " +
+                      std::to_string(o.iterations));
+  if (o.print_every < 0) throw_usage_error("--print-every must be 0 or more");
+  if (o.image_size < kResNetMinImageSize)
+    throw_usage_error("--image-size " + std::to_string(o.image_size) + " is too small for " + o.model + ": use " +
+                      std::to_string(kResNetMinImageSize) + " or more");
+  if (!(o.lr > 0)) throw_usage_error("--lr must be positive");
+  if (o.momentum < 0 || o.momentum >= 1) throw_usage_error("--momentum must be in [0, 1)");
+  if (o.weight_decay < 0) throw_usage_error("--weight-decay must be 0 or more");
+  if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw_usage_error("--label-smoothing must be in [0, 1)");
+  if (o.lr_warmup < -1) throw_usage_error("--lr-warmup must be -1 (10%) or 0 or more");
+  o.resnet_blocks = parse_blocks(blocks);
+  return ParseOutcome::run;
+}
+
+}  // namespace dlperf

@@ -1,0 +1,43 @@
+// dlperf-train's settings: parsed from the command line into one struct, validated once.
+// Every invalid value is a usage error naming the flag and what it accepts.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "train/optimizer.h"
+
+namespace dlperf {
+
+struct TrainOptions {
+  std::string model = "resnet50";
+  BackendKind backend = BackendKind::cpu;
+  Precision precision = Precision::fp32;
+  int64_t batch_size = 32;      // per device
+  int64_t image_size = 224;
+  int64_t num_classes = 1000;
+  int64_t iterations = 120;
+  int64_t warmup = 20;
+  uint64_t seed = 42;
+  int threads = 0;              // 0: every core this rank may use
+  float lr = 0.256f;            // for a global batch of 256, scaled linearly
+  LrScheduleKind lr_schedule = LrScheduleKind::cosine;
+  int64_t lr_warmup = -1;       // iterations; -1: 10% of --iterations
+  float momentum = 0.875f;
+  float weight_decay = 3.0517578125e-5f;
+  float label_smoothing = 0.1f;
+  int64_t print_every = 10;
+  std::array<int, 4> resnet_blocks = {3, 4, 6, 3};
+  int64_t resnet_width = 64;
+  std::string command_line;
+};
+
+enum class ParseOutcome { run, exit_ok };  // exit_ok: --help or --version was printed
+
+// Throws Error(ErrorKind::usage) with a one-line message on any invalid input.
+ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& out, std::ostream& info);
+
+}  // namespace dlperf

@@ -1,0 +1,64 @@
+#include "train/param_store.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dlperf {
+
+namespace {
+constexpr size_t kAlign = 16;  // f32 elements: 64 bytes
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+ParamStore::ParamStore(Backend& be, const std::vector<Layer*>& layers) {
+  size_t offset = 0;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    Layer* l = *it;
+    for (size_t i = 0; i < l->params().size(); ++i) {
+      const ParamSpec& p = l->params()[i];
+      entries_.push_back({l, i, offset, p.storage_elems, decays(p.role)});
+      offset = align_up(offset + p.storage_elems);
+      count_ += product(p.dims);
+    }
+  }
+  values_ = be.buffer(std::max<size_t>(offset, 1));
+  grads_ = be.buffer(std::max<size_t>(offset, 1));
+  for (Layer* l : layers) {
+    std::vector<ParamSlot> slots(l->params().size());
+    for (const auto& e : entries_)
+      if (e.layer == l) slots[e.index] = {values_->data() + e.offset, grads_->data() + e.offset};
+    l->bind(slots);
+  }
+}
+
+std::pair<size_t, size_t> ParamStore::range_of(const Layer& l) const {
+  size_t begin = SIZE_MAX, end = 0;
+  for (const auto& e : entries_) {
+    if (e.layer != &l) continue;
+    begin = std::min(begin, e.offset);
+    end = std::max(end, e.offset + e.elems);
+  }
+  DLPERF_ASSERT(begin != SIZE_MAX, "layer has parameters in the store");
+  return {begin, end};
+}
+
+std::vector<std::vector<float>> ParamStore::read_values() const {
+  std::vector<std::vector<float>> out;
+  for (const auto& e : entries_) {
+    out.emplace_back(static_cast<size_t>(product(e.layer->params()[e.index].dims)));
+    e.layer->read_param(e.index, out.back());
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> ParamStore::read_grads() const {
+  std::vector<std::vector<float>> out;
+  for (const auto& e : entries_) {
+    out.emplace_back(static_cast<size_t>(product(e.layer->params()[e.index].dims)));
+    e.layer->read_grad(e.index, out.back());
+  }
+  return out;
+}
+
+}  // namespace dlperf

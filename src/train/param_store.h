@@ -1,0 +1,45 @@
+// The flat parameter and gradient buffers. Parameters are laid out in *reverse* layer order,
+// so the gradients backward finishes first sit at the front: a gradient bucket is then a
+// contiguous slice that becomes final all at once, and its allreduce can start while
+// backward continues. Each slice starts on a 64-byte boundary; padding stays zero.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace dlperf {
+
+struct ParamEntry {
+  Layer* layer = nullptr;
+  size_t index = 0;   // in layer->params()
+  size_t offset = 0;  // f32 elements from the start of the flat buffers
+  size_t elems = 0;   // storage elements (padding included)
+  bool decay = false;
+};
+
+class ParamStore {
+ public:
+  ParamStore(Backend& be, const std::vector<Layer*>& layers_forward_order);
+
+  Buffer& values() { return *values_; }
+  Buffer& grads() { return *grads_; }
+  size_t size() const { return values_->size(); }
+  const std::vector<ParamEntry>& entries() const { return entries_; }  // flat order
+  int64_t parameter_count() const { return count_; }  // logical elements, as frameworks count them
+  // [begin, end) of a layer's parameters in the flat buffers.
+  std::pair<size_t, size_t> range_of(const Layer& l) const;
+
+  // Moves all values or gradients to/from the canonical per-parameter layout, for tests,
+  // fixtures and checksums: one vector per entry, in flat order.
+  std::vector<std::vector<float>> read_values() const;
+  std::vector<std::vector<float>> read_grads() const;
+
+ private:
+  std::vector<ParamEntry> entries_;
+  std::unique_ptr<Buffer> values_, grads_;
+  int64_t count_ = 0;
+};
+
+}  // namespace dlperf

@@ -1,0 +1,96 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "core/error.h"
+
+namespace dlperf {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+std::string format_eta(double seconds) {
+  const auto s = static_cast<long>(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+}  // namespace
+
+void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::atomic<bool>* stop,
+                  std::ostream* progress, const IterationFn& after_iteration) {
+  const int world = exchange ? exchange->world_size() : 1;
+  const float grad_scale = 1.0f / (static_cast<float>(world) * cfg_.loss_scale);
+  const GradReadyFn ready = [exchange](const Layer& l) {
+    if (exchange) exchange->on_ready(l);
+  };
+  const double run_start = steady_seconds();
+  for (int64_t it = 0; it < cfg_.iterations; ++it) {
+    if (stop && stop->load()) break;
+    IterationTiming t;
+    t.start = steady_seconds();
+    model_.load(data());
+    be_.synchronize();
+    double mark = steady_seconds();
+    t.phase_seconds[static_cast<int>(Phase::data)] = static_cast<float>(mark - t.start);
+
+    for (Layer* l : model_.layers()) l->refresh_compute_weights();
+    model_.forward();
+    t.loss = model_.loss();
+    double now = steady_seconds();
+    t.phase_seconds[static_cast<int>(Phase::forward)] = static_cast<float>(now - mark);
+    mark = now;
+
+    if (exchange) exchange->begin_step();
+    model_.backward(cfg_.loss_scale, ready);
+    be_.synchronize();
+    now = steady_seconds();
+    t.phase_seconds[static_cast<int>(Phase::backward)] = static_cast<float>(now - mark);
+    mark = now;
+
+    if (exchange) {
+      exchange->finish();
+      t.comm_seconds = static_cast<float>(exchange->comm_seconds());
+    }
+    now = steady_seconds();
+    t.phase_seconds[static_cast<int>(Phase::comm_exposed)] = static_cast<float>(now - mark);
+    mark = now;
+
+    sgd_.step(cfg_.lr.at(it), grad_scale);
+    be_.synchronize();
+    t.end = steady_seconds();
+    t.phase_seconds[static_cast<int>(Phase::optimizer)] = static_cast<float>(t.end - mark);
+    if (!std::isfinite(t.loss))
+      throw Error(ErrorKind::fault, "loss became " + std::to_string(t.loss) + " at iteration " + std::to_string(it) +
+                                        ": lower --lr or check the input");
+    trace.iterations.push_back(t);
+    if (after_iteration) after_iteration(trace);
+
+    if (progress && cfg_.print_every > 0 && ((it + 1) % cfg_.print_every == 0 || it + 1 == cfg_.iterations)) {
+      const double step = t.end - t.start;
+      const double rate = static_cast<double>(model_.samples_per_step() * world) / step;
+      const double elapsed = t.end - run_start;
+      const double eta = elapsed / static_cast<double>(it + 1) * static_cast<double>(cfg_.iterations - it - 1);
+      char line[160];
+      std::snprintf(line, sizeof line, "iter %5lld/%lld  loss %8.4f  %9.2f samples/s  lr %.4g  eta %s\n",
+                    static_cast<long long>(it + 1), static_cast<long long>(cfg_.iterations), static_cast<double>(t.loss), rate,
+                    static_cast<double>(cfg_.lr.at(it)), format_eta(eta).c_str());
+      *progress << line << std::flush;
+    }
+  }
+}
+
+double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration) {
+  const auto n = static_cast<int64_t>(t.iterations.size());
+  if (n <= warmup || n == 0) return 0.0;
+  const double begin = warmup > 0 ? t.iterations[static_cast<size_t>(warmup - 1)].end : t.iterations.front().start;
+  const double end = t.iterations.back().end;
+  return end > begin ? static_cast<double>((n - warmup) * samples_per_iteration) / (end - begin) : 0.0;
+}
+
+}  // namespace dlperf

@@ -1,0 +1,65 @@
+// The training loop: data -> forward -> loss -> backward -> (gradient exchange) -> optimizer,
+// timed per phase with the steady clock around real work, recorded per iteration.
+//
+// Backward reports each layer whose gradients are final to the GradientExchange (the
+// distributed issue's bucketed allreduce); after backward the loop waits for what is still
+// in flight — that wait is the exposed communication.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <iosfwd>
+
+#include "models/model.h"
+#include "trace/run_record.h"
+#include "train/optimizer.h"
+
+namespace dlperf {
+
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+  virtual int world_size() const = 0;
+  virtual void begin_step() = 0;
+  virtual void on_ready(const Layer& layer) = 0;  // called inside backward
+  virtual void finish() = 0;                      // waits for every bucket of this step
+  virtual double comm_seconds() const = 0;        // time buckets were in flight this step
+};
+
+struct TrainConfig {
+  int64_t iterations = 120;   // warm-up included
+  int64_t warmup = 20;        // not counted in the throughput
+  int64_t print_every = 10;   // 0: no progress lines
+  LrSchedule lr;
+  float loss_scale = 1.0f;
+};
+
+using DataFn = std::function<const HostBatch&()>;
+using IterationFn = std::function<void(const RankTrace&)>;  // after each iteration (periodic trace flush)
+
+// Seconds on this process's steady clock.
+double steady_seconds();
+
+class Trainer {
+ public:
+  Trainer(Model& model, Backend& be, ParamStore& store, Sgd& sgd, TrainConfig cfg)
+      : model_(model), be_(be), store_(store), sgd_(sgd), cfg_(cfg) {}
+
+  // Runs the iterations, appending to trace. Returns early (trace holds what was measured)
+  // when *stop becomes true. progress may be null (other ranks).
+  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::atomic<bool>* stop,
+           std::ostream* progress, const IterationFn& after_iteration = {});
+
+ private:
+  Model& model_;
+  Backend& be_;
+  ParamStore& store_;
+  Sgd& sgd_;
+  TrainConfig cfg_;
+};
+
+// Throughput over the measured window: samples after warm-up / (end of the last iteration -
+// end of the last warm-up iteration). 0 when the window is empty.
+double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration);
+
+}  // namespace dlperf
