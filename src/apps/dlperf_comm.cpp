@@ -1,0 +1,120 @@
+// dlperf-comm: allreduce benchmark over the communicator training uses (MPI or NCCL).
+//   mpirun -np 2 dlperf-comm --min-bytes 8 --max-bytes 64M --backend mpi
+// Prints one row per message size: size, count, time, algbw, busbw, #wrong (method and
+// formulas in comm/allreduce_bench.h). Exit 0 when every result is exact, 1 when some element
+// is wrong, 2 on bad arguments (one line naming the flag), 3 on a fault (see comm/mpi_main.h).
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "comm/allreduce_bench.h"
+#include "comm/make_communicator.h"
+#include "comm/mpi_main.h"
+#include "core/error.h"
+#if defined(DLPERF_WITH_CUDA)
+#include "comm/nccl/nccl_communicator.h"
+#endif
+
+namespace po = boost::program_options;
+
+namespace {
+
+struct Config {
+  dlperf::BenchConfig bench;
+  dlperf::Backend backend = dlperf::Backend::mpi;
+  dlperf::CommOptions comm;
+};
+
+// "64M", "1K", "4096" -> bytes (binary multiples, as nccl-tests' -b/-e).
+size_t parse_bytes(const std::string& flag, const std::string& text) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    dlperf::throw_usage_error(flag + ": '" + text + "' is not a size (e.g. 4096, 64K, 32M, 1G)");
+  }
+  const std::string unit = text.substr(pos);
+  int shift = 0;
+  if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M" || unit == "m") shift = 20;
+  else if (unit == "G" || unit == "g") shift = 30;
+  else if (!unit.empty()) dlperf::throw_usage_error(flag + ": unknown unit '" + unit + "' (use K, M or G)");
+  return static_cast<size_t>(v) << shift;
+}
+
+// Returns false when --help was printed.
+bool parse(int argc, char** argv, bool print, Config& c) {
+  std::string min_b = "8", max_b = "32M", backend = "mpi";
+  double timeout_s = 60;
+  po::options_description visible("dlperf-comm options");
+  visible.add_options()("help,h", "print this help")
+      ("min-bytes", po::value(&min_b)->default_value(min_b), "smallest message (bytes; K, M, G suffixes)")
+      ("max-bytes", po::value(&max_b)->default_value(max_b), "largest message")
+      ("factor", po::value(&c.bench.factor)->default_value(c.bench.factor), "size multiplier between rows (> 1)")
+      ("iters", po::value(&c.bench.iters)->default_value(c.bench.iters), "timed allreduces per size")
+      ("warmup", po::value(&c.bench.warmup)->default_value(c.bench.warmup), "untimed allreduces per size")
+      ("backend", po::value(&backend)->default_value(backend), "mpi (host buffers) or nccl (device buffers)")
+      ("timeout", po::value(&timeout_s)->default_value(timeout_s), "seconds any wait may take before the job is aborted");
+  po::options_description hidden;
+  hidden.add_options()("corrupt-rank", po::value(&c.bench.corrupt_rank), "test hook: this rank corrupts one input");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    dlperf::throw_usage_error(e.what());
+  }
+  if (vm.count("help")) {
+    if (print) std::cout << visible << '\n';
+    return false;
+  }
+  c.bench.min_bytes = parse_bytes("--min-bytes", min_b);
+  c.bench.max_bytes = parse_bytes("--max-bytes", max_b);
+  if (c.bench.min_bytes < 4) dlperf::throw_usage_error("--min-bytes must be at least 4 (one float)");
+  if (c.bench.max_bytes < c.bench.min_bytes) dlperf::throw_usage_error("--max-bytes must be >= --min-bytes");
+  if (!(c.bench.factor > 1.0) && c.bench.max_bytes != c.bench.min_bytes)
+    dlperf::throw_usage_error("--factor must be greater than 1");
+  if (c.bench.iters < 1) dlperf::throw_usage_error("--iters must be at least 1");
+  if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup must be >= 0");
+  if (!(timeout_s > 0)) dlperf::throw_usage_error("--timeout must be positive (seconds)");
+  c.comm.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  if (backend == "mpi") c.backend = dlperf::Backend::mpi;
+  else if (backend == "nccl") c.backend = dlperf::Backend::nccl;
+  else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
+  return true;
+}
+
+int run(dlperf::MpiSession& session, int argc, char** argv) {
+  const dlperf::WorldInfo& world = session.world();
+  Config config;
+  if (!parse(argc, argv, world.rank == 0, config)) return 0;
+  if (config.backend == dlperf::Backend::nccl) {
+#if defined(DLPERF_WITH_CUDA)
+    dlperf::select_device_by_local_rank(world);
+#else
+    dlperf::throw_usage_error("--backend nccl: this dlperf was built without CUDA/NCCL; use --backend mpi");
+#endif
+  }
+  auto comm = dlperf::make_communicator(config.backend, session.world_comm(), world, config.comm);
+  const auto rows = dlperf::run_allreduce_bench(*comm, config.bench);
+  uint64_t wrong = 0;
+  if (world.rank == 0) {
+    dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
+    for (const auto& row : rows) dlperf::print_bench_row(std::cout, row);
+  }
+  for (const auto& row : rows) wrong += row.wrong;
+  if (world.rank == 0 && wrong > 0) std::cout << "# FAILED: " << wrong << " wrong elements\n";
+  std::cout.flush();
+  return wrong > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dlperf::run_mpi_program(argc, argv, "dlperf-comm", [&](dlperf::MpiSession& s) { return run(s, argc, argv); });
+}

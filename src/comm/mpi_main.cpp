@@ -1,0 +1,37 @@
+// run_mpi_program: see mpi_main.h for the policy.
+#include "comm/mpi_main.h"
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "core/error.h"
+
+namespace dlperf {
+
+int run_mpi_program(int& argc, char**& argv, const char* program, const std::function<int(MpiSession&)>& body) {
+  std::unique_ptr<MpiSession> session;
+  try {
+    session = std::make_unique<MpiSession>(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return kExitError;
+  }
+  try {
+    return body(*session);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::usage) {
+      if (session->world().rank == 0) std::fprintf(stderr, "%s: %s\n", program, e.what());
+      return kExitUsage;
+    }
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    std::fflush(stderr);
+    session->abort(kExitError);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error (%s): %s\n", program, error_identity().c_str(), e.what());
+    std::fflush(stderr);
+    session->abort(kExitError);
+  }
+}
+
+}  // namespace dlperf

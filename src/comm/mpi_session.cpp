@@ -1,0 +1,101 @@
+// MpiSession and world discovery; see mpi_session.h.
+#include "comm/mpi_session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "comm/mpi_comm_handle.h"
+#include "core/check.h"
+#include "core/error.h"
+
+namespace dlperf {
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+WorldInfo discover_world(MPI_Comm world) {
+  WorldInfo w;
+  DLPERF_CHECK_MPI(MPI_Comm_rank(world, &w.rank));
+  DLPERF_CHECK_MPI(MPI_Comm_size(world, &w.size));
+
+  // Ranks sharing memory = one node; keyed by world rank so local ranks keep world order.
+  MPI_Comm local_raw = MPI_COMM_NULL;
+  DLPERF_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local_raw));
+  MpiComm local(local_raw);
+  DLPERF_CHECK_MPI(MPI_Comm_rank(local.get(), &w.local_rank));
+  DLPERF_CHECK_MPI(MPI_Comm_size(local.get(), &w.local_size));
+
+  // One leader per node (its local rank 0); the leaders' communicator numbers the nodes.
+  MPI_Comm leaders_raw = MPI_COMM_NULL;
+  DLPERF_CHECK_MPI(MPI_Comm_split(world, w.local_rank == 0 ? 0 : MPI_UNDEFINED, w.rank, &leaders_raw));
+  MpiComm leaders(leaders_raw);
+  if (w.local_rank == 0) {
+    DLPERF_CHECK_MPI(MPI_Comm_rank(leaders.get(), &w.node_index));
+    DLPERF_CHECK_MPI(MPI_Comm_size(leaders.get(), &w.node_count));
+  }
+  int node[2] = {w.node_index, w.node_count};
+  DLPERF_CHECK_MPI(MPI_Bcast(node, 2, MPI_INT, 0, local.get()));
+  w.node_index = node[0];
+  w.node_count = node[1];
+
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  DLPERF_CHECK_MPI(MPI_Get_processor_name(name, &len));
+  std::vector<char> all(static_cast<size_t>(w.size) * MPI_MAX_PROCESSOR_NAME, '\0');
+  DLPERF_CHECK_MPI(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
+  w.hosts.reserve(static_cast<size_t>(w.size));
+  for (int r = 0; r < w.size; ++r) {
+    const char* s = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    w.hosts.emplace_back(s, strnlen(s, MPI_MAX_PROCESSOR_NAME));
+  }
+  w.this_host = w.hosts[static_cast<size_t>(w.rank)];
+  return w;
+}
+
+MpiSession::MpiSession(int& argc, char**& argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) throw Error(ErrorKind::internal, "MpiSession: MPI is already initialised (one session per process)");
+  int provided = MPI_THREAD_SINGLE;
+  DLPERF_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+  if (provided < MPI_THREAD_MULTIPLE) {
+    // The MPI communicator progresses non-blocking collectives from its own thread while the
+    // caller keeps issuing MPI calls, and the heartbeat thread talks to peers: both need
+    // MPI_THREAD_MULTIPLE. Without it there is no safe progress thread, so stop here.
+    MPI_Finalize();
+    throw Error(ErrorKind::library, std::string("MPI provides only ") + thread_level_name(provided) +
+                                        "; dlperf needs MPI_THREAD_MULTIPLE for its progress and heartbeat threads "
+                                        "(use an MPI library built with thread support)");
+  }
+  // Errors on the world communicator (and the communicators duplicated from it) return codes,
+  // which DLPERF_CHECK_MPI turns into exceptions carrying the call and the rank.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  try {
+    world_ = discover_world(MPI_COMM_WORLD);
+  } catch (...) {
+    MPI_Abort(MPI_COMM_WORLD, 3);  // a rank that cannot even learn the layout cannot finalize with the others
+    throw;
+  }
+  set_error_identity(world_.rank, world_.this_host);
+}
+
+MpiSession::~MpiSession() { MPI_Finalize(); }
+
+void MpiSession::abort(int exit_code) const {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+}  // namespace dlperf

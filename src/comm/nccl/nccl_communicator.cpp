@@ -1,0 +1,165 @@
+// NcclCommunicator; the design is explained in nccl_communicator.h.
+#include "comm/nccl/nccl_communicator.h"
+
+#include <exception>
+#include <thread>
+
+#include "comm/nccl/check_nccl.h"
+#include "core/check.h"
+#include "core/check_cuda.h"
+#include "core/error.h"
+
+namespace dlperf {
+
+struct NcclCommunicator::State : RequestState {
+  CudaEvent finished;  // recorded on the NCCL stream after the collective
+};
+
+namespace {
+
+class DeviceCommBuffer final : public CommBuffer {
+ public:
+  explicit DeviceCommBuffer(size_t count) : buf_(count) {}
+  float* data() override { return buf_.get(); }
+  size_t count() const override { return buf_.count(); }
+  // Synchronous copies on the legacy default stream: ordered before anything later recorded on
+  // it, which is what the benchmark and tests need.
+  void upload(std::span<const float> host) override {
+    DLPERF_ASSERT(host.size() == buf_.count(), "upload size mismatch");
+    DLPERF_CHECK(cudaMemcpy(buf_.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  }
+  void download(std::span<float> host) override {
+    DLPERF_ASSERT(host.size() == buf_.count(), "download size mismatch");
+    DLPERF_CHECK(cudaMemcpy(host.data(), buf_.get(), host.size_bytes(), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  DeviceBuffer<float> buf_;  // (count)
+};
+
+}  // namespace
+
+int select_device_by_local_rank(const WorldInfo& world) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw_usage_error("--backend nccl: no CUDA device on " + world.this_host);
+  const int device = world.local_rank % n;
+  DLPERF_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm parent, const WorldInfo& world, cudaStream_t compute_stream, CommOptions options)
+    : rank_(world.rank),
+      size_(world.size),
+      options_(options),
+      compute_(compute_stream),
+      heartbeat_(parent, world.hosts, options.heartbeat_period) {
+  ncclUniqueId id{};
+  if (rank_ == 0) DLPERF_CHECK(ncclGetUniqueId(&id));
+  DLPERF_CHECK_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, parent));
+  DLPERF_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!comm_) return;
+  if (aborted_) return;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding from a fault: a collective may be stuck waiting for a dead peer.
+    heartbeat_.fast_shutdown();
+    ncclCommAbort(comm_);
+    return;
+  }
+  cudaStreamSynchronize(stream_.get());
+  ncclCommDestroy(comm_);
+}
+
+std::shared_ptr<NcclCommunicator::State> NcclCommunicator::begin(CommOp op, size_t bytes) {
+  if (aborted_) throw Error(ErrorKind::fault, "NCCL communicator was aborted after an earlier fault (" + error_identity() + ")");
+  auto s = std::make_shared<State>();
+  s->op = op;
+  s->seq = next_seq_++;
+  s->bytes = bytes;
+  s->started = CommClock::now();
+  heartbeat_.note_started(s->seq);
+  // The collective must see what the compute stream has produced so far.
+  DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
+  DLPERF_CHECK(cudaStreamWaitEvent(stream_.get(), produced_.get(), 0));
+  return s;
+}
+
+void NcclCommunicator::end(State& s) { DLPERF_CHECK(cudaEventRecord(s.finished.get(), stream_.get())); }
+
+CommRequest NcclCommunicator::allreduce_sum_start(float* data, size_t count) {
+  auto s = begin(CommOp::allreduce_sum, count * sizeof(float));
+  DLPERF_CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_.get()));
+  end(*s);
+  return CommRequest(s);
+}
+
+void NcclCommunicator::broadcast(float* data, size_t count, int root) {
+  if (root < 0 || root >= size_) throw Error(ErrorKind::internal, "broadcast root " + std::to_string(root) + " out of range");
+  auto s = begin(CommOp::broadcast, count * sizeof(float));
+  DLPERF_CHECK(ncclBroadcast(data, data, count, ncclFloat, root, comm_, stream_.get()));
+  end(*s);
+  CommRequest r(s);
+  wait(r);
+}
+
+void NcclCommunicator::barrier() {
+  // NCCL has no barrier; a one-element allreduce completes only when every rank has joined.
+  auto s = begin(CommOp::barrier, 0);
+  DLPERF_CHECK(ncclAllReduce(barrier_scratch_.get(), barrier_scratch_.get(), 1, ncclFloat, ncclSum, comm_, stream_.get()));
+  end(*s);
+  CommRequest r(s);
+  wait(r);
+}
+
+bool NcclCommunicator::poll(State& s) {
+  if (s.done.load(std::memory_order_acquire)) return true;
+  const cudaError_t q = cudaEventQuery(s.finished.get());
+  if (q == cudaSuccess) {
+    s.completed = CommClock::now();
+    s.done.store(true, std::memory_order_release);
+    heartbeat_.note_completed(s.seq);
+    return true;
+  }
+  if (q != cudaErrorNotReady) fail(s, std::string("CUDA error while waiting: ") + cudaGetErrorString(q));
+  ncclResult_t async = ncclSuccess;
+  DLPERF_CHECK(ncclCommGetAsyncError(comm_, &async));
+  if (async != ncclSuccess && async != ncclInProgress)
+    fail(s, std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async) + " (" +
+                ncclGetLastError(comm_) + "); " + heartbeat_.diagnose(s.seq));
+  return false;
+}
+
+bool NcclCommunicator::test(CommRequest& request) {
+  DLPERF_ASSERT(request.valid(), "test() on an empty request");
+  return poll(*request.state_as<State>());
+}
+
+void NcclCommunicator::wait(CommRequest& request) {
+  DLPERF_ASSERT(request.valid(), "wait() on an empty request");
+  State& s = *request.state_as<State>();
+  const auto deadline = CommClock::now() + options_.timeout;
+  while (!poll(s)) {
+    if (CommClock::now() > deadline) {
+      const double waited = std::chrono::duration<double>(options_.timeout).count();
+      fail(s, "not complete after " + std::to_string(static_cast<int>(waited)) + " s (--timeout); " +
+                  heartbeat_.diagnose(s.seq));
+    }
+    std::this_thread::yield();
+  }
+}
+
+void NcclCommunicator::fail(const RequestState& s, const std::string& why) {
+  // Kernels stuck in a collective never finish on their own: abort so the device is released.
+  if (!aborted_ && comm_) {
+    ncclCommAbort(comm_);
+    aborted_ = true;
+    heartbeat_.fast_shutdown();
+  }
+  throw Error(ErrorKind::fault, "NCCL " + describe_request(s) + ": " + why + " (" + error_identity() + ")");
+}
+
+std::unique_ptr<CommBuffer> NcclCommunicator::make_buffer(size_t count) { return std::make_unique<DeviceCommBuffer>(count); }
+
+}  // namespace dlperf

@@ -1,0 +1,73 @@
+// NcclCommunicator: the Communicator for device buffers (the CUDA backend's gradients).
+//  * Bootstrap: rank 0 creates the NCCL unique id and broadcasts it over MPI; the communicator
+//    uses the current CUDA device (select_device_by_local_rank picks it).
+//  * Ordering: NCCL runs on the communicator's own stream. Each operation first records an
+//    event on the compute stream given at construction and makes the NCCL stream wait on it,
+//    so the collective reads the gradients only after the kernels that produced them, without
+//    blocking the host or the compute stream.
+//  * Completion and faults: each request records a "done" event on the NCCL stream. test() and
+//    wait() query it; while waiting, ncclCommGetAsyncError is polled (a peer that died shows
+//    up there as a network error). On an async error or after CommOptions::timeout the
+//    communicator is aborted (ncclCommAbort, which also unblocks the kernels stuck in the
+//    collective) and Error(fault) is thrown with the heartbeat's diagnosis.
+//  * Timing: a request's completion time is when test()/wait() first saw its event complete.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <memory>
+
+#include "comm/communicator.h"
+#include "comm/heartbeat.h"
+#include "comm/mpi_session.h"
+#include "comm/nccl/cuda_handles.h"
+
+namespace dlperf {
+
+// cudaSetDevice(local_rank % device count); returns the device. Error(usage) with no device.
+int select_device_by_local_rank(const WorldInfo& world);
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `parent`.
+  NcclCommunicator(MPI_Comm parent, const WorldInfo& world, cudaStream_t compute_stream, CommOptions options);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Backend backend() const override { return Backend::nccl; }
+  MemorySpace memory_space() const override { return MemorySpace::device; }
+  const CommOptions& options() const override { return options_; }
+
+  void broadcast(float* data, size_t count, int root) override;  // data on the device
+  CommRequest allreduce_sum_start(float* data, size_t count) override;
+  bool test(CommRequest& request) override;
+  void wait(CommRequest& request) override;
+  void barrier() override;
+  std::unique_ptr<CommBuffer> make_buffer(size_t count) override;
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+ private:
+  struct State;
+  std::shared_ptr<State> begin(CommOp op, size_t bytes);
+  void end(State& s);
+  bool poll(State& s);  // true when complete; throws on an async error
+  [[noreturn]] void fail(const RequestState& s, const std::string& why);
+
+  int rank_ = 0;
+  int size_ = 1;
+  CommOptions options_;
+  cudaStream_t compute_ = nullptr;
+  CudaStream stream_;
+  CudaEvent produced_;  // recorded on compute_, waited on by stream_
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  Heartbeat heartbeat_;
+  DeviceBuffer<float> barrier_scratch_{1};  // (1) barrier = allreduce of one float
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace dlperf

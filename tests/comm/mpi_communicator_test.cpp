@@ -1,0 +1,160 @@
+// MpiCommunicator under mpirun (2, 3, 4 ranks): exact results, bit-identical broadcasts,
+// several outstanding requests, progress while the caller computes, timeouts that name the
+// rank that is behind, and the benchmark's corrupted-buffer check.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "comm/allreduce_bench.h"
+#include "comm/mpi_communicator.h"
+#include "core/error.h"
+#include "mpi_test_env.h"
+
+namespace dlperf {
+namespace {
+
+using test::fast_options;
+using test::world;
+
+std::vector<float> check_input(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = check_value(rank, i);
+  return v;
+}
+
+size_t count_wrong(const std::vector<float>& v, int ranks) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != expected_sum(ranks, i);
+  return wrong;
+}
+
+TEST(World, LayoutIsConsistent) {
+  const WorldInfo& w = world();
+  EXPECT_EQ(static_cast<int>(w.hosts.size()), w.size);
+  EXPECT_EQ(w.hosts[static_cast<size_t>(w.rank)], w.this_host);
+  EXPECT_GE(w.node_count, 1);
+  EXPECT_LT(w.local_rank, w.local_size);
+  EXPECT_LT(w.node_index, w.node_count);
+  if (w.node_count == 1) {
+    EXPECT_EQ(w.local_size, w.size);
+    EXPECT_EQ(w.local_rank, w.rank);
+  }
+}
+
+TEST(MpiCommunicator, BroadcastIsBitIdentical) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  const size_t n = 100'003;
+  // Arbitrary bit patterns (NaN payloads, denormals, -0) must arrive unchanged.
+  std::vector<uint32_t> bits(n);
+  std::mt19937 gen(1234);
+  for (auto& b : bits) b = gen();
+  std::vector<float> expected(n), data(n, -1.0f);
+  std::memcpy(expected.data(), bits.data(), n * sizeof(float));
+  const int root = comm.size() - 1;
+  if (comm.rank() == root) data = expected;
+  comm.broadcast(data.data(), n, root);
+  EXPECT_EQ(std::memcmp(data.data(), expected.data(), n * sizeof(float)), 0);
+}
+
+TEST(MpiCommunicator, AllreduceIsExact) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  for (size_t n : {size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3}) {
+    std::vector<float> v = check_input(comm.rank(), n);
+    CommRequest r = comm.allreduce_sum_start(v.data(), n);
+    comm.wait(r);
+    EXPECT_EQ(count_wrong(v, comm.size()), 0u) << "count " << n;
+    EXPECT_TRUE(r.completed());
+    EXPECT_EQ(r.bytes(), n * sizeof(float));
+  }
+  comm.barrier();
+}
+
+TEST(MpiCommunicator, SeveralOutstandingRequestsComplete) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  // Like gradient buckets: started one after another, waited for at the end.
+  const std::vector<size_t> sizes{1000, 250'000, 17, 600'000, 4096, 1};
+  std::vector<std::vector<float>> buckets;
+  std::vector<CommRequest> requests;
+  for (size_t n : sizes) buckets.push_back(check_input(comm.rank(), n));
+  for (auto& b : buckets) requests.push_back(comm.allreduce_sum_start(b.data(), b.size()));
+  for (size_t i = 1; i < requests.size(); ++i) EXPECT_EQ(requests[i].seq(), requests[i - 1].seq() + 1);
+  wait_all(comm, requests);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    EXPECT_EQ(count_wrong(buckets[i], comm.size()), 0u) << "bucket " << i;
+    ASSERT_TRUE(requests[i].completed_at().has_value());
+    EXPECT_LE(requests[i].started_at(), *requests[i].completed_at());
+    EXPECT_GE(requests[i].seconds(), 0.0);
+  }
+}
+
+TEST(MpiCommunicator, ProgressesWhileCallerComputes) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  std::vector<float> v = check_input(comm.rank(), 1 << 18);  // 1 MiB
+  comm.barrier();
+  CommRequest r = comm.allreduce_sum_start(v.data(), v.size());
+  // "Compute" without any MPI call, long enough for a 1 MiB allreduce even oversubscribed.
+  const auto compute_end = CommClock::now() + std::chrono::milliseconds(500);
+  volatile double sink = 0;
+  while (CommClock::now() < compute_end) sink = sink + 1.0;
+  EXPECT_TRUE(comm.test(r)) << "the allreduce made no progress while the caller computed";
+  comm.wait(r);
+  ASSERT_TRUE(r.completed_at().has_value());
+  EXPECT_LT(*r.completed_at(), compute_end);  // the trainer's overlap proof, in miniature
+  EXPECT_EQ(count_wrong(v, comm.size()), 0u);
+}
+
+TEST(MpiCommunicator, TimeoutNamesTheRankThatHasNotStarted) {
+  CommOptions o = fast_options();
+  o.timeout = std::chrono::milliseconds(1500);
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), o);
+  const int late = comm.size() - 1;
+  std::vector<float> v = check_input(comm.rank(), 1000);
+  if (comm.rank() != late) {
+    CommRequest r = comm.allreduce_sum_start(v.data(), v.size());
+    try {
+      comm.wait(r);
+      ADD_FAILURE() << "wait returned although rank " << late << " never started";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::fault);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("allreduce #1"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank " + std::to_string(late) + " ("), std::string::npos) << what;
+      EXPECT_NE(what.find("has not started operation #1"), std::string::npos) << what;
+    }
+    // Let the late rank join; the same request then completes normally.
+    int token = 1;
+    MPI_Send(&token, 1, MPI_INT, late, 99, MPI_COMM_WORLD);
+    comm.wait(r);
+  } else {
+    for (int p = 0; p < comm.size() - 1; ++p) {
+      int token = 0;
+      MPI_Recv(&token, 1, MPI_INT, p, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    CommRequest r = comm.allreduce_sum_start(v.data(), v.size());
+    comm.wait(r);
+  }
+  EXPECT_EQ(count_wrong(v, comm.size()), 0u);
+}
+
+TEST(AllreduceBench, ExactWithoutCorruptionAndCatchesACorruptedBuffer) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  BenchConfig c;
+  c.min_bytes = 4;
+  c.max_bytes = 4096;
+  c.factor = 8;
+  c.iters = 2;
+  c.warmup = 1;
+  for (const BenchRow& row : run_allreduce_bench(comm, c)) {
+    EXPECT_EQ(row.wrong, 0u) << row.bytes;
+    EXPECT_GT(row.time_us, 0.0);
+  }
+  c.corrupt_rank = comm.size() - 1;
+  for (const BenchRow& row : run_allreduce_bench(comm, c))  // one bad element, seen by every rank
+    EXPECT_EQ(row.wrong, static_cast<uint64_t>(comm.size())) << row.bytes;
+}
+
+}  // namespace
+}  // namespace dlperf

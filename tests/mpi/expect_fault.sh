@@ -1,0 +1,26 @@
+#!/bin/sh
+# expect_fault.sh BOUND_S REGEX COMMAND...: passes when COMMAND ends by itself within BOUND_S
+# seconds, with a non-zero exit code, and its output matches the extended regex REGEX.
+bound=$1
+regex=$2
+shift 2
+start=$(date +%s)
+out=$(timeout -k 5 "$bound" "$@" 2>&1)
+rc=$?
+elapsed=$(($(date +%s) - start))
+printf '%s\n' "$out"
+echo "expect_fault: exit code $rc after ${elapsed} s"
+# mpirun itself exits 137 when a rank was SIGKILLed, so judge a timeout by the clock.
+if [ "$rc" -eq 124 ] || [ "$elapsed" -ge "$bound" ]; then
+  echo "expect_fault: FAIL: still running after ${bound} s"
+  exit 1
+fi
+if [ "$rc" -eq 0 ]; then
+  echo "expect_fault: FAIL: the job ended with exit code 0"
+  exit 1
+fi
+if ! printf '%s\n' "$out" | grep -Eq "$regex"; then
+  echo "expect_fault: FAIL: no line matches: $regex"
+  exit 1
+fi
+echo "expect_fault: PASS"
