@@ -77,6 +77,7 @@ struct RankTrace {
 struct RunRecord {
   RunInfo info;
   std::vector<RankTrace> ranks;  // index = world rank
+  std::string location;  // "results.h5:/runs/run_000003", set by the reader (the writer ignores it)
   int64_t samples_per_iteration_per_rank() const { return info.batch_per_device; }
 };
 

@@ -1,0 +1,60 @@
+// dlperf-reduce FILE|DIR ...: reduce dlperf HDF5 traces with the DLPerf measurement method
+// and print markdown tables; optional CSV, JSON, SVG, reference figures and a regression
+// check. Thin entry point: options -> ReduceConfig -> run_reduce (analysis/lib).
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "core/error.h"
+#include "reduce_app.h"
+
+namespace po = boost::program_options;
+using dlperf::analysis::ReduceConfig;
+
+int main(int argc, char** argv) {
+  ReduceConfig cfg;
+  po::options_description opts(
+      "Usage: dlperf-reduce [options] FILE|DIR ...\n"
+      "Groups runs by configuration (model, precision, batch, backend, variant) and nodes x devices;\n"
+      "throughput per run = samples in the measured window / its wall time on the slowest rank;\n"
+      "median over repeats; speedup vs 1 node x 1 device. Exit: 0 ok, 1 regression, 2 bad input.\n\nOptions");
+  opts.add_options()
+      ("help,h", "print this help")
+      ("warmup", po::value(&cfg.method.warmup)->default_value(20), "iterations dropped at the start of each run")
+      ("window", po::value(&cfg.method.window)->default_value(100), "iterations measured after the warm-up")
+      ("include-partial", po::bool_switch(&cfg.method.include_partial), "also measure partial runs with a full window")
+      ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE")
+      ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE")
+      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg")
+      ("compare", po::value(&cfg.compare_path), "baseline results .h5 or DLPerf .json; exit 1 on regression")
+      ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio")
+      ("reference", po::value(&cfg.reference_csv)->implicit_value(dlperf::analysis::default_reference_csv(), "shipped"),
+       "show published DLPerf V100 figures (optionally from CSV FILE)")
+      ("cv-warning", po::value(&cfg.cv_warning)->default_value(0.05, "0.05"), "warn when a group's coefficient of variation exceeds this")
+      ("straggler-threshold", po::value(&cfg.method.straggler_threshold)->default_value(0.05, "0.05"),
+       "a rank is slow in an iteration when its compute exceeds the median by this fraction");
+  po::options_description hidden;
+  hidden.add_options()("input", po::value(&cfg.inputs));
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << opts << '\n';
+      return 0;
+    }
+    po::notify(vm);
+    return dlperf::analysis::run_reduce(cfg, std::cout);
+  } catch (const po::error& e) {
+    std::cerr << "dlperf-reduce: " << e.what() << " (see --help)\n";
+    return dlperf::analysis::kExitBadInput;
+  } catch (const dlperf::Error& e) {
+    std::cerr << "dlperf-reduce: " << e.what() << '\n';
+    return e.kind() == dlperf::ErrorKind::usage ? dlperf::analysis::kExitBadInput : 3;
+  } catch (const std::exception& e) {
+    std::cerr << "dlperf-reduce: " << e.what() << '\n';
+    return 3;
+  }
+}

@@ -1,0 +1,28 @@
+// Number formatting shared by the report writers, so tables, CSV and JSON agree on digits.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace dlperf::analysis {
+
+inline std::string fixed(double v, int digits) {
+  if (std::fabs(v) < 0.5 * std::pow(10.0, -digits)) v = 0;  // no "-0.00"
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+inline std::string fixed_or(const std::optional<double>& v, int digits, const std::string& empty) {
+  return v ? fixed(*v, digits) : empty;
+}
+inline std::string percent(double fraction, int digits = 1) { return fixed(100 * fraction, digits) + "%"; }
+// Full precision for machine-read files (CSV, JSON): round trips a double.
+inline std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace dlperf::analysis

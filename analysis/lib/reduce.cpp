@@ -1,0 +1,183 @@
+// The DLPerf measurement method (see reduce.h for the definitions and their sources).
+#include "reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace dlperf::analysis {
+namespace {
+
+double compute_seconds(const IterationTiming& it) {
+  // Everything but exposed communication: a rank that computes slowly makes the others wait
+  // in allreduce, so in lockstep training only its compute time shows who is slow.
+  double s = 0;
+  for (int p = 0; p < kPhaseCount; ++p)
+    if (p != static_cast<int>(Phase::comm_exposed)) s += it.phase_seconds[p];
+  return s;
+}
+
+void find_stragglers(const RunRecord& run, const MethodOptions& opt, std::vector<Straggler>& out) {
+  const size_t R = run.ranks.size();
+  if (R < 3) return;  // a median of two says nothing about which one is slow
+  const auto first = static_cast<size_t>(opt.warmup), last = static_cast<size_t>(opt.warmup + opt.window);
+  std::vector<int64_t> slow_count(R, 0);
+  std::vector<double> excess(R, 0), compute(R), sorted(R);
+  for (size_t i = first; i < last; ++i) {
+    for (size_t r = 0; r < R; ++r) compute[r] = compute_seconds(run.ranks[r].iterations[i]);
+    sorted = compute;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(R / 2), sorted.end());
+    const double median = sorted[R / 2];
+    if (median <= 0) continue;
+    for (size_t r = 0; r < R; ++r) {
+      excess[r] += compute[r] / median - 1;
+      if (compute[r] > median * (1 + opt.straggler_threshold)) ++slow_count[r];
+    }
+  }
+  const double n = static_cast<double>(last - first);
+  for (size_t r = 0; r < R; ++r) {
+    const double fraction = static_cast<double>(slow_count[r]) / n;
+    if (fraction >= 0.5)  // persistently: in at least half of the measured iterations
+      out.push_back({run.location, static_cast<int64_t>(r), run.ranks[r].host, fraction, excess[r] / n});
+  }
+}
+
+void add_phases(const RunRecord& run, const MethodOptions& opt, PhaseBreakdown& sum, double& count) {
+  for (const auto& rank : run.ranks)
+    for (int64_t i = opt.warmup; i < opt.warmup + opt.window; ++i) {
+      const IterationTiming& it = rank.iterations[static_cast<size_t>(i)];
+      sum.step_seconds += it.end - it.start;
+      for (int p = 0; p < kPhaseCount; ++p) sum.phase_seconds[p] += it.phase_seconds[p];
+      sum.comm_seconds += it.comm_seconds;
+      count += 1;
+    }
+}
+
+}  // namespace
+
+std::string ConfigKey::label() const {
+  std::string s = model + "_" + precision + "_b" + std::to_string(batch_per_device) + "_" + backend;
+  if (!variant.empty()) s += "_" + variant;
+  return s;
+}
+
+std::string ConfigKey::title() const {
+  std::string s = model + " · " + precision + " · batch " + std::to_string(batch_per_device) + "/device · " + backend;
+  if (!variant.empty()) s += " · " + variant;
+  return s;
+}
+
+RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt) {
+  RunThroughput out;
+  const int64_t need = opt.warmup + opt.window;
+  if (run.ranks.empty()) {
+    out.why_not = "no iterations recorded";
+    return out;
+  }
+  for (const auto& rank : run.ranks)
+    if (static_cast<int64_t>(rank.iterations.size()) < need) {
+      out.why_not = "fewer than warm-up + window = " + std::to_string(need) + " iterations";
+      return out;
+    }
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    const auto& its = run.ranks[r].iterations;
+    const double t0 = opt.warmup > 0 ? its[static_cast<size_t>(opt.warmup - 1)].end : its[0].start;
+    const double t1 = its[static_cast<size_t>(need - 1)].end;
+    if (t1 - t0 > out.window_seconds) {
+      out.window_seconds = t1 - t0;
+      out.slowest_rank = static_cast<int64_t>(r);
+    }
+  }
+  if (!(out.window_seconds > 0)) {
+    out.why_not = "window has no positive duration";
+    return out;
+  }
+  const int64_t world = run.info.world_size > 0 ? run.info.world_size : static_cast<int64_t>(run.ranks.size());
+  const double samples = static_cast<double>(opt.window * run.info.batch_per_device * world);
+  out.samples_per_s = samples / out.window_seconds;
+  return out;
+}
+
+RepeatStats repeat_stats(std::vector<double> v) {
+  RepeatStats s;
+  s.runs = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(n);
+  s.min = v.front();
+  s.max = v.back();
+  if (n > 1 && s.mean > 0) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.cv = std::sqrt(ss / static_cast<double>(n - 1)) / s.mean;
+  }
+  return s;
+}
+
+Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt) {
+  struct Acc {
+    ScalePoint point;
+    PhaseBreakdown phase_sum;
+    double phase_count = 0;
+  };
+  std::map<ConfigKey, std::map<std::pair<int64_t, int64_t>, Acc>> groups;  // key -> (devices, nodes)
+  Reduction out;
+  for (const RunRecord& run : runs) {
+    const RunInfo& i = run.info;
+    ConfigKey key{i.model, i.precision, i.backend, i.variant, i.batch_per_device};
+    Acc& acc = groups[key][{i.nodes * i.devices_per_node, i.nodes}];
+    acc.point.nodes = i.nodes;
+    acc.point.devices_per_node = i.devices_per_node;
+    const bool unfinished = i.status == RunStatus::partial || i.status == RunStatus::running;
+    if (i.status == RunStatus::failed) {
+      ++acc.point.excluded_failed;
+      continue;
+    }
+    if (unfinished && !opt.include_partial) {
+      ++acc.point.excluded_partial;
+      continue;
+    }
+    RunThroughput t = run_throughput(run, opt);
+    if (!t.samples_per_s) {
+      ++acc.point.excluded_short;
+      continue;
+    }
+    acc.point.throughputs.push_back(*t.samples_per_s);
+    add_phases(run, opt, acc.phase_sum, acc.phase_count);
+    find_stragglers(run, opt, out.stragglers);
+  }
+  for (auto& [key, points] : groups) {
+    ConfigResult cfg;
+    cfg.key = key;
+    for (auto& [where, acc] : points) {
+      ScalePoint& p = acc.point;
+      p.stats = repeat_stats(p.throughputs);
+      if (acc.phase_count > 0) {
+        p.phases.step_seconds = acc.phase_sum.step_seconds / acc.phase_count;
+        for (int k = 0; k < kPhaseCount; ++k) p.phases.phase_seconds[k] = acc.phase_sum.phase_seconds[k] / acc.phase_count;
+        p.phases.comm_seconds = acc.phase_sum.comm_seconds / acc.phase_count;
+      }
+      out.excluded_partial += p.excluded_partial;
+      out.excluded_failed += p.excluded_failed;
+      out.excluded_short += p.excluded_short;
+      cfg.points.push_back(std::move(p));
+    }
+    const ScalePoint* base = nullptr;
+    for (const auto& p : cfg.points)
+      if (p.nodes == 1 && p.devices_per_node == 1 && p.stats.runs > 0) base = &p;
+    cfg.has_single_device_baseline = base != nullptr;
+    if (base)
+      for (auto& p : cfg.points)
+        if (p.stats.runs > 0) {
+          p.speedup = p.stats.median / base->stats.median;
+          p.efficiency = *p.speedup / static_cast<double>(p.devices());
+        }
+    out.configs.push_back(std::move(cfg));
+  }
+  return out;
+}
+
+}  // namespace dlperf::analysis

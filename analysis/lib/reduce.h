@@ -1,0 +1,91 @@
+// The DLPerf measurement method applied to trace runs (design.md, "Reduce"):
+//   per run      throughput = samples in the window / window wall time on the slowest rank,
+//                window = iterations [warmup, warmup+window), samples = window*batch*world,
+//                wall time per rank = end of last measured iteration - end of last warm-up one
+//                (start of iteration 0 when warmup = 0); the slowest rank is the longest.
+//   over repeats median (mean of the middle two for even counts), mean, min, max and
+//                coefficient of variation = sample standard deviation (n-1) / mean (0 for n=1).
+//   scaling      speedup = median / median of the 1 node x 1 device runs of the same
+//                configuration; efficiency = speedup / devices.
+// Partial, failed, still-running and too-short runs are excluded and counted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/run_record.h"
+
+namespace dlperf::analysis {
+
+struct MethodOptions {
+  int64_t warmup = 20;               // iterations dropped at the start of each run
+  int64_t window = 100;              // iterations measured after the warm-up
+  double straggler_threshold = 0.05; // a rank is slow in an iteration when its compute exceeds the median by this
+  bool include_partial = false;      // measure partial/running runs that have a full window
+};
+
+// What identifies comparable runs (the DLPerf tables are one per configuration).
+struct ConfigKey {
+  std::string model, precision, backend, variant;
+  int64_t batch_per_device = 0;
+  auto operator<=>(const ConfigKey&) const = default;
+  std::string label() const;  // "resnet50_fp32_b128_cpu[_variant]": the JSON and CSV key
+  std::string title() const;  // "resnet50 · fp32 · batch 128/device · cpu"
+};
+
+struct RunThroughput {
+  std::optional<double> samples_per_s;  // empty when the run is too short
+  double window_seconds = 0;
+  int64_t slowest_rank = -1;
+  std::string why_not;  // reason when empty
+};
+RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt);
+
+struct RepeatStats {
+  size_t runs = 0;
+  double median = 0, mean = 0, min = 0, max = 0, cv = 0;
+};
+RepeatStats repeat_stats(std::vector<double> values);  // values non-empty
+
+// Where the measured step time goes, averaged over window iterations, ranks and runs.
+struct PhaseBreakdown {
+  double step_seconds = 0;
+  double phase_seconds[kPhaseCount] = {};
+  double comm_seconds = 0;  // allreduce in flight, overlapped or not
+};
+
+struct ScalePoint {
+  int64_t nodes = 1, devices_per_node = 1;
+  int64_t devices() const { return nodes * devices_per_node; }
+  std::vector<double> throughputs;  // included runs, in file order
+  RepeatStats stats;                // of throughputs (runs = 0: every run excluded)
+  std::optional<double> speedup, efficiency;
+  PhaseBreakdown phases;
+  int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+};
+
+struct ConfigResult {
+  ConfigKey key;
+  std::vector<ScalePoint> points;  // by devices, then nodes
+  bool has_single_device_baseline = false;
+};
+
+struct Straggler {
+  std::string run;  // location of the run in its file
+  int64_t rank = 0;
+  std::string host;
+  double slow_fraction = 0;  // share of window iterations in which it was slow
+  double excess = 0;         // mean compute time over the per-iteration median, as a fraction
+};
+
+struct Reduction {
+  std::vector<ConfigResult> configs;  // sorted by key
+  std::vector<Straggler> stragglers;
+  int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+};
+
+Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt);
+
+}  // namespace dlperf::analysis

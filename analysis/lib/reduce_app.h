@@ -1,0 +1,38 @@
+// dlperf-reduce as a library call: the settings parsed from the command line, and the run
+// that reads the traces, reduces them and writes every requested output. The program's
+// main() only parses options into ReduceConfig (analysis/dlperf_reduce.cpp).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "reduce.h"
+
+namespace dlperf::analysis {
+
+struct ReduceConfig {
+  std::vector<std::string> inputs;  // trace files, or directories of *.h5
+  MethodOptions method;
+  double cv_warning = 0.05;
+  std::string csv_path, json_path, svg_path;
+  std::string compare_path;   // results .h5 or DLPerf-shaped .json; "" = no comparison
+  double tolerance = 0.95;    // minimum measured/baseline ratio
+  std::string reference_csv;  // "" = no reference columns
+};
+
+// Exit codes of dlperf-reduce.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRegression = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Throws dlperf::Error on bad input; returns kExitRegression when the comparison fails.
+int run_reduce(const ReduceConfig& cfg, std::ostream& out);
+
+// Expands directories to their *.h5 / *.hdf5 files (sorted); throws Error(usage) when none.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
+
+// The copy of the published figures that ships with dlperf (installed, else source tree).
+std::string default_reference_csv();
+
+}  // namespace dlperf::analysis

@@ -1,0 +1,71 @@
+// Machine-readable outputs: CSV (one row per configuration x scale point, every statistic)
+// and JSON in the shape of DLPerf's result files, keyed by configuration label then "NnMg".
+#include <ostream>
+
+#include "format.h"
+#include "report.h"
+
+namespace dlperf::analysis {
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+std::string json_string(const std::string& s) {
+  std::string q = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') q += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) {
+      q += ' ';
+      continue;
+    }
+    q += ch;
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+void write_csv(std::ostream& os, const Reduction& r) {
+  os << "config,model,precision,backend,variant,batch_size_per_device,node_num,gpus_per_node,gpu_num,runs,"
+        "excluded,median_speed,average_speed,min_speed,max_speed,cv,speedup,efficiency\n";
+  for (const auto& c : r.configs)
+    for (const auto& p : c.points) {
+      const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
+      os << csv_field(c.key.label()) << ',' << csv_field(c.key.model) << ',' << csv_field(c.key.precision) << ','
+         << csv_field(c.key.backend) << ',' << csv_field(c.key.variant) << ',' << c.key.batch_per_device << ','
+         << p.nodes << ',' << p.devices_per_node << ',' << p.devices() << ',' << p.stats.runs << ',' << excluded;
+      if (p.stats.runs > 0)
+        os << ',' << exact(p.stats.median) << ',' << exact(p.stats.mean) << ',' << exact(p.stats.min) << ','
+           << exact(p.stats.max) << ',' << exact(p.stats.cv);
+      else
+        os << ",,,,,";
+      os << ',' << (p.speedup ? exact(*p.speedup) : "") << ',' << (p.efficiency ? exact(*p.efficiency) : "") << '\n';
+    }
+}
+
+void write_json(std::ostream& os, const Reduction& r) {
+  os << "{";
+  bool first_cfg = true;
+  for (const auto& c : r.configs) {
+    os << (first_cfg ? "\n  " : ",\n  ") << json_string(c.key.label()) << ": {";
+    first_cfg = false;
+    bool first = true;
+    for (const auto& p : c.points) {
+      if (p.stats.runs == 0) continue;
+      os << (first ? "\n    " : ",\n    ") << '"' << p.nodes << 'n' << p.devices_per_node << "g\": {\"average_speed\": "
+         << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
+         << ", \"batch_size_per_device\": " << c.key.batch_per_device
+         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null") << "}";
+      first = false;
+    }
+    os << (first ? "}" : "\n  }");
+  }
+  os << (first_cfg ? "}\n" : "\n}\n");
+}
+
+}  // namespace dlperf::analysis

@@ -1,0 +1,121 @@
+// Markdown report: per configuration, the DLPerf table (node_num | gpu_num |
+// batch_size_per_device | samples/s | speedup | efficiency), then repeat statistics and the
+// phase breakdown; after all configurations, stragglers and notes on excluded runs.
+#include <ostream>
+
+#include "format.h"
+#include "report.h"
+
+namespace dlperf::analysis {
+namespace {
+
+void table_header(std::ostream& os, const std::vector<std::string>& cols) {
+  os << '|';
+  for (const auto& c : cols) os << ' ' << c << " |";
+  os << "\n|";
+  for (size_t i = 0; i < cols.size(); ++i) os << "---|";
+  os << '\n';
+}
+
+void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt) {
+  std::vector<std::string> cols = {"node_num", "gpu_num", "batch_size_per_device", "samples/s", "speedup", "efficiency"};
+  if (opt.reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
+  table_header(os, cols);
+  for (const auto& p : c.points) {
+    if (p.stats.runs == 0) continue;
+    os << "| " << p.nodes << " | " << p.devices() << " | " << c.key.batch_per_device << " | " << fixed(p.stats.median, 2)
+       << " | " << fixed_or(p.speedup, 2, "") << " | " << (p.efficiency ? percent(*p.efficiency) : "") << " |";
+    if (opt.reference) {
+      auto ref = match_reference(*opt.reference, c.key, p.nodes, p.devices_per_node);
+      if (ref) {
+        std::string source = ref->system;
+        if (ref->batch_per_device != c.key.batch_per_device)
+          source += ref->batch_per_device ? ", bs " + std::to_string(ref->batch_per_device) : ", bs n/a";
+        if (!ref->variant.empty()) source += ", " + ref->variant;
+        os << ' ' << fixed(ref->samples_per_s, 2) << " (" << source << ") | " << fixed_or(ref->speedup, 2, "") << " | "
+           << fixed(p.stats.median / ref->samples_per_s, 2) << " |";
+      } else {
+        os << "  |  |  |";
+      }
+    }
+    os << '\n';
+  }
+}
+
+void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt, std::vector<std::string>& notes) {
+  table_header(os, {"node_num", "gpu_num", "runs", "median", "mean", "min", "max", "cv", "excluded"});
+  for (const auto& p : c.points) {
+    const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
+    os << "| " << p.nodes << " | " << p.devices() << " | " << p.stats.runs << " | ";
+    if (p.stats.runs > 0)
+      os << fixed(p.stats.median, 2) << " | " << fixed(p.stats.mean, 2) << " | " << fixed(p.stats.min, 2) << " | "
+         << fixed(p.stats.max, 2) << " | " << percent(p.stats.cv, 2);
+    else
+      os << " |  |  |  | ";
+    os << " | " << excluded << " |\n";
+    if (p.stats.runs > 1 && p.stats.cv > opt.cv_warning)
+      notes.push_back("warning: noisy group " + c.key.label() + " " + std::to_string(p.nodes) + "n" +
+                      std::to_string(p.devices_per_node) + "g: coefficient of variation " + percent(p.stats.cv, 2) +
+                      " over " + std::to_string(p.stats.runs) + " runs exceeds " + percent(opt.cv_warning, 2));
+  }
+}
+
+void phase_table(std::ostream& os, const ConfigResult& c) {
+  table_header(os, {"node_num", "gpu_num", "step ms", "data", "forward", "backward", "comm exposed", "optimizer", "other",
+                    "comm total ms", "comm hidden"});
+  for (const auto& p : c.points) {
+    if (p.stats.runs == 0) continue;
+    const PhaseBreakdown& b = p.phases;
+    double accounted = 0;
+    os << "| " << p.nodes << " | " << p.devices() << " | " << fixed(1e3 * b.step_seconds, 2) << " |";
+    for (int k = 0; k < kPhaseCount; ++k) {
+      accounted += b.phase_seconds[k];
+      os << ' ' << percent(b.step_seconds > 0 ? b.phase_seconds[k] / b.step_seconds : 0) << " |";
+    }
+    const double other = b.step_seconds > 0 ? (b.step_seconds - accounted) / b.step_seconds : 0;
+    const double exposed = b.phase_seconds[static_cast<int>(Phase::comm_exposed)];
+    // Hidden share: the part of allreduce time overlapped with backward (1 - exposed / total).
+    const std::string hidden = b.comm_seconds > 0 ? percent(1 - exposed / b.comm_seconds) : "";
+    os << ' ' << percent(other) << " | " << fixed(1e3 * b.comm_seconds, 2) << " | " << hidden << " |\n";
+  }
+}
+
+}  // namespace
+
+void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& method, const ReportOptions& opt) {
+  std::vector<std::string> notes;
+  os << "# dlperf results\n\nMethod: per run, samples in iterations " << method.warmup + 1 << "-"
+     << method.warmup + method.window << " / their wall time on the slowest rank; median over repeats; "
+     << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
+  for (const auto& c : r.configs) {
+    os << "\n## " << c.key.title() << "\n\n";
+    main_table(os, c, opt);
+    os << "\nRepeats (samples/s):\n\n";
+    repeat_table(os, c, opt, notes);
+    os << "\nWhere the step time goes (measured window, mean over ranks and runs):\n\n";
+    phase_table(os, c);
+    if (!c.has_single_device_baseline)
+      notes.push_back("note: " + c.key.label() + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
+  }
+  os << "\n## Stragglers\n\n";
+  if (r.stragglers.empty()) {
+    os << "No rank's compute time exceeded its iteration's median by more than "
+       << percent(method.straggler_threshold) << " in half of the measured iterations.\n";
+  } else {
+    table_header(os, {"run", "rank", "host", "slow iterations", "mean excess compute"});
+    for (const auto& s : r.stragglers)
+      os << "| " << s.run << " | " << s.rank << " | " << s.host << " | " << percent(s.slow_fraction) << " | "
+         << percent(s.excess) << " |\n";
+  }
+  const int excluded = r.excluded_partial + r.excluded_failed + r.excluded_short;
+  if (excluded > 0)
+    notes.push_back("note: " + std::to_string(excluded) + " run(s) excluded: " + std::to_string(r.excluded_partial) +
+                    " partial or unfinished, " + std::to_string(r.excluded_failed) + " failed, " +
+                    std::to_string(r.excluded_short) + " shorter than warm-up + window");
+  if (!notes.empty()) {
+    os << "\n## Notes\n\n";
+    for (const auto& n : notes) os << "- " << n << '\n';
+  }
+}
+
+}  // namespace dlperf::analysis

@@ -1,0 +1,202 @@
+// The HDF5 layout of one run (docs/trace-schema.md is the user-facing description):
+//   /runs/run_NNNNNN             group, one per run; attributes = RunInfo fields
+//     iteration_start  f64 (I, R)    s, common clock      I = iterations, R = ranks
+//     iteration_end    f64 (I, R)    s, common clock
+//     phase_seconds    f32 (I, R, 5) data, forward, backward, comm_exposed, optimizer
+//     comm_seconds     f32 (I, R)    allreduce time in flight (overlapped or not)
+//     loss             f32 (I, R)
+//     rank_host        str (R)       clock_offset f64 (R)   peak_memory_bytes i64 (R)
+//     iterations_completed i64 (R)   rows past a rank's count are NaN
+#include "trace/trace_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "trace/h5_io.h"
+
+namespace dlperf::trace_schema {
+namespace {
+
+struct StringField {
+  const char* name;
+  std::string RunInfo::*member;
+};
+struct IntField {
+  const char* name;
+  int64_t RunInfo::*member;
+};
+
+constexpr StringField kStringFields[] = {
+    {"model", &RunInfo::model},
+    {"precision", &RunInfo::precision},
+    {"backend", &RunInfo::backend},
+    {"variant", &RunInfo::variant},
+    {"start_time_utc", &RunInfo::start_time_utc},
+    {"end_time_utc", &RunInfo::end_time_utc},
+    {"cpu_model", &RunInfo::cpu_model},
+    {"gpu_model", &RunInfo::gpu_model},
+    {"slurm_job_id", &RunInfo::slurm_job_id},
+    {"slurm_nodelist", &RunInfo::slurm_nodelist},
+    {"git_revision", &RunInfo::git_revision},
+    {"command_line", &RunInfo::command_line},
+    {"nccl_transport", &RunInfo::nccl_transport},
+    {"gpu_topology", &RunInfo::gpu_topology},
+};
+constexpr IntField kIntFields[] = {
+    {"batch_per_device", &RunInfo::batch_per_device},
+    {"image_size", &RunInfo::image_size},
+    {"seq_len", &RunInfo::seq_len},
+    {"nodes", &RunInfo::nodes},
+    {"devices_per_node", &RunInfo::devices_per_node},
+    {"world_size", &RunInfo::world_size},
+    {"repeat_index", &RunInfo::repeat_index},
+    {"iterations", &RunInfo::iterations},
+    {"warmup", &RunInfo::warmup},
+    {"threads_per_rank", &RunInfo::threads_per_rank},
+    {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
+};
+
+std::vector<std::string> phase_names() {
+  std::vector<std::string> names;
+  for (int p = 0; p < kPhaseCount; ++p) names.emplace_back(to_string(static_cast<Phase>(p)));
+  return names;
+}
+
+}  // namespace
+
+std::string version_string() { return std::to_string(kMajor) + "." + std::to_string(kMinor); }
+
+void write_root(hid_t file) {
+  h5::write_attr(file, kFormatAttr, std::string(kFormatName));
+  h5::write_attr(file, kVersionAttr, version_string());
+  h5::Handle runs = DLPERF_H5(H5Gcreate2(file, kRunsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+}
+
+void check_root(hid_t file, const std::string& path) {
+  auto version = h5::read_string_attr_if(file, kVersionAttr);
+  if (!version) throw_usage_error(path + ": not a dlperf trace (HDF5 file without a " + kVersionAttr + " attribute)");
+  int major = -1;
+  try {
+    major = std::stoi(*version);
+  } catch (const std::exception&) {
+    throw_usage_error(path + ": unreadable dlperf schema version '" + *version + "'");
+  }
+  if (major > kMajor)
+    throw_usage_error(path + ": written with dlperf trace schema " + *version + ", newer than this dlperf reads (" +
+                      std::to_string(kMajor) + ".x); upgrade dlperf");
+  if (major < 1) throw_usage_error(path + ": unknown dlperf schema version '" + *version + "'");
+  if (!h5::has_link(file, kRunsGroup)) throw_usage_error(path + ": dlperf trace without a /runs group");
+}
+
+void write_run_group(hid_t group, const RunRecord& record, RunStatus status, const std::string& reason) {
+  const RunInfo& info = record.info;
+  for (const auto& f : kStringFields) h5::write_attr(group, f.name, info.*f.member);
+  for (const auto& f : kIntFields) h5::write_attr(group, f.name, info.*f.member);
+  h5::write_attr(group, "status", std::string(to_string(status)));
+  h5::write_attr(group, "status_reason", reason);
+  h5::write_attr(group, "phase_names", phase_names());
+  for (const auto& [key, value] : info.versions) h5::write_attr(group, (kVersionPrefix + key).c_str(), value);
+
+  const size_t R = record.ranks.size();
+  std::vector<std::string> rank_host(R);
+  for (size_t r = 0; r < R; ++r)
+    rank_host[r] = !record.ranks[r].host.empty() ? record.ranks[r].host : (r < info.hosts.size() ? info.hosts[r] : "");
+  // Distinct hosts in rank order: short enough for an attribute at any scale (per-rank list is a dataset).
+  std::vector<std::string> distinct;
+  std::set<std::string> seen;
+  for (const auto& h : (R > 0 ? rank_host : info.hosts))
+    if (seen.insert(h).second) distinct.push_back(h);
+  h5::write_attr(group, "hosts", distinct);
+  if (R == 0) return;  // nothing measured yet: attributes only
+
+  size_t I = 0;
+  for (const auto& rank : record.ranks) I = std::max(I, rank.iterations.size());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> start(I * R, nan), end(I * R, nan);
+  std::vector<float> phases(I * R * kPhaseCount, static_cast<float>(nan)), comm(I * R, static_cast<float>(nan)),
+      loss(I * R, static_cast<float>(nan));
+  std::vector<double> offset(R);
+  std::vector<int64_t> peak(R), completed(R);
+  for (size_t r = 0; r < R; ++r) {
+    const RankTrace& rank = record.ranks[r];
+    offset[r] = rank.clock_offset;
+    peak[r] = rank.peak_memory_bytes;
+    completed[r] = static_cast<int64_t>(rank.iterations.size());
+    for (size_t i = 0; i < rank.iterations.size(); ++i) {
+      const IterationTiming& it = rank.iterations[i];
+      start[i * R + r] = it.start;
+      end[i * R + r] = it.end;
+      std::copy(it.phase_seconds, it.phase_seconds + kPhaseCount, &phases[(i * R + r) * kPhaseCount]);
+      comm[i * R + r] = it.comm_seconds;
+      loss[i * R + r] = it.loss;
+    }
+  }
+  const hsize_t hI = I, hR = R, hP = kPhaseCount;
+  h5::write_rows(group, "iteration_start", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hI, hR}, start.data());
+  h5::write_rows(group, "iteration_end", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hI, hR}, end.data());
+  h5::write_rows(group, "phase_seconds", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR, hP}, phases.data());
+  h5::write_rows(group, "comm_seconds", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR}, comm.data());
+  h5::write_rows(group, "loss", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR}, loss.data());
+  h5::write_strings(group, "rank_host", rank_host);
+  h5::write_rows(group, "clock_offset", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hR}, offset.data());
+  h5::write_rows(group, "peak_memory_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, peak.data());
+  h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
+}
+
+RunRecord read_run_group(hid_t group) {
+  RunRecord record;
+  RunInfo& info = record.info;
+  for (const auto& f : kStringFields) info.*f.member = h5::read_string_attr_if(group, f.name).value_or("");
+  for (const auto& f : kIntFields) info.*f.member = h5::read_int_attr(group, f.name, info.*f.member);
+  info.status = run_status_from_string(h5::read_string_attr(group, "status"));
+  info.status_reason = h5::read_string_attr_if(group, "status_reason").value_or("");
+  const std::string prefix = kVersionPrefix;
+  for (const auto& name : h5::attr_names(group))
+    if (name.compare(0, prefix.size(), prefix) == 0)
+      info.versions[name.substr(prefix.size())] = h5::read_string_attr(group, name.c_str());
+  if (!h5::has_link(group, "iteration_end")) return record;  // created, never flushed
+
+  auto dims = h5::dataset_shape(group, "iteration_end");
+  if (dims.size() != 2) throw_usage_error("dataset iteration_end is not 2-dimensional");
+  const size_t I = dims[0], R = dims[1];
+  // A corrupt header can claim any shape; refuse shapes no real run has before allocating.
+  if (R > (1u << 20) || I > (1u << 24) || I * R > (1ull << 31)) throw_usage_error("implausible trace shape");
+  const hsize_t hI = I, hR = R, hP = kPhaseCount;
+  std::vector<double> start(I * R), end(I * R), offset(R);
+  std::vector<float> phases(I * R * kPhaseCount), comm(I * R), loss(I * R);
+  std::vector<int64_t> peak(R), completed(R);
+  h5::read_all(group, "iteration_start", H5T_NATIVE_DOUBLE, {hI, hR}, start.data());
+  h5::read_all(group, "iteration_end", H5T_NATIVE_DOUBLE, {hI, hR}, end.data());
+  h5::read_all(group, "phase_seconds", H5T_NATIVE_FLOAT, {hI, hR, hP}, phases.data());
+  h5::read_all(group, "comm_seconds", H5T_NATIVE_FLOAT, {hI, hR}, comm.data());
+  h5::read_all(group, "loss", H5T_NATIVE_FLOAT, {hI, hR}, loss.data());
+  h5::read_all(group, "clock_offset", H5T_NATIVE_DOUBLE, {hR}, offset.data());
+  h5::read_all(group, "peak_memory_bytes", H5T_NATIVE_INT64, {hR}, peak.data());
+  h5::read_all(group, "iterations_completed", H5T_NATIVE_INT64, {hR}, completed.data());
+  info.hosts = h5::read_strings(group, "rank_host", hR);
+
+  record.ranks.resize(R);
+  for (size_t r = 0; r < R; ++r) {
+    RankTrace& rank = record.ranks[r];
+    rank.host = info.hosts[r];
+    rank.clock_offset = offset[r];
+    rank.peak_memory_bytes = peak[r];
+    if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
+      throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
+    rank.iterations.resize(static_cast<size_t>(completed[r]));
+    for (size_t i = 0; i < rank.iterations.size(); ++i) {
+      IterationTiming& it = rank.iterations[i];
+      it.start = start[i * R + r];
+      it.end = end[i * R + r];
+      std::copy_n(&phases[(i * R + r) * kPhaseCount], kPhaseCount, it.phase_seconds);
+      it.comm_seconds = comm[i * R + r];
+      it.loss = loss[i * R + r];
+    }
+  }
+  return record;
+}
+
+}  // namespace dlperf::trace_schema

@@ -1,0 +1,43 @@
+// Writes training runs into an HDF5 trace file (schema: docs/trace-schema.md). Rank 0 owns
+// one TraceWriter per run: the constructor registers the run (status "running") in a new
+// or existing file, flush() stores everything measured so far, finish() stores the final
+// record with its status. Each call atomically replaces the file under a lock, so concurrent
+// jobs appending to one file lose nothing and a killed writer never damages earlier runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trace/run_record.h"
+
+namespace dlperf {
+
+class TraceWriter {
+ public:
+  // Appends a new run group /runs/run_NNNNNN with record.info's attributes, status running.
+  // Throws Error(usage) when `path` exists but is not a dlperf trace this build can extend.
+  TraceWriter(std::string path, const RunInfo& info);
+
+  // Rewrites the run with everything in `record` (all ranks, all iterations so far); the
+  // status stays "running", so a job killed after this reads back partial with this data.
+  // Cost: one copy of the file, so call it every few minutes, not every iteration.
+  void flush(const RunRecord& record);
+
+  // Final write: `status` is complete, partial (SIGTERM, time limit) or failed; `reason`
+  // says why it is not complete ("" when complete).
+  void finish(const RunRecord& record, RunStatus status, const std::string& reason = "");
+
+  const std::string& path() const { return path_; }
+  const std::string& run_name() const { return run_name_; }  // "run_000007"
+
+ private:
+  void write(const RunRecord& record, RunStatus status, const std::string& reason);
+  std::string path_;
+  std::string run_name_;
+};
+
+// Appends finished runs (each with its own info.status) in one locked update: for tools
+// and benchmarks that already hold whole records.
+void append_runs(const std::string& path, const std::vector<RunRecord>& runs);
+
+}  // namespace dlperf

@@ -1,0 +1,47 @@
+// Synthetic runs with hand-picked step times, so expected throughputs are exact:
+// throughput = batch * world / step (lockstep ranks, warm-up 20, window 100, 120 iterations).
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "trace/synthetic_run.h"
+
+namespace dlperf::test {
+
+inline RunRecord run_at(const std::string& model, int64_t nodes, int64_t per_node, double step,
+                        RunStatus status = RunStatus::complete, int64_t iterations = 120) {
+  SyntheticRunSpec spec;
+  spec.info.model = model;
+  spec.info.precision = "fp32";
+  spec.info.backend = "cpu";
+  spec.info.batch_per_device = 32;
+  spec.info.nodes = nodes;
+  spec.info.devices_per_node = per_node;
+  spec.info.world_size = nodes * per_node;
+  spec.info.status = status;
+  spec.iterations = iterations;
+  spec.step_seconds = step;
+  return make_synthetic_run(spec);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "dlperf-reduce-XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace dlperf::test

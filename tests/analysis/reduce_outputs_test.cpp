@@ -1,0 +1,108 @@
+// Outputs of a reduction: the DLPerf markdown table rows, CSV, DLPerf-shaped JSON, SVG,
+// reference matching and the baseline comparison (hand-computed numbers as in
+// reduce_method_test.cpp: 1n1g median 320, 1n2g median 610, speedup 1.90625).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "analysis_test_util.h"
+#include "compare.h"
+#include "core/error.h"
+#include "json_lite.h"
+#include "reference.h"
+#include "report.h"
+
+namespace dlperf::analysis {
+namespace {
+
+using test::run_at;
+
+Reduction hand_reduction() {
+  return reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 1, 0.125),
+                      run_at("resnet50", 1, 2, 64.0 / 600), run_at("resnet50", 1, 2, 64.0 / 640),
+                      run_at("resnet50", 1, 2, 64.0 / 560), run_at("resnet50", 1, 2, 64.0 / 620),
+                      run_at("resnet50", 1, 1, 0.05, RunStatus::partial)},
+                     MethodOptions{});
+}
+
+TEST(ReduceOutputs, MarkdownHasTheDlperfTable) {
+  std::ostringstream os;
+  write_markdown(os, hand_reduction(), MethodOptions{}, ReportOptions{});
+  const std::string md = os.str();
+  EXPECT_NE(md.find("| node_num | gpu_num | batch_size_per_device | samples/s | speedup | efficiency |"), std::string::npos);
+  EXPECT_NE(md.find("| 1 | 1 | 32 | 320.00 | 1.00 | 100.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | 2 | 32 | 610.00 | 1.91 | 95.3% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1 run(s) excluded: 1 partial"), std::string::npos) << md;
+  // cv of {320, 320, 256} = 12.37% > 5%: a noisy-group warning.
+  EXPECT_NE(md.find("warning: noisy group resnet50_fp32_b32_cpu 1n1g"), std::string::npos) << md;
+}
+
+TEST(ReduceOutputs, MissingBaselineNote) {
+  std::ostringstream os;
+  write_markdown(os, reduce_runs({run_at("vgg16", 1, 2, 0.1)}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(os.str().find("| 1 | 2 | 32 | 640.00 |  |  |"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("no complete 1 node x 1 device run"), std::string::npos);
+}
+
+TEST(ReduceOutputs, CsvAndJson) {
+  Reduction r = hand_reduction();
+  std::ostringstream csv;
+  write_csv(csv, r);
+  EXPECT_NE(csv.str().find("resnet50_fp32_b32_cpu,resnet50,fp32,cpu,,32,1,2,2,4,0,610"), std::string::npos) << csv.str();
+  std::ostringstream js;
+  write_json(js, r);
+  JsonValue v = parse_json(js.str(), "json");
+  const JsonValue& p = v.object.at("resnet50_fp32_b32_cpu").object.at("1n2g");
+  EXPECT_NEAR(p.object.at("median_speed").number, 610, 1e-6);
+  EXPECT_NEAR(p.object.at("average_speed").number, 605, 1e-6);
+  EXPECT_NEAR(p.object.at("speedup").number, 1.90625, 1e-9);
+  EXPECT_EQ(p.object.at("batch_size_per_device").number, 32);
+}
+
+TEST(ReduceOutputs, SvgIsWellFormedEnough) {
+  std::ostringstream os;
+  write_svg(os, hand_reduction());
+  const std::string svg = os.str();
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);  // the ideal line
+  EXPECT_NE(svg.find("Speedup"), std::string::npos);
+}
+
+TEST(ReduceOutputs, CompareFlagsRegressionsBelowTolerance) {
+  Reduction r = hand_reduction();
+  std::vector<BaselinePoint> base = {{"resnet50_fp32_b32_cpu", "1n1g", 320, 32}, {"resnet50", "1n2g", 700, 32}};
+  auto rows = compare(r, base, 0.95);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0].regression);
+  EXPECT_NEAR(rows[1].ratio, 610.0 / 700, 1e-9);  // 0.871 < 0.95
+  EXPECT_TRUE(rows[1].regression);
+  EXPECT_FALSE(compare(r, base, 0.8)[1].regression);
+}
+
+TEST(ReduceOutputs, DlperfJsonBaselineAndBadJson) {
+  test::TempDir dir;
+  const std::string path = dir.file("base.json");
+  std::ofstream(path) << R"({"resnet50": {"1n1g": {"average_speed": 330, "median_speed": 330.5,
+                            "batch_size_per_device": 32, "speedup": 1}}})";
+  auto base = baseline_from_json(path);
+  ASSERT_EQ(base.size(), 1u);
+  EXPECT_DOUBLE_EQ(base[0].median, 330.5);
+  std::ofstream(path, std::ios::trunc) << "{\"resnet50\": [1, 2";
+  EXPECT_THROW(baseline_from_json(path), Error);
+}
+
+TEST(ReduceOutputs, ReferenceMatchesFamilyPrecisionAndScale) {
+  ReferenceTable t = load_reference(DLPERF_SOURCE_DIR "/analysis/reference/dlperf_v100_published.csv");
+  ASSERT_GT(t.size(), 100u);
+  ConfigKey key{"resnet50", "fp32", "cuda", "", 128};
+  auto m = match_reference(t, key, 4, 8);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->system, "mxnet-gluoncv");  // first equal-batch, variant-less resnet50 fp32 4n8g row
+  EXPECT_DOUBLE_EQ(m->samples_per_s, 9579.74);
+  EXPECT_FALSE(match_reference(t, ConfigKey{"gpt2", "fp32", "cuda", "", 8}, 1, 1));
+}
+
+}  // namespace
+}  // namespace dlperf::analysis

@@ -1,0 +1,155 @@
+// Files that are not valid dlperf traces: each must give dlperf::Error(usage) with a
+// one-line message naming the file, never a crash, and must never be appended to.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "trace/h5_io.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_schema.h"
+#include "trace/trace_writer.h"
+#include "trace_test_util.h"
+
+namespace dlperf {
+namespace {
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The error read_runs gives for `path` (fails the test when there is none or it is not usage).
+std::string read_error(const std::string& path) {
+  try {
+    read_runs(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage) << e.what();
+    std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
+    EXPECT_NE(what.find(path), std::string::npos) << "does not name the file: " << what;
+    return what;
+  }
+  ADD_FAILURE() << "no error reading " << path;
+  return "";
+}
+
+std::string good_trace(const test::TempDir& dir, int runs = 2) {
+  const std::string path = dir.file("good.h5");
+  for (int k = 0; k < runs; ++k) append_runs(path, {test::small_run(2, 30, k)});
+  return path;
+}
+
+TEST(TraceBadFiles, MissingEmptyAndText) {
+  test::TempDir dir;
+  EXPECT_NE(read_error(dir.file("nope.h5")).find("no such file"), std::string::npos);
+  write_bytes(dir.file("empty.h5"), "");
+  EXPECT_NE(read_error(dir.file("empty.h5")).find("empty"), std::string::npos);
+  write_bytes(dir.file("text.h5"), "node_num,gpu_num\n1,1\n");
+  EXPECT_NE(read_error(dir.file("text.h5")).find("not an HDF5 file"), std::string::npos);
+}
+
+TEST(TraceBadFiles, ForeignHdf5FileIsRefusedForReadAndAppend) {
+  test::TempDir dir;
+  const std::string path = dir.file("foreign.h5");
+  {
+    h5::Handle f = DLPERF_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    h5::Handle g = DLPERF_H5(H5Gcreate2(f, "images", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  }
+  const std::string before = bytes_of(path);
+  EXPECT_NE(read_error(path).find("not a dlperf trace"), std::string::npos);
+  EXPECT_THROW(append_runs(path, {test::small_run()}), Error);
+  EXPECT_EQ(bytes_of(path), before) << "a foreign file was modified";
+}
+
+TEST(TraceBadFiles, NewerMajorVersionIsRefused) {
+  test::TempDir dir;
+  const std::string path = good_trace(dir, 1);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::write_attr(f, trace_schema::kVersionAttr, std::string("2.0"));
+  }
+  EXPECT_NE(read_error(path).find("newer"), std::string::npos);
+  EXPECT_THROW(append_runs(path, {test::small_run()}), Error);
+}
+
+TEST(TraceBadFiles, NewerMinorVersionIsRead) {
+  test::TempDir dir;
+  const std::string path = good_trace(dir, 1);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::write_attr(f, trace_schema::kVersionAttr, std::string("1.7"));
+  }
+  EXPECT_EQ(read_runs(path).size(), 1u);
+}
+
+TEST(TraceBadFiles, TruncatedFile) {
+  test::TempDir dir;
+  const std::string good = bytes_of(good_trace(dir));
+  for (size_t keep : {size_t{4}, size_t{64}, good.size() / 4, good.size() / 2, good.size() - 100}) {
+    const std::string path = dir.file("truncated.h5");
+    write_bytes(path, good.substr(0, keep));
+    read_error(path);
+  }
+}
+
+TEST(TraceBadFiles, CorruptSuperblock) {
+  test::TempDir dir;
+  std::string bytes = bytes_of(good_trace(dir));
+  for (size_t i = 8; i < 40; ++i) bytes[i] = '\xff';
+  const std::string path = dir.file("corrupt.h5");
+  write_bytes(path, bytes);
+  read_error(path);
+}
+
+// A small deterministic fuzz: damage 16 bytes at 97 offsets x 2 fills, read each in a fresh
+// child process (alarm 2 s, so a hang fails instead of stalling CTest). The reader may succeed
+// (the damage hit raw numbers) or throw a one-line usage error; a signal or hang fails.
+// Each probe gets its own process because one process reading all 194 damaged files in turn
+// once segfaulted inside HDF5 1.10.8 (state left behind by earlier failed opens; no dlperf id
+// leaks, checked with H5Fget_obj_count) — a known limit, reported in the issue.
+TEST(TraceBadFiles, DamagedBytesNeverCrash) {
+  test::TempDir dir;
+  const std::string good = bytes_of(good_trace(dir));
+  const std::string path = dir.file("damaged.h5");
+  int crashed = 0, probes = 0;
+  for (size_t off = 0; off + 16 < good.size(); off += good.size() / 97 + 1) {
+    for (char fill : {'\0', '\xff'}) {
+      std::string bytes = good;
+      for (size_t i = 0; i < 16; ++i) bytes[off + i] = fill;
+      write_bytes(path, bytes);
+      ++probes;
+      pid_t kid = ::fork();
+      if (kid == 0) {
+        ::alarm(2);
+        try {
+          read_runs(path);
+        } catch (const Error& e) {
+          ::_exit(e.kind() == ErrorKind::usage && std::string(e.what()).find('\n') == std::string::npos ? 0 : 3);
+        }
+        ::_exit(0);
+      }
+      int status = 0;
+      ::waitpid(kid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ++crashed;
+        ADD_FAILURE() << "offset " << off << " fill " << int(fill) << ": "
+                      << (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "bad error kind");
+      }
+    }
+  }
+  std::fprintf(stderr, "%d of %d damaged files crashed or hung the reader\n", crashed, probes);
+}
+
+}  // namespace
+}  // namespace dlperf
