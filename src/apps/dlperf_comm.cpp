@@ -23,7 +23,7 @@ namespace {
 
 struct Config {
   dlperf::BenchConfig bench;
-  dlperf::Backend backend = dlperf::Backend::mpi;
+  dlperf::CommBackend backend = dlperf::CommBackend::mpi;
   dlperf::CommOptions comm;
 };
 
@@ -83,8 +83,8 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup must be >= 0");
   if (!(timeout_s > 0)) dlperf::throw_usage_error("--timeout must be positive (seconds)");
   c.comm.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  if (backend == "mpi") c.backend = dlperf::Backend::mpi;
-  else if (backend == "nccl") c.backend = dlperf::Backend::nccl;
+  if (backend == "mpi") c.backend = dlperf::CommBackend::mpi;
+  else if (backend == "nccl") c.backend = dlperf::CommBackend::nccl;
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
   return true;
 }
@@ -93,7 +93,7 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   const dlperf::WorldInfo& world = session.world();
   Config config;
   if (!parse(argc, argv, world.rank == 0, config)) return 0;
-  if (config.backend == dlperf::Backend::nccl) {
+  if (config.backend == dlperf::CommBackend::nccl) {
 #if defined(DLPERF_WITH_CUDA)
     dlperf::select_device_by_local_rank(world);
 #else

@@ -66,6 +66,9 @@ class Backend {
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
   virtual void synchronize() = 0;                               // wait for all queued work
+  // The queue ops run on, for a communicator that must order itself after them (CUDA: the
+  // cudaStream_t of the compute stream). nullptr where work is synchronous (CPU).
+  virtual void* stream_handle() { return nullptr; }
 
   // ---- op planning (x fixes the shape, dtype and layout the op is planned for) ----
   virtual std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& spec, const Tensor& x) = 0;

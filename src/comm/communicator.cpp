@@ -5,7 +5,7 @@
 
 namespace dlperf {
 
-const char* to_string(Backend b) { return b == Backend::mpi ? "mpi" : "nccl"; }
+const char* to_string(CommBackend b) { return b == CommBackend::mpi ? "mpi" : "nccl"; }
 
 const char* to_string(CommOp op) {
   switch (op) {

@@ -28,10 +28,10 @@
 
 namespace dlperf {
 
-enum class Backend { mpi, nccl };
+enum class CommBackend { mpi, nccl };
 enum class MemorySpace { host, device };
 
-const char* to_string(Backend b);
+const char* to_string(CommBackend b);
 
 struct CommOptions {
   std::chrono::milliseconds timeout{60'000};        // bound on every wait (--timeout)
@@ -106,7 +106,7 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual Backend backend() const = 0;
+  virtual CommBackend backend() const = 0;
   virtual MemorySpace memory_space() const = 0;
 
   // Blocking: on return data (count) holds root's values on every rank.

@@ -17,9 +17,9 @@ bool nccl_available() {
 #endif
 }
 
-std::unique_ptr<Communicator> make_communicator(Backend backend, MPI_Comm parent, const WorldInfo& world,
+std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm parent, const WorldInfo& world,
                                                 CommOptions options, [[maybe_unused]] CUstream_st* compute_stream) {
-  if (backend == Backend::mpi) return std::make_unique<MpiCommunicator>(parent, world, options);
+  if (backend == CommBackend::mpi) return std::make_unique<MpiCommunicator>(parent, world, options);
 #if defined(DLPERF_WITH_CUDA)
   return std::make_unique<NcclCommunicator>(parent, world, compute_stream, options);
 #else

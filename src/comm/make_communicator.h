@@ -18,7 +18,7 @@ namespace dlperf {
 
 bool nccl_available();  // compiled with NCCL
 
-std::unique_ptr<Communicator> make_communicator(Backend backend, MPI_Comm parent, const WorldInfo& world,
+std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm parent, const WorldInfo& world,
                                                 CommOptions options, CUstream_st* compute_stream = nullptr);
 
 }  // namespace dlperf

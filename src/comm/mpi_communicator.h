@@ -39,7 +39,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Backend backend() const override { return Backend::mpi; }
+  CommBackend backend() const override { return CommBackend::mpi; }
   MemorySpace memory_space() const override { return MemorySpace::host; }
   const CommOptions& options() const override { return options_; }
 

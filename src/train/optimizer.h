@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "train/param_store.h"
@@ -28,11 +29,20 @@ struct SgdConfig {
   float weight_decay = 3.0517578125e-5f;  // 1/32768, same recipe
 };
 
-class Sgd {
+// An optimizer updates the flat parameter buffer from the flat gradient buffer.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale).
+  virtual void step(float lr, float grad_scale) = 0;
+};
+
+class Sgd final : public Optimizer {
  public:
   Sgd(Backend& be, ParamStore& store, SgdConfig c);
-  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale).
-  void step(float lr, float grad_scale);
+  std::string name() const override { return "sgd"; }
+  void step(float lr, float grad_scale) override;
 
  private:
   struct Range {

@@ -68,13 +68,22 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum")
     ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or batch norm")
     ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, "0.1"), "cross-entropy label smoothing");
+  po::options_description dist("Distributed runs and traces");
+  dist.add_options()
+    ("output", po::value(&o.output), "append the run to this HDF5 results file (see docs/trace-schema.md)")
+    ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, "25"), "gradient allreduce bucket size in MiB")
+    ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds to wait for another rank before aborting the job")
+    ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
+    ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
+    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
+    ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes");
   po::options_description reduced("Reduced networks (tests)");
   reduced.add_options()
     ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
     ("resnet-width", po::value(&o.resnet_width)->default_value(o.resnet_width), "channels of the first stage");
   // clang-format on
   po::options_description all;
-  all.add(general).add(optim).add(reduced);
+  all.add(general).add(optim).add(dist).add(reduced);
 
   po::variables_map vm;
   try {
@@ -124,6 +133,11 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (o.weight_decay < 0) throw_usage_error("--weight-decay must be 0 or more");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw_usage_error("--label-smoothing must be in [0, 1)");
   if (o.lr_warmup < -1) throw_usage_error("--lr-warmup must be -1 (10%) or 0 or more");
+  if (!(o.bucket_mb > 0)) throw_usage_error("--bucket-mb must be positive");
+  require_positive("timeout", o.timeout_s);
+  require_positive("flush-every", o.flush_every);
+  if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
+  if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");
   o.resnet_blocks = parse_blocks(blocks);
   return ParseOutcome::run;
 }

@@ -32,6 +32,14 @@ struct TrainOptions {
   int64_t print_every = 10;
   std::array<int, 4> resnet_blocks = {3, 4, 6, 3};
   int64_t resnet_width = 64;
+  // distributed run and traces
+  std::string output;           // results file (HDF5); "" writes none
+  double bucket_mb = 25.0;      // gradient bucket size
+  int timeout_s = 60;           // bound on every wait for another rank
+  int64_t repeat_index = 0;     // which repeat of this configuration (job scripts count)
+  std::string variant;          // free-form configuration tag stored with the run
+  bool pin_threads = false;     // pin each rank's threads to a disjoint core range
+  int64_t flush_every = 50;     // iterations between trace flushes (a killed job keeps them)
   std::string command_line;
 };
 

@@ -4,11 +4,14 @@
 #include <cstdio>
 #include <ostream>
 
+#include "comm/core_pinning.h"
+#include "comm/make_communicator.h"
 #include "core/error.h"
-#include "models/resnet.h"
+#include "trace/trace_writer.h"
+#include "train/cluster.h"
+#include "train/gradient_exchange.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
-#include "train/trainer.h"
+#include "train/registry.h"
 
 namespace dlperf {
 namespace {
@@ -19,65 +22,162 @@ std::string with_commas(int64_t v) {
   return s;
 }
 
+RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
+  RunInfo info = describe_environment(w);
+  info.model = o.model;
+  info.precision = to_string(o.precision);
+  info.backend = to_string(o.backend);
+  info.variant = o.variant;
+  info.batch_per_device = o.batch_size;
+  info.image_size = o.image_size;
+  info.repeat_index = o.repeat_index;
+  info.iterations = o.iterations;
+  info.warmup = o.warmup;
+  info.threads_per_rank = o.threads;
+  info.command_line = o.command_line;
+  return info;
+}
+
+// Rank 0's record of the run, refreshed at each flush, so a failure can still write it.
+struct Recorder {
+  std::unique_ptr<TraceWriter> writer;
+  RunRecord record;
+
+  void collect(MPI_Comm comm, const RankTrace& mine, const std::vector<std::string>& hosts) {
+    auto ranks = gather_traces(comm, mine);
+    if (ranks.empty()) return;  // not rank 0
+    for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
+    record.ranks = std::move(ranks);
+  }
+};
+
 }  // namespace
 
-RunSummary run_training(const TrainOptions& o, std::ostream& out, RankTrace& trace) {
-  auto be = make_backend(o.backend, {o.precision, o.threads, 0});
-  ResNetConfig rc;
-  rc.blocks = o.resnet_blocks;
-  rc.width = o.resnet_width;
-  rc.classes = o.num_classes;
-  rc.batch = o.batch_size;
-  rc.image_size = o.image_size;
-  rc.label_smoothing = o.label_smoothing;
-  auto model = make_resnet(*be, rc);
+double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64_t batch_per_rank) {
+  double longest = 0;
+  int64_t samples = 0;
+  for (const auto& t : ranks) {
+    const auto n = static_cast<int64_t>(t.iterations.size());
+    if (n <= warmup) return 0.0;  // a rank without a window: no throughput for the job
+    const double begin = warmup > 0 ? t.iterations[static_cast<size_t>(warmup - 1)].end : t.iterations.front().start;
+    longest = std::max(longest, t.iterations.back().end - begin);
+    samples += (n - warmup) * batch_per_rank;
+  }
+  return longest > 0 ? static_cast<double>(samples) / longest : 0.0;
+}
+
+RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
+  const WorldInfo& w = session.world();
+  const MPI_Comm world = session.world_comm();
+  const bool root = w.rank == 0;
+  install_stop_handlers();
+  if (o.pin_threads && o.backend == BackendKind::cpu)
+    pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
+
+  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
+  auto model = make_model(o, *be);
   ParamStore store(*be, model->layers());
   model->init_params(o.seed);
-  SgdConfig sc{o.momentum, o.weight_decay};
-  Sgd sgd(*be, store, sc);
+  auto optimizer = make_optimizer(o, *be, store);
+  auto data = make_data(o, w.rank);
+
+  CommOptions copt;
+  copt.timeout = std::chrono::seconds(o.timeout_s);
+  auto control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
+  std::unique_ptr<Communicator> device_comm;
+  Communicator* grad_comm = control.get();
+  if (o.backend == BackendKind::cuda && w.size > 1) {
+    device_comm = make_communicator(CommBackend::nccl, world, w, copt, static_cast<CUstream_st*>(be->stream_handle()));
+    grad_comm = device_comm.get();
+  }
+  // Replicas start equal: rank 0's initial parameters everywhere.
+  grad_comm->broadcast(store.values().data(), store.size(), 0);
+  std::unique_ptr<BucketedAllreduce> exchange;
+  if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
+
+  RankTrace mine;
+  mine.host = w.this_host;
+  mine.clock_offset = measure_clock_offset(world);
+  Recorder rec;
+  if (root) {
+    rec.record.info = make_run_info(w, o);
+    if (!o.output.empty()) rec.writer = std::make_unique<TraceWriter>(o.output, rec.record.info);
+    out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size
+        << " per device, " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes\n"
+        << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
+        << "ranks: " << w.size << " on " << w.node_count << " node(s)";
+    if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
+        << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n"
+        << std::flush;
+  }
 
   TrainConfig tc;
   tc.iterations = o.iterations;
   tc.warmup = o.warmup;
   tc.print_every = o.print_every;
-  const int world = 1;
-  tc.lr = {o.lr_schedule, o.lr * static_cast<float>(o.batch_size * world) / 256.0f,
-           o.lr_warmup >= 0 ? o.lr_warmup : o.iterations / 10, o.iterations};
-  SyntheticImages data(o.batch_size, o.image_size, o.num_classes, o.seed);
-
-  out << "dlperf-train: " << o.model << " (ResNet v1.5), " << to_string(o.precision) << ", batch " << o.batch_size << " per device, "
-      << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes\n"
-      << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
-      << "parameters: " << with_commas(store.parameter_count()) << "\n"
-      << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n"
-      << std::flush;
-
-  Trainer trainer(*model, *be, store, sgd, tc);
-  trainer.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, nullptr, &out);
+  tc.lr = make_lr_schedule(o, w.size);
+  Trainer trainer(*model, *be, *optimizer, tc);
+  // Stops are agreed on by every rank at an iteration boundary (Slurm signals each rank on
+  // its own); a lone rank needs no agreement.
+  const auto should_stop = [&]() { return w.size > 1 ? any_rank_stopping(*control) : stop_requested().load(); };
+  const auto after_iteration = [&](const RankTrace& t) {
+    // Same iteration count on every rank, so every rank joins the gather at the same point.
+    if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
+    rec.collect(world, t, w.hosts);
+    if (rec.writer) rec.writer->flush(rec.record);
+  };
+  try {
+    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
+                after_iteration);
+  } catch (const Error& e) {
+    // Keep what the last flush measured, marked failed, before the job is aborted.
+    if (rec.writer) {
+      rec.record.info.end_time_utc = utc_now_iso8601();
+      rec.writer->finish(rec.record, RunStatus::failed, e.what());
+    }
+    throw;
+  }
+  mine.peak_memory_bytes = be->peak_memory_bytes();
+  rec.collect(world, mine, w.hosts);
 
   RunSummary s;
-  s.samples_per_s = window_throughput(trace, o.warmup, o.batch_size);
-  s.measured_iterations = static_cast<int64_t>(trace.iterations.size()) - o.warmup;
   s.parameter_count = store.parameter_count();
-  s.peak_memory_bytes = be->peak_memory_bytes();
-  trace.peak_memory_bytes = s.peak_memory_bytes;
-  if (!trace.iterations.empty()) {
-    s.first_loss = trace.iterations.front().loss;
-    s.last_loss = trace.iterations.back().loss;
+  s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
+  if (!root) return s;
+  const auto& ranks = rec.record.ranks;
+  s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
+  s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
+  for (const auto& t : ranks) s.peak_memory_bytes = std::max(s.peak_memory_bytes, t.peak_memory_bytes);
+  if (!mine.iterations.empty()) {
+    s.first_loss = mine.iterations.front().loss;
+    s.last_loss = mine.iterations.back().loss;
   }
   std::vector<double> steps;
-  for (size_t i = static_cast<size_t>(o.warmup); i < trace.iterations.size(); ++i)
-    steps.push_back(trace.iterations[i].end - trace.iterations[i].start);
+  for (size_t i = static_cast<size_t>(std::min<int64_t>(o.warmup, static_cast<int64_t>(mine.iterations.size()))); i < mine.iterations.size(); ++i)
+    steps.push_back(mine.iterations[i].end - mine.iterations[i].start);
   std::sort(steps.begin(), steps.end());
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
-  char line[256];
+  char line[320];
   std::snprintf(line, sizeof line,
-                "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up; median step %.1f ms; "
+                "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
                 "loss %.4f -> %.4f; peak memory %.0f MiB\n",
-                s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), median_ms,
-                static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
+                s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
+                w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
-  out << line << std::flush;
+  out << line;
+  rec.record.info.end_time_utc = utc_now_iso8601();
+  if (s.stopped_early) {
+    const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
+                                                std::to_string(mine.iterations.size()) + " iterations"
+                                          : "stopped early";
+    out << "run stopped early: " << why << "; recorded as partial\n";
+    if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
+  } else if (rec.writer) {
+    rec.writer->finish(rec.record, RunStatus::complete);
+  }
+  if (rec.writer) out << "trace: " << rec.writer->path() << ":/runs/" << rec.writer->run_name() << "\n";
+  out << std::flush;
   return s;
 }
 

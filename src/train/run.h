@@ -1,22 +1,30 @@
-// One benchmark run of dlperf-train, from validated options to the printed summary.
+// One benchmark run of dlperf-train on every rank of an MPI job: from validated options to
+// the printed summary and the run appended to the results file.
 #pragma once
 
 #include <iosfwd>
+#include <vector>
 
+#include "comm/mpi_session.h"
 #include "trace/run_record.h"
 #include "train/options.h"
 
 namespace dlperf {
 
 struct RunSummary {
-  double samples_per_s = 0;   // over the measured window
+  double samples_per_s = 0;  // all ranks, over the measured window, timed on the slowest rank
   int64_t measured_iterations = 0;
   int64_t parameter_count = 0;
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;  // the largest of any rank
   float first_loss = 0, last_loss = 0;
+  bool stopped_early = false;     // a stop signal ended the run: it is recorded as partial
 };
 
-// Builds backend, model, parameters and optimizer, trains, prints progress and the summary.
-RunSummary run_training(const TrainOptions& o, std::ostream& out, RankTrace& trace);
+// Collective: every rank calls it. out receives progress and the summary on rank 0 only.
+RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out);
+
+// Throughput of a gathered run: samples in the window of every rank / the longest window
+// of any rank (DLPerf: the slowest rank sets the pace). 0 when no rank has a window.
+double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64_t batch_per_rank);
 
 }  // namespace dlperf

@@ -11,10 +11,17 @@
 
 namespace dlperf {
 
-class SyntheticImages {
+// Where a model's batches come from: synthetic generators or files.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual const HostBatch& next() = 0;
+};
+
+class SyntheticImages final : public DataSource {
  public:
   SyntheticImages(int64_t batch, int64_t image_size, int64_t classes, uint64_t seed, int pool = 4);
-  const HostBatch& next();  // the next batch of the cycle
+  const HostBatch& next() override;  // the next batch of the cycle
 
  private:
   std::vector<HostBatch> pool_;

@@ -22,7 +22,7 @@ std::string format_eta(double seconds) {
 }
 }  // namespace
 
-void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::atomic<bool>* stop,
+void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
                   std::ostream* progress, const IterationFn& after_iteration) {
   const int world = exchange ? exchange->world_size() : 1;
   const float grad_scale = 1.0f / (static_cast<float>(world) * cfg_.loss_scale);
@@ -31,7 +31,7 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
   };
   const double run_start = steady_seconds();
   for (int64_t it = 0; it < cfg_.iterations; ++it) {
-    if (stop && stop->load()) break;
+    if (should_stop && should_stop()) break;
     IterationTiming t;
     t.start = steady_seconds();
     model_.load(data());
@@ -61,7 +61,7 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     t.phase_seconds[static_cast<int>(Phase::comm_exposed)] = static_cast<float>(now - mark);
     mark = now;
 
-    sgd_.step(cfg_.lr.at(it), grad_scale);
+    opt_.step(cfg_.lr.at(it), grad_scale);
     be_.synchronize();
     t.end = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::optimizer)] = static_cast<float>(t.end - mark);

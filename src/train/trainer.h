@@ -6,7 +6,6 @@
 // in flight — that wait is the exposed communication.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <iosfwd>
 
@@ -42,19 +41,18 @@ double steady_seconds();
 
 class Trainer {
  public:
-  Trainer(Model& model, Backend& be, ParamStore& store, Sgd& sgd, TrainConfig cfg)
-      : model_(model), be_(be), store_(store), sgd_(sgd), cfg_(cfg) {}
+  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg) : model_(model), be_(be), opt_(opt), cfg_(cfg) {}
 
-  // Runs the iterations, appending to trace. Returns early (trace holds what was measured)
-  // when *stop becomes true. progress may be null (other ranks).
-  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::atomic<bool>* stop,
+  // Runs the iterations, appending to trace. Before each iteration asks should_stop (may be
+  // empty); when it says yes, returns early and trace holds what was measured. progress may
+  // be null (ranks other than 0).
+  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
            std::ostream* progress, const IterationFn& after_iteration = {});
 
  private:
   Model& model_;
   Backend& be_;
-  ParamStore& store_;
-  Sgd& sgd_;
+  Optimizer& opt_;
   TrainConfig cfg_;
 };
 

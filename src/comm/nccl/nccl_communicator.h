@@ -37,7 +37,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Backend backend() const override { return Backend::nccl; }
+  CommBackend backend() const override { return CommBackend::nccl; }
   MemorySpace memory_space() const override { return MemorySpace::device; }
   const CommOptions& options() const override { return options_; }
 

@@ -1,0 +1,40 @@
+// The run's view of the cluster, built on MPI: a clock common to all ranks, the facts that
+// describe where and with what a run ran, gathering every rank's trace onto rank 0, and
+// agreeing on when to stop.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+
+#include "comm/communicator.h"
+#include "comm/mpi_session.h"
+#include "trace/run_record.h"
+
+namespace dlperf {
+
+// Offset to add to this rank's steady clock to read rank 0's: the round trip with the
+// smallest delay out of several ping-pongs with rank 0 (Cristian's method). Collective.
+double measure_clock_offset(MPI_Comm comm, int rounds = 8);
+
+// Host, CPU model, library versions, Slurm job, times: the attributes a trace carries.
+// Fields that depend on the run's options are filled by the caller.
+RunInfo describe_environment(const WorldInfo& world);
+std::string utc_now_iso8601();
+
+// Every rank's trace on rank 0 (others get an empty vector). Collective.
+std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine);
+
+// SIGTERM / SIGINT set a flag instead of killing the process (Slurm sends SIGTERM before
+// the time limit: the run stops at an iteration boundary, writes what it measured as
+// partial, and exits). Installing is idempotent.
+void install_stop_handlers();
+const std::atomic<bool>& stop_requested();
+int stop_signal();  // the signal seen, 0 if none
+
+// True on every rank when any rank saw a stop signal: ranks must leave the loop at the same
+// iteration, or the next allreduce would wait for a rank that has gone. Collective, through
+// the (bounded, host-memory) control communicator.
+bool any_rank_stopping(Communicator& control);
+
+}  // namespace dlperf
