@@ -42,6 +42,24 @@ struct SgdStep {
   bool first_step = false;
 };
 
+// One fused Adam-family step over a contiguous range (one parameter, or neighbours of equal
+// decay). g = grad * grad_scale; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// u = m_hat / (sqrt(v_hat) + eps) with m_hat = m / (1 - b1^step), v_hat = v / (1 - b2^step)
+// (bias correction; step counts from 1).
+struct AdamStep {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;
+  int64_t step = 1;
+};
+// LAMB's per-parameter norms (You et al. 2019, "Large Batch Optimization for Deep Learning"):
+// the trust ratio is ||w|| / ||u + wd w||.
+struct LambNorms {
+  double w_sq = 0.0;  // sum of w^2
+  double u_sq = 0.0;  // sum of (u + wd w)^2
+};
+
 struct BackendOptions {
   Precision precision = Precision::fp32;
   int threads = 0;       // CPU: compute threads per rank (0 = library default)
@@ -77,16 +95,35 @@ class Backend {
   virtual std::unique_ptr<GlobalAvgPool> global_avg_pool(const Tensor& x) = 0;
   virtual std::unique_ptr<Linear> linear(const LinearSpec& spec, const Tensor& x) = 0;
   virtual std::unique_ptr<Activation> activation(ActivationKind kind, const Tensor& x) = 0;
-  virtual std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) = 0;
+  virtual std::unique_ptr<Add> add(const Tensor& a, const Tensor& b, bool fuse_relu) = 0;
+  std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) { return add(a, a, fuse_relu); }  // b in a's layout
   virtual std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& spec, const Tensor& logits) = 0;
   virtual std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& spec, const Tensor& x) = 0;
   virtual std::unique_ptr<Embedding> embedding(const EmbeddingSpec& spec, const Tensor& ids) = 0;
   virtual std::unique_ptr<Dropout> dropout(float p, const Tensor& x) = 0;
   virtual std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& spec, DType dtype) = 0;
   virtual std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) = 0;
+  virtual std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) = 0;
+  // x (M, C) -> y (M, vocab) = x E^T + b, E (vocab, C) the weight of `tied` (BERT's MLM decoder
+  // tied to the word embeddings). The returned layer owns only the bias (spec.name + ".bias");
+  // E stays one parameter of `tied`. The decoder's backward writes E's gradient and marks the
+  // embedding so that its own backward, which must come later in the step, adds to it: the
+  // gradient is the sum of both uses.
+  virtual std::unique_ptr<Linear> tied_linear(const LinearSpec& spec, Embedding& tied, const Tensor& x) = 0;
 
   // ---- fused optimizer updates over flat buffer ranges ----
   virtual void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) = 0;
+  // AdamW (torch.optim.AdamW, decoupled decay): w -= lr * (u + weight_decay * w).
+  virtual void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                          const AdamStep& s) = 0;
+  // LAMB, first half: updates m and v as Adam, writes u + weight_decay * w into `update` and
+  // returns the two squared norms; the caller forms the trust ratio and calls lamb_apply.
+  virtual LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                                std::span<float> update, const AdamStep& s) = 0;
+  // LAMB, second half: w -= step * update (step = lr * trust ratio).
+  virtual void lamb_apply(std::span<float> w, std::span<const float> update, float step) = 0;
+  // Sum of squares of a range, accumulated in double (global gradient norm for clipping).
+  virtual double sum_squares(std::span<const float> x) = 0;
 
  protected:
   explicit Backend(BackendOptions o) : options_(o) {}

@@ -88,7 +88,7 @@ class Linear : public Layer {
   virtual void backward(const Tensor& x, const Tensor& dy, Tensor* dx) = 0;
 };
 
-enum class ActivationKind : uint8_t { relu, gelu };  // gelu: the erf form, as BERT uses
+enum class ActivationKind : uint8_t { relu, gelu, tanh };  // gelu: the erf form, as BERT uses; tanh: BERT's pooler
 // y = f(x), elementwise, any shape; dx = f'(x) * dy.
 class Activation {
  public:
@@ -98,7 +98,8 @@ class Activation {
   virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
 };
 
-// y = a + b (optionally relu(a + b)), same dims and layout; y may alias a (accumulation).
+// y = a + b (optionally relu(a + b)), same dims; y has a's layout and may alias a
+// (accumulation); b may come in another layout (planned for).
 // Without ReLU the backward is the identity for both inputs (callers pass dy on); with it,
 // backward_relu writes the masked gradient that both inputs receive.
 class Add {
@@ -159,13 +160,21 @@ class Dropout {
   virtual void backward(const Tensor& dy, Tensor& dx) = 0;
 };
 
+// How an operand of a batched matmul is stored. dense: (batch, rows, cols). heads: the batch
+// is (B, heads) and each matrix sits head-interleaved inside a (B, rows, heads, cols) tensor,
+// the layout a Linear over (B*T, heads*cols) writes; BERT's q, k, v and attention context are
+// used in place that way, with no transpose copy.
+enum class MatmulOperand : uint8_t { dense, heads };
 struct BatchedMatmulSpec {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
   float alpha = 1.0f;
+  int64_t heads = 1;  // batch = B * heads when any operand is MatmulOperand::heads
+  MatmulOperand a_layout = MatmulOperand::dense, b_layout = MatmulOperand::dense, c_layout = MatmulOperand::dense;
 };
 // c (batch, m, n) = alpha * op(a) op(b); a (batch, m, k) or (batch, k, m) when transposed,
-// b (batch, k, n) or (batch, n, k) when transposed.
+// b (batch, k, n) or (batch, n, k) when transposed (rows and cols of the stored matrices; any
+// tensor dims of the right element count). backward writes da and db (overwriting).
 class BatchedMatmul {
  public:
   virtual ~BatchedMatmul() = default;
@@ -180,6 +189,16 @@ class MaskedSoftmax {
   virtual ~MaskedSoftmax() = default;
   virtual void forward(const Tensor& x, const Tensor& mask, Tensor& y) = 0;
   virtual void backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+};
+
+// x (M, C) -> y (R, C) = x[idx], idx (R) s32 row indices (BERT: the masked positions and the
+// first token of each sequence). backward: dx = 0, then dx[idx[r]] += dy[r].
+class RowGather {
+ public:
+  virtual ~RowGather() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, const Tensor& idx, Tensor& y) = 0;
+  virtual void backward(const Tensor& idx, const Tensor& dy, Tensor& dx) = 0;
 };
 
 }  // namespace dlperf

@@ -37,6 +37,8 @@ class Tensor {
   virtual void write(std::span<const float> in) = 0;
   virtual void write_indices(std::span<const int32_t> in) = 0;  // s32 tensors (labels, token ids)
   virtual void zero() = 0;
+  // Same dims, dtype and storage layout: the two can be used interchangeably by planned ops.
+  virtual bool same_layout(const Tensor& other) const = 0;
 
  protected:
   Tensor(Dims dims, DType dtype) : dims_(std::move(dims)), dtype_(dtype) {}

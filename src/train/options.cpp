@@ -49,7 +49,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   general.add_options()
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
-    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5)")
+    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
     ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
@@ -60,13 +60,16 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)");
-  po::options_description optim("Optimizer (SGD with momentum; NVIDIA's ResNet-50 v1.5 recipe)");
+  po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()
-    ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly")
+    ("optimizer", po::value(&o.optimizer), "sgd, adamw or lamb (default: sgd for resnet50, lamb for bert_base)")
+    ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly (sgd) or by the "
+                                                          "square root (adamw, lamb); bert_base defaults: lamb 3.75e-4, adamw 1e-4")
+    ("clip-grad-norm", po::value(&o.clip_grad_norm)->default_value(o.clip_grad_norm), "clip gradients to this global norm (0: off)")
     ("lr-schedule", po::value(&schedule)->default_value(schedule), "cosine (after warm-up) or constant")
     ("lr-warmup", po::value(&o.lr_warmup)->default_value(o.lr_warmup), "iterations of linear lr warm-up (-1: 10% of --iterations)")
     ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or batch norm")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or normalisation (bert_base: 0.01)")
     ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, "0.1"), "cross-entropy label smoothing");
   po::options_description dist("Distributed runs and traces");
   dist.add_options()
@@ -77,13 +80,24 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
     ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
     ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes");
+  po::options_description bert("BERT pretraining (--model bert_base)");
+  bert.add_options()
+    ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
+    ("max-predictions", po::value(&o.max_predictions)->default_value(o.max_predictions), "masked-LM predictions per sequence")
+    ("data", po::value(&o.data), "NVIDIA BERT pretraining shards (an .hdf5 file or a directory of them); default: synthetic tokens")
+    ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "hidden and attention dropout probability");
   po::options_description reduced("Reduced networks (tests)");
   reduced.add_options()
     ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
-    ("resnet-width", po::value(&o.resnet_width)->default_value(o.resnet_width), "channels of the first stage");
+    ("resnet-width", po::value(&o.resnet_width)->default_value(o.resnet_width), "channels of the first stage")
+    ("bert-layers", po::value(&o.bert_layers)->default_value(o.bert_layers), "BERT encoder layers")
+    ("bert-hidden", po::value(&o.bert_hidden)->default_value(o.bert_hidden), "BERT hidden size")
+    ("bert-heads", po::value(&o.bert_heads)->default_value(o.bert_heads), "BERT attention heads")
+    ("bert-intermediate", po::value(&o.bert_intermediate)->default_value(o.bert_intermediate), "BERT feed-forward size")
+    ("bert-vocab", po::value(&o.bert_vocab)->default_value(o.bert_vocab), "BERT vocabulary size");
   // clang-format on
   po::options_description all;
-  all.add(general).add(optim).add(dist).add(reduced);
+  all.add(general).add(optim).add(bert).add(dist).add(reduced);
 
   po::variables_map vm;
   try {
@@ -102,7 +116,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     return ParseOutcome::exit_ok;
   }
 
-  if (o.model != "resnet50") throw_usage_error("--model '" + o.model + "' is unknown: use resnet50");
+  if (o.model != "resnet50" && o.model != "bert_base") throw_usage_error("--model '" + o.model + "' is unknown: use resnet50 or bert_base");
+  const bool is_bert = o.model == "bert_base";
   if (backend == "cpu") o.backend = BackendKind::cpu;
   else if (backend == "cuda") o.backend = BackendKind::cuda;
   else throw_usage_error("--backend '" + backend + "' is unknown: use cpu or cuda");
@@ -125,7 +140,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     throw_usage_error("--warmup " + std::to_string(o.warmup) + " leaves no measured iteration: use fewer than --iterations " +
                       std::to_string(o.iterations));
   if (o.print_every < 0) throw_usage_error("--print-every must be 0 or more");
-  if (o.image_size < kResNetMinImageSize)
+  if (!is_bert && o.image_size < kResNetMinImageSize)
     throw_usage_error("--image-size " + std::to_string(o.image_size) + " is too small for " + o.model + ": use " +
                       std::to_string(kResNetMinImageSize) + " or more");
   if (!(o.lr > 0)) throw_usage_error("--lr must be positive");
@@ -139,6 +154,30 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
   if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");
   o.resnet_blocks = parse_blocks(blocks);
+  // BERT: optimizer and recipe defaults (NVIDIA's phase-1 LAMB; the BERT paper's AdamW).
+  if (o.optimizer.empty()) o.optimizer = is_bert ? "lamb" : "sgd";
+  if (o.optimizer != "sgd" && o.optimizer != "adamw" && o.optimizer != "lamb")
+    throw_usage_error("--optimizer '" + o.optimizer + "' is unknown: use sgd, adamw or lamb");
+  if (is_bert) {
+    if (vm["lr"].defaulted()) o.lr = o.optimizer == "lamb" ? 3.75e-4f : o.optimizer == "adamw" ? 1e-4f : 0.01f;
+    if (vm["weight-decay"].defaulted()) o.weight_decay = 0.01f;
+  }
+  if (!(o.clip_grad_norm >= 0)) throw_usage_error("--clip-grad-norm must be 0 (off) or positive");
+  if (!(o.dropout >= 0 && o.dropout < 1)) throw_usage_error("--dropout must be in [0, 1)");
+  require_positive("seq-len", o.seq_len);
+  require_positive("max-predictions", o.max_predictions);
+  require_positive("bert-layers", o.bert_layers);
+  require_positive("bert-hidden", o.bert_hidden);
+  require_positive("bert-heads", o.bert_heads);
+  require_positive("bert-intermediate", o.bert_intermediate);
+  require_positive("bert-vocab", o.bert_vocab);
+  if (is_bert && o.seq_len > 512) throw_usage_error("--seq-len " + std::to_string(o.seq_len) + " exceeds BERT's 512 positions");
+  if (is_bert && o.max_predictions > o.seq_len)
+    throw_usage_error("--max-predictions " + std::to_string(o.max_predictions) + " exceeds --seq-len " + std::to_string(o.seq_len));
+  if (is_bert && o.bert_hidden % o.bert_heads != 0)
+    throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
+  if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
+  if (!o.data.empty() && !is_bert) throw_usage_error("--data reads BERT pretraining shards: use it with --model bert_base");
   return ParseOutcome::run;
 }
 

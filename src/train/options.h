@@ -32,6 +32,14 @@ struct TrainOptions {
   int64_t print_every = 10;
   std::array<int, 4> resnet_blocks = {3, 4, 6, 3};
   int64_t resnet_width = 64;
+  // BERT (--model bert_base)
+  int64_t seq_len = 128;
+  int64_t max_predictions = 20;
+  std::string optimizer;        // sgd, adamw, lamb; "" before parsing picks the model's default
+  float clip_grad_norm = 0.0f;  // global gradient-norm clip; 0: off
+  std::string data;             // pretraining shards (file or directory); "": synthetic data
+  float dropout = 0.1f;
+  int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
   // distributed run and traces
   std::string output;           // results file (HDF5); "" writes none
   double bucket_mb = 25.0;      // gradient bucket size

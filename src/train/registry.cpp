@@ -1,9 +1,33 @@
 #include "train/registry.h"
 
+#include <cmath>
+
 #include "core/error.h"
+#include "models/bert.h"
 #include "models/resnet.h"
+#include "train/adam.h"
+#include "train/bert_data.h"
 
 namespace dlperf {
+
+namespace {
+
+BertConfig bert_config(const TrainOptions& o) {
+  BertConfig c;
+  c.layers = o.bert_layers;
+  c.hidden = o.bert_hidden;
+  c.heads = o.bert_heads;
+  c.intermediate = o.bert_intermediate;
+  c.vocab = o.bert_vocab;
+  c.batch = o.batch_size;
+  c.seq_len = o.seq_len;
+  c.max_predictions = o.max_predictions;
+  c.dropout = o.dropout;
+  c.dropout_seed = o.seed;
+  return c;
+}
+
+}  // namespace
 
 std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
   if (o.model == "resnet50") {
@@ -16,27 +40,52 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
     rc.label_smoothing = o.label_smoothing;
     return make_resnet(be, rc);
   }
-  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50");
+  if (o.model == "bert_base") return make_bert(be, bert_config(o));
+  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50 or bert_base");
 }
 
 std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
   const uint64_t seed = o.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank);
+  if (o.model == "bert_base") {
+    const BertDataShape shape{o.batch_size, o.seq_len, o.max_predictions, o.bert_vocab};
+    if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank);
+    return std::make_unique<SyntheticTokens>(shape, seed);
+  }
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store) {
-  return std::make_unique<Sgd>(be, store, SgdConfig{o.momentum, o.weight_decay});
+  std::unique_ptr<Optimizer> opt;
+  const AdamConfig adam{0.9f, 0.999f, 1e-6f, o.weight_decay};  // NVIDIA's BERT betas and eps
+  if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(be, store, adam);
+  else if (o.optimizer == "lamb") opt = std::make_unique<Lamb>(be, store, adam);
+  else opt = std::make_unique<Sgd>(be, store, SgdConfig{o.momentum, o.weight_decay});
+  if (o.clip_grad_norm > 0) opt = std::make_unique<ClipGradNorm>(be, store, std::move(opt), o.clip_grad_norm);
+  return opt;
 }
 
+// SGD scales the batch-256 rate linearly with the global batch (Goyal et al.); the Adam family
+// by the square root (the LAMB paper's rule). BERT's default warm-up is NVIDIA's phase-1
+// proportion, 28.43% of the iterations; ResNet's 10%.
 LrSchedule make_lr_schedule(const TrainOptions& o, int world_size) {
-  const float global_batch = static_cast<float>(o.batch_size * world_size);
-  return {o.lr_schedule, o.lr * global_batch / 256.0f, o.lr_warmup >= 0 ? o.lr_warmup : o.iterations / 10, o.iterations};
+  const float ratio = static_cast<float>(o.batch_size * world_size) / 256.0f;
+  const float lr = o.optimizer == "sgd" ? o.lr * ratio : o.lr * std::sqrt(ratio);
+  const int64_t warmup = o.lr_warmup >= 0              ? o.lr_warmup
+                         : o.model == "bert_base" ? static_cast<int64_t>(0.2843 * static_cast<double>(o.iterations))
+                                                  : o.iterations / 10;
+  return {o.lr_schedule, lr, warmup, o.iterations};
 }
 
 std::string model_title(const TrainOptions& o) {
   if (o.model == "resnet50") {
     const bool full = o.resnet_blocks == std::array<int, 4>{3, 4, 6, 3} && o.resnet_width == 64;
     return full ? "ResNet-50 v1.5" : "reduced ResNet v1.5";
+  }
+  if (o.model == "bert_base") {
+    const bool full = o.bert_layers == 12 && o.bert_hidden == 768 && o.bert_heads == 12 && o.bert_intermediate == 3072 &&
+                      o.bert_vocab == 30522;
+    return std::string(full ? "BERT-base" : "reduced BERT") + " pretraining, seq " + std::to_string(o.seq_len) + ", " +
+           std::to_string(o.max_predictions) + " predictions, " + o.optimizer + (o.data.empty() ? ", synthetic tokens" : ", " + o.data);
   }
   return o.model;
 }

@@ -1,7 +1,8 @@
-// CpuBackend: the oneDNN engine and stream, tensor and buffer allocation, the fused SGD
-// update, and the op factories (one file per op beside this one).
+// CpuBackend: the oneDNN engine and stream, tensor and buffer allocation, the fused SGD,
+// AdamW and LAMB updates, and the op factories (one file per op beside this one).
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -105,17 +106,21 @@ class CpuBackend final : public Backend {
   std::unique_ptr<GlobalAvgPool> global_avg_pool(const Tensor& x) override { return make_global_avg_pool(ctx_, x); }
   std::unique_ptr<Linear> linear(const LinearSpec& s, const Tensor& x) override { return make_linear(ctx_, s, x); }
   std::unique_ptr<Activation> activation(ActivationKind k, const Tensor& x) override { return make_activation(ctx_, k, x); }
-  std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) override { return make_add(ctx_, a, fuse_relu); }
+  std::unique_ptr<Add> add(const Tensor& a, const Tensor& b, bool fuse_relu) override { return make_add(ctx_, a, b, fuse_relu); }
   std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override {
     return make_cross_entropy(ctx_, s, logits);
   }
   std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override { return make_layer_norm(ctx_, s, x); }
-  std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override { return make_embedding(ctx_, s, ids); }
+  std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override { return make_embedding(ctx_, s, ids, dtype()); }
   std::unique_ptr<Dropout> dropout(float p, const Tensor& x) override { return make_dropout(ctx_, p, x); }
   std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& s, DType t) override {
     return make_batched_matmul(ctx_, s, t);
   }
   std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) override { return make_masked_softmax(ctx_, x); }
+  std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) override { return make_gather_rows(ctx_, x, idx); }
+  std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override {
+    return make_tied_linear(ctx_, s, tied, x);
+  }
 
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
@@ -142,7 +147,78 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // Adam-family kernels (see AdamStep in backend.h): one pass over the range each, f32 state.
+  void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                  const AdamStep& s) override {
+    DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
+    const Moments k(s);
+    float* __restrict wp = w.data();
+    const float* __restrict gp = g.data();
+    float* __restrict mp = m.data();
+    float* __restrict vp = v.data();
+    const float lr = s.lr, wd = s.weight_decay;
+    const int64_t n = static_cast<int64_t>(w.size());
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) wp[i] -= lr * (k.update(gp[i], mp[i], vp[i]) + wd * wp[i]);
+  }
+
+  LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                        std::span<float> update, const AdamStep& s) override {
+    DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size() && w.size() == update.size(),
+                  "lamb ranges of one size");
+    const Moments k(s);
+    const float* __restrict wp = w.data();
+    const float* __restrict gp = g.data();
+    float* __restrict mp = m.data();
+    float* __restrict vp = v.data();
+    float* __restrict up = update.data();
+    const float wd = s.weight_decay;
+    const int64_t n = static_cast<int64_t>(w.size());
+    double w_sq = 0.0, u_sq = 0.0;
+#pragma omp parallel for simd schedule(static) reduction(+ : w_sq, u_sq)
+    for (int64_t i = 0; i < n; ++i) {
+      const float u = k.update(gp[i], mp[i], vp[i]) + wd * wp[i];
+      up[i] = u;
+      w_sq += static_cast<double>(wp[i]) * wp[i];
+      u_sq += static_cast<double>(u) * u;
+    }
+    return {w_sq, u_sq};
+  }
+
+  void lamb_apply(std::span<float> w, std::span<const float> update, float step) override {
+    DLPERF_ASSERT(w.size() == update.size(), "lamb ranges of one size");
+    float* __restrict wp = w.data();
+    const float* __restrict up = update.data();
+    const int64_t n = static_cast<int64_t>(w.size());
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) wp[i] -= step * up[i];
+  }
+
+  double sum_squares(std::span<const float> x) override {
+    const float* __restrict p = x.data();
+    const int64_t n = static_cast<int64_t>(x.size());
+    double sum = 0.0;
+#pragma omp parallel for simd schedule(static) reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(p[i]) * p[i];
+    return sum;
+  }
+
  private:
+  // Adam's moment update and bias-corrected step direction for one element.
+  struct Moments {
+    explicit Moments(const AdamStep& s)
+        : b1(s.beta1), b2(s.beta2), eps(s.eps), scale(s.grad_scale),
+          c1(1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.step)))),
+          c2(1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.step)))) {}
+    float update(float grad, float& m, float& v) const {
+      const float gs = grad * scale;
+      m = b1 * m + (1.0f - b1) * gs;
+      v = b2 * v + (1.0f - b2) * gs * gs;
+      return (m * c1) / (std::sqrt(v * c2) + eps);
+    }
+    float b1, b2, eps, scale, c1, c2;
+  };
+
   Ctx ctx_;
 };
 

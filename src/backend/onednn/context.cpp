@@ -58,6 +58,10 @@ void CpuTensor::write_indices(std::span<const int32_t> in) {
   std::memcpy(mem_.get_data_handle(), in.data(), in.size_bytes());
 }
 
+bool CpuTensor::same_layout(const Tensor& other) const {
+  return dims() == other.dims() && dtype() == other.dtype() && desc() == cpu(other).desc();
+}
+
 void CpuTensor::zero() { std::memset(mem_.get_data_handle(), 0, mem_.get_desc().get_size()); }
 
 const CpuTensor& cpu(const Tensor& t) { return static_cast<const CpuTensor&>(t); }

@@ -36,6 +36,7 @@ class CpuTensor final : public Tensor {
   void write(std::span<const float> in) override;
   void write_indices(std::span<const int32_t> in) override;
   void zero() override;
+  bool same_layout(const Tensor& other) const override;
 
   const dnnl::memory& mem() const { return mem_; }
   dnnl::memory& mem() { return mem_; }

@@ -1,4 +1,4 @@
-// Elementwise ops on oneDNN: activations (ReLU, GELU-erf) and the residual add, whose ReLU
+// Elementwise ops on oneDNN: activations (ReLU, GELU-erf, tanh) and the residual add, whose ReLU
 // is fused as a post-op; its backward masks with the saved output (relu'(y) = [y > 0]).
 #include "backend/onednn/ops.h"
 
@@ -6,7 +6,12 @@ namespace dlperf::onednn {
 namespace {
 
 dnnl::algorithm algorithm_of(ActivationKind k) {
-  return k == ActivationKind::relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf;
+  switch (k) {
+    case ActivationKind::relu: return dnnl::algorithm::eltwise_relu;
+    case ActivationKind::gelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case ActivationKind::tanh: return dnnl::algorithm::eltwise_tanh;
+  }
+  return dnnl::algorithm::undef;
 }
 
 class CpuActivation final : public Activation {
@@ -41,7 +46,7 @@ class CpuActivation final : public Activation {
 
 class CpuAdd final : public Add {
  public:
-  CpuAdd(Ctx ctx, const CpuTensor& a, bool fuse_relu) : ctx_(std::move(ctx)), fuse_relu_(fuse_relu) {
+  CpuAdd(Ctx ctx, const CpuTensor& a, const CpuTensor& b, bool fuse_relu) : ctx_(std::move(ctx)), fuse_relu_(fuse_relu) {
     dnnl::primitive_attr attr;
     if (fuse_relu) {
       dnnl::post_ops po;
@@ -49,7 +54,7 @@ class CpuAdd final : public Add {
       attr.set_post_ops(po);
     }
     const md a_md = a.desc();
-    fwd_ = dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, a_md, a_md), attr, ctx_->engine));
+    fwd_ = dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, b.desc(), a_md), attr, ctx_->engine));
     if (fuse_relu) {
       const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
       auto hint = dnnl::eltwise_forward::primitive_desc(
@@ -80,8 +85,9 @@ std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const 
   return std::make_unique<CpuActivation>(std::move(ctx), kind, cpu(x));
 }
 
-std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, bool fuse_relu) {
-  return std::make_unique<CpuAdd>(std::move(ctx), cpu(a), fuse_relu);
+std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, const Tensor& b, bool fuse_relu) {
+  if (a.dims() != b.dims()) throw_usage_error("add: " + to_string(a.dims()) + " + " + to_string(b.dims()) + " differ");
+  return std::make_unique<CpuAdd>(std::move(ctx), cpu(a), cpu(b), fuse_relu);
 }
 
 }  // namespace dlperf::onednn

@@ -14,12 +14,18 @@ std::unique_ptr<Pool2d> make_pool2d(Ctx ctx, const Pool2dSpec& s, const Tensor& 
 std::unique_ptr<GlobalAvgPool> make_global_avg_pool(Ctx ctx, const Tensor& x);
 std::unique_ptr<Linear> make_linear(Ctx ctx, const LinearSpec& s, const Tensor& x);
 std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const Tensor& x);
-std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, bool fuse_relu);
+std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, const Tensor& b, bool fuse_relu);
 std::unique_ptr<SoftmaxCrossEntropy> make_cross_entropy(Ctx ctx, const CrossEntropySpec& s, const Tensor& logits);
 std::unique_ptr<LayerNorm> make_layer_norm(Ctx ctx, const LayerNormSpec& s, const Tensor& x);
-std::unique_ptr<Embedding> make_embedding(Ctx ctx, const EmbeddingSpec& s, const Tensor& ids);
+std::unique_ptr<Embedding> make_embedding(Ctx ctx, const EmbeddingSpec& s, const Tensor& ids, DType out);
 std::unique_ptr<Dropout> make_dropout(Ctx ctx, float p, const Tensor& x);
 std::unique_ptr<BatchedMatmul> make_batched_matmul(Ctx ctx, const BatchedMatmulSpec& s, DType dtype);
 std::unique_ptr<MaskedSoftmax> make_masked_softmax(Ctx ctx, const Tensor& x);
+std::unique_ptr<RowGather> make_gather_rows(Ctx ctx, const Tensor& x, const Tensor& idx);
+std::unique_ptr<Linear> make_tied_linear(Ctx ctx, const LinearSpec& s, Embedding& tied, const Tensor& x);
+
+// embedding.cpp -> tied_linear.cpp: the table a tied decoder reads and whose gradient it
+// writes first; from then on the embedding's backward adds to that gradient.
+Param& share_embedding_weight(Embedding& e);
 
 }  // namespace dlperf::onednn

@@ -1,0 +1,124 @@
+// BERT encoder layer: forward and backward (see bert_encoder.h for the data flow).
+#include "models/bert_encoder.h"
+
+#include <cmath>
+
+namespace dlperf::bert {
+
+EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch) {
+  const int64_t H = c.hidden, B = c.batch, S = c.seq_len, heads = c.heads, d = H / heads;
+  const std::string att = name + ".attention";
+  query = be.linear({att + ".self.query", H, H, true}, x);
+  key = be.linear({att + ".self.key", H, H, true}, x);
+  value = be.linear({att + ".self.value", H, H, true}, x);
+  q = query->make_output(), k = key->make_output(), v = value->make_output();  // (M, H)
+  const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  scores_mm = be.batched_matmul({B * heads, S, S, d, false, true, alpha, heads, MatmulOperand::heads, MatmulOperand::heads,
+                                 MatmulOperand::dense},
+                                be.dtype());
+  context_mm = be.batched_matmul(
+      {B * heads, S, d, S, false, false, 1.0f, heads, MatmulOperand::dense, MatmulOperand::heads, MatmulOperand::heads}, be.dtype());
+  auto scores_like = be.tensor({B, heads, S, S}, be.dtype());
+  scores = &scratch.like("scores", *scores_like);
+  softmax = be.masked_softmax(*scores);
+  probs = be.tensor_like(*scores);
+  probs_d = be.tensor_like(*scores);
+  probs_drop = be.dropout(c.dropout, *probs);
+  context = be.tensor_like(*q);
+  attn_dense = be.linear({att + ".output.dense", H, H, true}, *context);
+  auto a_like = attn_dense->make_output();
+  a = &scratch.like("a", *a_like);
+  attn_drop = be.dropout(c.dropout, *a);
+  add = be.add(*a, *a, false);  // every (M, H) sum here is plain: one plan serves all
+  s1 = be.tensor_like(*a);
+  ln1 = be.layer_norm({att + ".output.LayerNorm", H, c.layer_norm_eps}, *s1);
+  x1 = ln1->make_output();
+  inter = be.linear({name + ".intermediate.dense", H, c.intermediate, true}, *x1);
+  i = inter->make_output();
+  gelu = be.activation(ActivationKind::gelu, *i);
+  g = gelu->make_output();
+  output = be.linear({name + ".output.dense", c.intermediate, H, true}, *g);
+  auto o_like = output->make_output();
+  o = &scratch.like("o", *o_like);
+  out_drop = be.dropout(c.dropout, *o);
+  s2 = be.tensor_like(*o);
+  ln2 = be.layer_norm({name + ".output.LayerNorm", H, c.layer_norm_eps}, *s2);
+  out = ln2->make_output();
+}
+
+void EncoderLayer::collect(std::vector<Layer*>& l) {
+  for (Layer* p : {static_cast<Layer*>(query.get()), static_cast<Layer*>(key.get()), static_cast<Layer*>(value.get()),
+                   static_cast<Layer*>(attn_dense.get()), static_cast<Layer*>(ln1.get()), static_cast<Layer*>(inter.get()),
+                   static_cast<Layer*>(output.get()), static_cast<Layer*>(ln2.get())})
+    l.push_back(p);
+}
+
+void EncoderLayer::forward(const Tensor& x, const Tensor& mask, uint64_t seed) {
+  query->forward(x, *q);
+  key->forward(x, *k);
+  value->forward(x, *v);
+  scores_mm->forward(*q, *k, *scores);
+  softmax->forward(*scores, mask, *probs);
+  probs_drop->forward(*probs, *probs_d, seed);
+  context_mm->forward(*probs_d, *v, *context);
+  attn_dense->forward(*context, *a);
+  attn_drop->forward(*a, *a, seed + 1);  // in place: a is not needed again
+  add->forward(*a, x, *s1);
+  ln1->forward(*s1, *x1);
+  inter->forward(*x1, *i);
+  gelu->forward(*i, *g);
+  output->forward(*g, *o);
+  out_drop->forward(*o, *o, seed + 2);
+  add->forward(*o, *x1, *s2);
+  ln2->forward(*s2, *out);
+}
+
+void EncoderLayer::backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready) {
+  // second half: out = LN2(x1 + drop(output(gelu(inter(x1)))))
+  Tensor& ds2 = cache.like("d_h", *s2);
+  ln2->backward(*s2, dout, ds2);
+  ready(*ln2);
+  Tensor& d_o = cache.like("d_h2", *s2);
+  out_drop->backward(ds2, d_o);
+  Tensor& dg = cache.like("d_inter", *g);
+  output->backward(*g, d_o, &dg);
+  ready(*output);
+  Tensor& di = cache.like("d_inter2", *i);
+  gelu->backward(*i, dg, di);
+  Tensor& dx1 = cache.like("d_h3", *x1);
+  inter->backward(*x1, di, &dx1);
+  ready(*inter);
+  add->forward(dx1, ds2, dx1);  // the residual path's gradient joins
+  // first half: x1 = LN1(x + drop(attn_dense(context)))
+  Tensor& ds1 = cache.like("d_h", *s1);  // ds2 is no longer needed
+  ln1->backward(*s1, dx1, ds1);
+  ready(*ln1);
+  Tensor& da = cache.like("d_h2", *s1);
+  attn_drop->backward(ds1, da);
+  Tensor& dctx = cache.like("d_h3", *context);
+  attn_dense->backward(*context, da, &dctx);
+  ready(*attn_dense);
+  Tensor& dprobs_d = cache.like("d_scores", *probs);
+  Tensor& dv = cache.like("d_v", *v);
+  context_mm->backward(*probs_d, *v, dctx, dprobs_d, dv);
+  Tensor& dprobs = cache.like("d_scores2", *probs);
+  probs_drop->backward(dprobs_d, dprobs);
+  Tensor& dscores = cache.like("d_scores", *probs);
+  softmax->backward(*probs, dprobs, dscores);
+  Tensor& dq = cache.like("d_q", *q);
+  Tensor& dk = cache.like("d_k", *k);
+  scores_mm->backward(*q, *k, dscores, dq, dk);
+  // x feeds q, k, v and the residual: dx = ds1 + dx_q + dx_k + dx_v
+  Tensor& dxp = cache.like("d_h2", x);
+  value->backward(x, dv, &dx);
+  ready(*value);
+  key->backward(x, dk, &dxp);
+  ready(*key);
+  add->forward(dx, dxp, dx);
+  query->backward(x, dq, &dxp);
+  ready(*query);
+  add->forward(dx, dxp, dx);
+  add->forward(dx, ds1, dx);
+}
+
+}  // namespace dlperf::bert

@@ -1,0 +1,37 @@
+// One post-LN BERT encoder layer (HuggingFace BertLayer), written above the op interface.
+//
+//   x (M = B*S, H)
+//   q, k, v = Linear(x)                          (M, H), read as (B, heads, S, d) in place
+//   scores  = q k^T / sqrt(d)                    (B, heads, S, S)
+//   probs   = dropout(softmax(scores + mask))    mask (B, S): 0 keep, -10000 padding
+//   context = probs v                            (M, H), written head-interleaved in place
+//   x1 = LayerNorm(x + dropout(attention.output.dense(context)))
+//   x2 = LayerNorm(x1 + dropout(output.dense(GELU(intermediate.dense(x1)))))
+#pragma once
+
+#include "models/bert.h"
+
+namespace dlperf::bert {
+
+struct EncoderLayer {
+  EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch);
+  void collect(std::vector<Layer*>& v);
+  // mask (B, S) f32 additive; seed: this layer's dropout seed.
+  void forward(const Tensor& x, const Tensor& mask, uint64_t seed);
+  // dout: gradient of out (read); dx: gradient of x (written). dout and dx must differ.
+  void backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready);
+
+  std::unique_ptr<Linear> query, key, value, attn_dense, inter, output;
+  std::unique_ptr<BatchedMatmul> scores_mm, context_mm;
+  std::unique_ptr<MaskedSoftmax> softmax;
+  std::unique_ptr<Dropout> probs_drop, attn_drop, out_drop;
+  std::unique_ptr<LayerNorm> ln1, ln2;
+  std::unique_ptr<Activation> gelu;
+  std::unique_ptr<Add> add;
+  // kept for backward
+  TensorPtr q, k, v, probs, probs_d, context, s1, x1, i, g, s2, out;
+  // forward temporaries shared by all layers (not needed in backward)
+  Tensor *scores = nullptr, *a = nullptr, *o = nullptr;
+};
+
+}  // namespace dlperf::bert

@@ -1,0 +1,74 @@
+// Adam-family optimizers for BERT over the flat buffers, and global gradient-norm clipping.
+//
+// AdamW (Loshchilov & Hutter 2019; torch.optim.AdamW): bias-corrected moments, decoupled
+// weight decay w -= lr * wd * w, on weights and embeddings only (never biases or LayerNorm).
+// LAMB (You et al. 2019, NVIDIA's BERT recipe; apex FusedLAMB): the Adam direction plus weight
+// decay, u = m_hat / (sqrt(v_hat) + eps) + wd * w, scaled per parameter (one ParamStore entry)
+// by the trust ratio ||w|| / ||u||; like FusedLAMB without nvlamb, parameters without weight
+// decay (biases, LayerNorm) take ratio 1.
+// The fused element loops are backend kernels (Backend::adamw_step, lamb_update, lamb_apply).
+#pragma once
+
+#include "train/optimizer.h"
+
+namespace dlperf {
+
+struct AdamConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-6f;           // NVIDIA's BERT recipe
+  float weight_decay = 0.01f;  // on weights and embeddings only
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(Backend& be, ParamStore& store, AdamConfig c);
+  std::string name() const override { return "adamw"; }
+  void step(float lr, float grad_scale) override;
+
+ private:
+  struct Range {
+    size_t begin, end;
+    bool decay;
+  };
+  Backend& be_;
+  ParamStore& store_;
+  AdamConfig cfg_;
+  std::unique_ptr<Buffer> m_, v_;
+  std::vector<Range> ranges_;
+  int64_t t_ = 0;
+};
+
+class Lamb final : public Optimizer {
+ public:
+  Lamb(Backend& be, ParamStore& store, AdamConfig c);
+  std::string name() const override { return "lamb"; }
+  void step(float lr, float grad_scale) override;
+
+ private:
+  Backend& be_;
+  ParamStore& store_;
+  AdamConfig cfg_;
+  std::unique_ptr<Buffer> m_, v_, update_;
+  int64_t t_ = 0;
+};
+
+// Clip by global norm (torch.nn.utils.clip_grad_norm_): when ||g * grad_scale|| over every
+// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||; folded
+// into grad_scale, so the inner optimizer reads each gradient once.
+class ClipGradNorm final : public Optimizer {
+ public:
+  ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm);
+  std::string name() const override { return inner_->name(); }
+  void step(float lr, float grad_scale) override;
+  float last_norm() const { return last_norm_; }  // before clipping
+
+ private:
+  Backend& be_;
+  ParamStore& store_;
+  std::unique_ptr<Optimizer> inner_;
+  float max_norm_;
+  float last_norm_ = 0.0f;
+};
+
+}  // namespace dlperf

@@ -1,0 +1,164 @@
+// BERT data: a tiny pretraining shard in NVIDIA's HDF5 layout, written here with the HDF5 C
+// API, is read back and trained on; a missing dataset, a wrong shape or a missing path is a
+// one-line usage error; the BERT command-line flags are validated with errors naming the flag.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "core/error.h"
+#include "models/bert.h"
+#include "trace/h5_handle.h"
+#include "train/adam.h"
+#include "train/bert_data.h"
+#include "train/options.h"
+#include "train/param_store.h"
+
+namespace dlperf {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("dlperf_bert_data_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void write_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dims, const std::vector<int32_t>& v, hid_t type) {
+  auto space = DLPERF_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  auto d = DLPERF_H5(H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  DLPERF_CHECK_HDF5(H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()));
+}
+
+// N samples of sequence S with P slots, NVIDIA's dtypes (int64 ids, int8 mask/segments).
+// skip: a dataset left out; bad_seq: input_mask written with this many columns instead.
+void write_shard(const fs::path& p, int64_t N, int64_t S, int64_t P, const std::string& skip = "", int64_t bad_seq = 0) {
+  auto f = DLPERF_H5(H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  const auto n = static_cast<hsize_t>(N), s = static_cast<hsize_t>(S), pp = static_cast<hsize_t>(P);
+  std::vector<int32_t> ids(N * S), mask(N * S), seg(N * S), pos(N * P, 0), lm(N * P, 0), nsp(N);
+  for (int64_t i = 0; i < N; ++i) {
+    const int64_t len = S - (i % 3);
+    for (int64_t t = 0; t < len; ++t) {
+      ids[i * S + t] = static_cast<int32_t>(5 + (i + 2 * t) % 50);
+      mask[i * S + t] = 1;
+      seg[i * S + t] = t >= len / 2;
+    }
+    for (int64_t k = 0; k < P - (i % 2); ++k) {
+      pos[i * P + k] = static_cast<int32_t>(1 + 2 * k);
+      lm[i * P + k] = ids[i * S + 1 + 2 * k];
+      ids[i * S + 1 + 2 * k] = 4;
+    }
+    nsp[i] = static_cast<int32_t>(i % 2);
+  }
+  const auto put = [&](const char* name, const std::vector<hsize_t>& dims, const std::vector<int32_t>& v, hid_t type) {
+    if (skip != name) write_dataset(f, name, dims, v, type);
+  };
+  put("input_ids", {n, s}, ids, H5T_STD_I64LE);
+  if (bad_seq) put("input_mask", {n, static_cast<hsize_t>(bad_seq)}, std::vector<int32_t>(N * bad_seq, 1), H5T_STD_I8LE);
+  else put("input_mask", {n, s}, mask, H5T_STD_I8LE);
+  put("segment_ids", {n, s}, seg, H5T_STD_I8LE);
+  put("masked_lm_positions", {n, pp}, pos, H5T_STD_I64LE);
+  put("masked_lm_ids", {n, pp}, lm, H5T_STD_I64LE);
+  put("next_sentence_labels", {n}, nsp, H5T_STD_I8LE);
+}
+
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage) << e.what();
+    const std::string w = e.what();
+    EXPECT_EQ(w.find('\n'), std::string::npos) << "one line: " << w;
+    return w;
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(BertShardData, ReadsNvidiaLayoutAndTrains) {
+  TempDir dir;
+  write_shard(dir.path / "part_00.hdf5", 10, 16, 3);
+  write_shard(dir.path / "part_01.hdf5", 6, 16, 3);
+  BertShards shards(dir.path.string(), {4, 16, 3, 64}, 0);
+  ASSERT_EQ(shards.files().size(), 2u);
+  const HostBatch& b = shards.next();
+  EXPECT_EQ(b.ints.at("input_ids").size(), 64u);
+  EXPECT_EQ(b.ints.at("input_ids")[1], 4);               // sample 0, position 1 is [MASK]
+  EXPECT_EQ(b.ints.at("masked_lm_positions")[1], 3);     // slot 1 at position 3
+  EXPECT_EQ(b.ints.at("next_sentence_labels")[1], 1);
+  EXPECT_EQ(b.ints.at("input_mask")[16 + 15], 0);         // sample 1 has 15 real tokens
+
+  auto be = make_backend(BackendKind::cpu, {Precision::fp32, 2, 0});
+  BertConfig c;
+  c.layers = 1, c.hidden = 32, c.heads = 2, c.intermediate = 64, c.vocab = 64, c.positions = 32;
+  c.batch = 4, c.seq_len = 16, c.max_predictions = 3, c.dropout = 0.0f;
+  auto model = make_bert(*be, c);
+  ParamStore store(*be, model->layers());
+  model->init_params(1);
+  Lamb opt(*be, store, {});
+  std::vector<float> losses;
+  for (int s = 0; s < 12; ++s) {  // 48 samples: cycles through both files more than twice
+    model->load(shards.next());
+    model->forward();
+    losses.push_back(model->loss());
+    model->backward(1.0f, [](const Layer&) {});
+    opt.step(0.02f, 1.0f);
+  }
+  for (float l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), losses.front());
+}
+
+TEST(BertShardData, BadShardsAreOneLineUsageErrors) {
+  TempDir dir;
+  write_shard(dir.path / "no_nsp.hdf5", 4, 16, 3, "next_sentence_labels");
+  auto w = usage_error([&] { BertShards((dir.path / "no_nsp.hdf5").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("'next_sentence_labels' is missing"), std::string::npos) << w;
+  write_shard(dir.path / "no_ids.hdf5", 4, 16, 3, "masked_lm_ids");
+  w = usage_error([&] { BertShards((dir.path / "no_ids.hdf5").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("'masked_lm_ids' is missing"), std::string::npos) << w;
+  write_shard(dir.path / "short.hdf5", 4, 16, 3, "", 12);
+  w = usage_error([&] { BertShards((dir.path / "short.hdf5").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("'input_mask' has shape (4, 12), want integers of shape (4, 16)"), std::string::npos) << w;
+  write_shard(dir.path / "ok.hdf5", 4, 16, 3);
+  w = usage_error([&] { BertShards((dir.path / "ok.hdf5").string(), {2, 128, 3, 64}, 0); });  // --seq-len 128
+  EXPECT_NE(w.find("--seq-len"), std::string::npos) << w;
+  w = usage_error([&] { BertShards((dir.path / "missing").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("no such file or directory"), std::string::npos) << w;
+  fs::create_directories(dir.path / "empty");
+  w = usage_error([&] { BertShards((dir.path / "empty").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("no .hdf5"), std::string::npos) << w;
+}
+
+std::string parse_error(std::vector<const char*> args) {
+  args.insert(args.begin(), "dlperf-train");
+  TrainOptions o;
+  std::ostringstream info;
+  return usage_error([&] { parse_train_options(static_cast<int>(args.size()), args.data(), o, info); });
+}
+
+TEST(BertOptions, DefaultsAndBadValues) {
+  const char* argv[] = {"dlperf-train", "--model", "bert_base"};
+  TrainOptions o;
+  std::ostringstream info;
+  ASSERT_EQ(parse_train_options(3, argv, o, info), ParseOutcome::run);
+  EXPECT_EQ(o.optimizer, "lamb");
+  EXPECT_EQ(o.seq_len, 128);
+  EXPECT_EQ(o.max_predictions, 20);
+  EXPECT_FLOAT_EQ(o.weight_decay, 0.01f);
+  EXPECT_FLOAT_EQ(o.clip_grad_norm, 0.0f);
+  EXPECT_NE(parse_error({"--model", "bert_base", "--optimizer", "rmsprop"}).find("--optimizer"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "bert_base", "--seq-len", "0"}).find("--seq-len"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "bert_base", "--seq-len", "1024"}).find("--seq-len"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "bert_base", "--max-predictions", "200"}).find("--max-predictions"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "bert_base", "--clip-grad-norm", "-1"}).find("--clip-grad-norm"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "resnet50", "--data", "x.hdf5"}).find("--data"), std::string::npos);
+  EXPECT_NE(parse_error({"--model", "bert_large"}).find("--model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlperf
