@@ -15,7 +15,7 @@
 namespace dlperf::cuda {
 
 enum class ElemType : uint8_t { f32, bf16, f16, s32 };
-enum class ActKind : uint8_t { relu, gelu };
+enum class ActKind : uint8_t { relu, gelu, tanh };
 
 // ---- convert.cu ---------------------------------------------------------------------------
 // dst = src over (n, c, hw) elements, any element type to any (s32 <-> f32 exact below 2^24),
@@ -44,7 +44,7 @@ cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, fl
 
 // ---- cross_entropy.cu ---------------------------------------------------------------------
 // logits (rows, k) -> lse (rows), totals[0] = mean loss over counted rows, totals[1] = count.
-// row_loss (rows) is scratch. A row counts when 0 <= label < k and label != ignore_index.
+// row_loss (2 * rows) is scratch. A row counts when 0 <= label < k and label != ignore_index.
 cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k,
                                          float smoothing, int32_t ignore_index, float* lse, float* row_loss, float* totals,
                                          cudaStream_t s);
@@ -67,9 +67,11 @@ cudaError_t launch_layer_norm_backward(const void* x, const void* dy, ElemType t
 // y (rows, cols) = w[ids] (w in the compute type); ids outside [0, vocab) give zero rows.
 cudaError_t launch_embedding_forward(const int32_t* ids, const void* w, void* y, ElemType t, int64_t rows, int64_t vocab,
                                      int64_t cols, cudaStream_t s);
-// dw (vocab, cols) f32 = scatter-add of dy rows, overwritten; deterministic (no atomics).
-cudaError_t launch_embedding_backward(const int32_t* ids, const void* dy, ElemType t, float* dw, int64_t rows, int64_t vocab,
-                                      int64_t cols, cudaStream_t s);
+// out (out_rows, cols) = scatter-add of dy (rows, cols) rows at ids: zeroed first, or added to
+// when accumulate. out_type is f32 (embedding table gradients) or dy's type (row gather).
+// Deterministic (no atomics). The embedding forward doubles as the row gather.
+cudaError_t launch_scatter_rows(const int32_t* ids, const void* dy, ElemType t, void* out, ElemType out_type, int64_t rows,
+                                int64_t out_rows, int64_t cols, bool accumulate, cudaStream_t s);
 
 // ---- masked_softmax.cu --------------------------------------------------------------------
 // x (rows, tk) -> y = softmax(x + mask[row / rows_per_batch]); mask (batches, tk) f32.
@@ -83,5 +85,22 @@ cudaError_t launch_masked_softmax_backward(const void* y, const void* dy, void* 
 // PyTorch SGD: d = g * scale + wd * w; m = first ? d : mu * m + d; w -= lr * m.
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
                        float grad_scale, bool first_step, cudaStream_t s);
+
+// Adam moments (AdamStep in backend.h): gs = g * scale; m = b1 m + (1 - b1) gs; v = b2 v + (1 - b2) gs^2;
+// u = m c1 / (sqrt(v c2) + eps), with the bias corrections c1 = 1 / (1 - b1^t), c2 = 1 / (1 - b2^t).
+struct AdamParams {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2;
+};
+// AdamW: w -= lr * (u + weight_decay * w).
+cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, cudaStream_t s);
+// LAMB's first half: update = u + weight_decay * w; sums[0] = sum w^2, sums[1] = sum update^2
+// (f64, deterministic two-pass reduction through `partial`, kReduceBlocks * 2 doubles).
+constexpr int kReduceBlocks = 512;
+cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
+                               double* partial, double* sums, cudaStream_t s);
+// w -= step * update.
+cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s);
+// sums[0] = sum x^2 in f64.
+cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s);
 
 }  // namespace dlperf::cuda

@@ -1,0 +1,170 @@
+// CudaBackend: device selection and checks, tensor and buffer allocation on the compute
+// stream, the fused SGD / AdamW / LAMB updates (kernels in optimizer.cu), and the op
+// factories (one file per op beside this one).
+#include "backend/cuda/cuda_backend.h"
+
+#include <cudnn.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "backend/cuda/ops.h"
+
+namespace dlperf::cuda {
+namespace {
+
+// A flat f32 buffer (parameters, gradients, momentum) in device memory.
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(Ctx ctx, size_t n) : ctx_(std::move(ctx)), n_(n), mem_(ctx_->alloc(n * sizeof(float))) { zero(); }
+  float* data() override { return mem_.as<float>(); }
+  size_t size() const override { return n_; }
+  void read(std::span<float> out, size_t offset) const override {
+    DLPERF_ASSERT(offset + out.size() <= n_, "buffer read in range");
+    DLPERF_CHECK(cudaMemcpyAsync(out.data(), mem_.as<float>() + offset, out.size_bytes(), cudaMemcpyDeviceToHost, ctx_->s()));
+    ctx_->sync();
+  }
+  void write(std::span<const float> in, size_t offset) override {
+    DLPERF_ASSERT(offset + in.size() <= n_, "buffer write in range");
+    DLPERF_CHECK(cudaMemcpyAsync(mem_.as<float>() + offset, in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
+    ctx_->sync();
+  }
+  void zero() override { DLPERF_CHECK(cudaMemsetAsync(mem_.get(), 0, mem_.bytes(), ctx_->s())); }
+
+ private:
+  Ctx ctx_;
+  size_t n_;
+  DeviceMemory mem_;
+};
+
+Ctx make_context(const BackendOptions& o) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    throw_usage_error(std::string("--backend cuda: no CUDA device is usable here (") +
+                      (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + "); use --backend cpu");
+  if (o.device < 0 || o.device >= count)
+    throw_usage_error("CUDA device " + std::to_string(o.device) + " does not exist (this node has " + std::to_string(count) + ")");
+  auto ctx = std::make_shared<Context>(o.device);
+  // bf16 tensor cores and cuDNN's bf16 kernels start with Ampere (sm_80).
+  if (o.precision == Precision::bf16 && ctx->props.major < 8)
+    throw_usage_error(std::string("--precision bf16 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +
+                      std::to_string(ctx->props.major) + std::to_string(ctx->props.minor) + "); use --precision fp16");
+  return ctx;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const BackendOptions& o) : Backend(o), ctx_(make_context(o)) {
+  // The reduction scratch of lamb_update and sum_squares, owned through the context's counter.
+  auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(static_cast<size_t>(2 * kReduceBlocks + 2) * sizeof(double)));
+  reduce_ = std::shared_ptr<void>(mem, mem->get());
+}
+CudaBackend::~CudaBackend() = default;
+
+cudaStream_t CudaBackend::stream() const { return ctx_->s(); }
+int CudaBackend::device() const { return ctx_->device; }
+
+std::string CudaBackend::description() const {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  const size_t cudnn = cudnnGetVersion();
+  std::ostringstream os;
+  os << "CUDA " << runtime / 1000 << '.' << (runtime % 1000) / 10 << ", cuDNN " << cudnn / 10000 << '.' << (cudnn % 10000) / 100
+     << '.' << cudnn % 100 << " (" << ctx_->props.name << ", sm_" << ctx_->props.major << ctx_->props.minor << ", device "
+     << ctx_->device << ")";
+  return os.str();
+}
+
+TensorPtr CudaBackend::tensor(const Dims& dims, DType dtype, Layout layout) {
+  return std::make_unique<CudaTensor>(ctx_, dims, dtype, layout);
+}
+TensorPtr CudaBackend::tensor_like(const Tensor& t) { return std::make_unique<CudaTensor>(ctx_, t.dims(), t.dtype(), dev(t).layout()); }
+
+void CudaBackend::convert(const Tensor& src, Tensor& dst) {
+  DLPERF_ASSERT(src.dims() == dst.dims(), "convert keeps dims");
+  cuda::convert(*ctx_, dev(src).data(), src.dtype(), dev(src).nhwc(), dev(dst).data(), dst.dtype(), dev(dst).nhwc(), src.dims());
+}
+
+std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
+
+// The high-water mark of the backend's own allocations (tensors, buffers, parameter copies,
+// workspaces); cuDNN's and cuBLAS's internal allocations are not included.
+int64_t CudaBackend::peak_memory_bytes() const { return ctx_->memory.peak.load(); }
+void CudaBackend::synchronize() { ctx_->sync(); }
+
+std::unique_ptr<Conv2d> CudaBackend::conv2d(const Conv2dSpec& s, const Tensor& x) { return make_conv2d(ctx_, s, x); }
+std::unique_ptr<BatchNorm> CudaBackend::batch_norm(const BatchNormSpec& s, const Tensor& x) { return make_batch_norm(ctx_, s, x); }
+std::unique_ptr<Pool2d> CudaBackend::pool2d(const Pool2dSpec& s, const Tensor& x) { return make_pool2d(ctx_, s, x); }
+std::unique_ptr<GlobalAvgPool> CudaBackend::global_avg_pool(const Tensor& x) { return make_global_avg_pool(ctx_, x); }
+std::unique_ptr<Linear> CudaBackend::linear(const LinearSpec& s, const Tensor& x) { return make_linear(ctx_, s, x); }
+std::unique_ptr<Activation> CudaBackend::activation(ActivationKind k, const Tensor& x) { return make_activation(ctx_, k, x); }
+std::unique_ptr<Add> CudaBackend::add(const Tensor& a, const Tensor& b, bool fuse_relu) { return make_add(ctx_, a, b, fuse_relu); }
+std::unique_ptr<SoftmaxCrossEntropy> CudaBackend::cross_entropy(const CrossEntropySpec& s, const Tensor& logits) {
+  return make_cross_entropy(ctx_, s, logits);
+}
+std::unique_ptr<LayerNorm> CudaBackend::layer_norm(const LayerNormSpec& s, const Tensor& x) { return make_layer_norm(ctx_, s, x); }
+std::unique_ptr<Embedding> CudaBackend::embedding(const EmbeddingSpec& s, const Tensor& ids) { return make_embedding(ctx_, s, ids, dtype()); }
+std::unique_ptr<Dropout> CudaBackend::dropout(float p, const Tensor& x) { return make_dropout(ctx_, p, x); }
+std::unique_ptr<BatchedMatmul> CudaBackend::batched_matmul(const BatchedMatmulSpec& s, DType t) {
+  return make_batched_matmul(ctx_, s, t);
+}
+std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) { return make_masked_softmax(ctx_, x); }
+
+void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) {
+  DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
+  DLPERF_CHECK(launch_sgd(w.data(), g.data(), m.data(), static_cast<int64_t>(w.size()), s.lr, s.momentum, s.weight_decay,
+                          s.grad_scale, s.first_step, ctx_->s()));
+}
+
+std::unique_ptr<RowGather> CudaBackend::gather_rows(const Tensor& x, const Tensor& idx) { return make_gather_rows(ctx_, x, idx); }
+std::unique_ptr<Linear> CudaBackend::tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) {
+  return make_tied_linear(ctx_, s, tied, x);
+}
+
+namespace {
+AdamParams adam_params(const AdamStep& s) {
+  const auto t = static_cast<double>(s.step);
+  return {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale,
+          static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta1), t))),
+          static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta2), t)))};
+}
+}  // namespace
+
+void CudaBackend::adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) {
+  DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
+  DLPERF_CHECK(launch_adamw(w.data(), g.data(), m.data(), v.data(), static_cast<int64_t>(w.size()), adam_params(s), ctx_->s()));
+}
+
+LambNorms CudaBackend::lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                                   std::span<float> update, const AdamStep& s) {
+  DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size() && w.size() == update.size(),
+                "lamb ranges of one size");
+  auto* partial = static_cast<double*>(reduce_.get());
+  double* sums = partial + 2 * kReduceBlocks;
+  DLPERF_CHECK(launch_lamb_update(w.data(), g.data(), m.data(), v.data(), update.data(), static_cast<int64_t>(w.size()), adam_params(s),
+                                  partial, sums, ctx_->s()));
+  double host[2] = {0.0, 0.0};
+  DLPERF_CHECK(cudaMemcpyAsync(host, sums, sizeof host, cudaMemcpyDeviceToHost, ctx_->s()));
+  ctx_->sync();
+  return {host[0], host[1]};
+}
+
+void CudaBackend::lamb_apply(std::span<float> w, std::span<const float> update, float step) {
+  DLPERF_ASSERT(w.size() == update.size(), "lamb ranges of one size");
+  DLPERF_CHECK(launch_axpy(w.data(), update.data(), static_cast<int64_t>(w.size()), step, ctx_->s()));
+}
+
+double CudaBackend::sum_squares(std::span<const float> x) {
+  auto* partial = static_cast<double*>(reduce_.get());
+  double* sums = partial + 2 * kReduceBlocks;
+  DLPERF_CHECK(launch_sum_squares(x.data(), static_cast<int64_t>(x.size()), partial, sums, ctx_->s()));
+  double host = 0.0;
+  DLPERF_CHECK(cudaMemcpyAsync(&host, sums, sizeof host, cudaMemcpyDeviceToHost, ctx_->s()));
+  ctx_->sync();
+  return host;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,191 @@
+// The CUDA backend's shared pieces: the Context (device, the one compute stream, cuDNN and
+// cuBLAS handles, the shared workspace and scratch, memory accounting), the tensor, parameter
+// storage with its low-precision compute copy, and the GEMM helpers every matrix op uses.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/handles.h"
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
+
+namespace dlperf::cuda {
+
+static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
+                  static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
+                  static_cast<int>(ElemType::f16) == static_cast<int>(DType::f16) &&
+                  static_cast<int>(ElemType::s32) == static_cast<int>(DType::s32),
+              "kernels.h's ElemType mirrors DType");
+inline ElemType elem(DType t) { return static_cast<ElemType>(t); }
+cudnnDataType_t cudnn_type(DType t);
+cudaDataType_t cublas_type(DType t);
+
+// Device memory that grows at plan time to the largest request and is shared by every op:
+// all ops run in order on the one stream, so no two use it at once. Ops ask for it again at
+// run time (the pointer changes when a later plan grows it).
+class SharedArea {
+ public:
+  explicit SharedArea(MemoryCounter& counter) : counter_(counter) {}
+  void reserve(size_t bytes);
+  void* get() const { return mem_.get(); }
+  template <class T>
+  T* get() const { return static_cast<T*>(mem_.get()); }
+  size_t bytes() const { return mem_.bytes(); }
+
+ private:
+  MemoryCounter& counter_;
+  DeviceMemory mem_;
+};
+
+struct Context {
+  explicit Context(int device_ordinal);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device = 0;
+  cudaDeviceProp props{};
+  MemoryCounter memory;  // declared before every allocation below: destroyed after them
+  Stream stream;
+  CudnnHandle cudnn;
+  CublasHandle cublas;
+  SharedArea workspace{memory};  // cuDNN algorithm workspaces
+  SharedArea scratch{memory};    // op temporaries (masked gradients, f16 filter gradients)
+
+  cudaStream_t s() const { return stream.get(); }
+  DeviceMemory alloc(size_t bytes) { return DeviceMemory(bytes, memory); }
+  void sync() { DLPERF_CHECK(cudaStreamSynchronize(stream.get())); }
+  // A vector of `count` ones of type t, for the GEMMs that sum rows or columns (bias gradients).
+  const void* ones(DType t, int64_t count);
+
+ private:
+  std::vector<DeviceMemory> ones_;  // indexed by DType
+  std::vector<int64_t> ones_count_;
+};
+using Ctx = std::shared_ptr<Context>;
+
+// A tensor in device memory: dense, canonical row-major or (for 4-D) channels-last NHWC.
+class CudaTensor final : public Tensor {
+ public:
+  CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout);
+
+  size_t storage_bytes() const override { return mem_.bytes(); }
+  void read(std::span<float> out) const override;
+  void write(std::span<const float> in) override;
+  void write_indices(std::span<const int32_t> in) override;
+  void zero() override;
+
+  bool same_layout(const Tensor& other) const override {
+    return dims() == other.dims() && dtype() == other.dtype() && layout_ == static_cast<const CudaTensor&>(other).layout_;
+  }
+  Layout layout() const { return layout_; }
+  bool nhwc() const { return layout_ == Layout::channels_last; }
+  void* data() const { return mem_.get(); }
+  template <class T>
+  T* as() const { return static_cast<T*>(mem_.get()); }
+
+ private:
+  Ctx ctx_;
+  Layout layout_;
+  DeviceMemory mem_;
+};
+
+const CudaTensor& dev(const Tensor& t);
+CudaTensor& dev(Tensor& t);
+
+// (N, C, H*W) of a 4-D tensor, (rows, cols, 1) of a 2-D one: the shape convert works on.
+struct Nchw {
+  int64_t n = 1, c = 1, hw = 1;
+};
+Nchw nchw_of(const Dims& d);
+
+// Converts any (dtype, layout) to any over the same dims, on the stream.
+void convert(Context& ctx, const void* src, DType src_type, bool src_nhwc, void* dst, DType dst_type, bool dst_nhwc,
+             const Dims& dims);
+
+// One parameter. The f32 master values and gradients live in the trainer's flat buffers in
+// the canonical layout (KCRS for convolutions, (out, in) for linear), storage_elems = numel.
+// An op that computes in f16/bf16, or wants a filter as KRSC (channels-last cuDNN), reads a
+// compute copy that refresh() rebuilds from the master once per step; otherwise it reads the
+// master directly.
+class Param {
+ public:
+  Param(Ctx ctx, Dims canonical, DType compute, bool channels_last_filter);
+  size_t storage_elems() const { return static_cast<size_t>(product(dims_)); }
+  void bind(const ParamSlot& slot);
+  void refresh();
+  void write(std::span<const float> canonical);
+  void read_value(std::span<float> canonical) const;
+  void read_grad(std::span<float> canonical) const;
+
+  float* value() const { return slot_.value; }  // f32 master, canonical
+  float* grad() const { return slot_.grad; }    // f32, canonical
+  const void* compute() const { return copy_.get() ? copy_.get() : slot_.value; }
+  bool has_copy() const { return copy_.get() != nullptr; }
+
+ private:
+  Ctx ctx_;
+  Dims dims_;
+  DType compute_;
+  bool krsc_ = false;
+  ParamSlot slot_{};
+  DeviceMemory copy_;  // compute dtype / layout, when it differs from the master
+};
+
+// The Layer plumbing shared by the ops with parameters; Interface is the op's abstract class.
+template <class Interface>
+class WithParams : public Interface {
+ public:
+  void bind(std::span<const ParamSlot> slots) override {
+    DLPERF_ASSERT(slots.size() == params_.size(), "one slot per parameter");
+    for (size_t i = 0; i < slots.size(); ++i) params_[i].bind(slots[i]);
+  }
+  void write_param(size_t i, std::span<const float> c) override { params_.at(i).write(c); }
+  void read_param(size_t i, std::span<float> c) const override { params_.at(i).read_value(c); }
+  void read_grad(size_t i, std::span<float> c) const override { params_.at(i).read_grad(c); }
+  void refresh_compute_weights() override {
+    for (auto& p : params_) p.refresh();
+  }
+
+ protected:
+  Param& add_param(const Ctx& ctx, std::string name, ParamRole role, const Dims& canonical, DType compute,
+                   bool channels_last_filter = false) {
+    params_.emplace_back(ctx, canonical, compute, channels_last_filter);
+    this->params_specs().push_back(ParamSpec{std::move(name), canonical, role, params_.back().storage_elems()});
+    return params_.back();
+  }
+  std::vector<Param> params_;
+};
+
+// Sets a cuDNN 4-D tensor descriptor for (n, c, h, w) stored NCHW or NHWC.
+void set_4d(const TensorDesc& d, DType t, bool nhwc, int64_t n, int64_t c, int64_t h, int64_t w);
+
+// Row-major GEMM on cuBLAS, batched with fixed strides (batch 1 for plain matrices):
+//   z (m, n) = alpha * op(x) op(y) + beta * z,  x stored (m, k) or (k, m) when trans_x,
+//   y stored (k, n) or (n, k) when trans_y.
+// x and y have type in_type, z out_type (f32 gradients from f16/bf16 inputs); math in f32.
+struct GemmShape {
+  bool trans_x = false, trans_y = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+};
+void gemm(Context& ctx, const GemmShape& g, float alpha, const void* x, const void* y, DType in_type, float beta, void* z,
+          DType out_type);
+// The same with explicit storage: each stored matrix has a row pitch (elements between rows,
+// its column count when dense) and a batch stride (elements between batch entries).
+struct GemmOperand {
+  const void* p = nullptr;
+  int64_t pitch = 0, stride = 0;
+};
+void gemm_ex(Context& ctx, const GemmShape& g, float alpha, GemmOperand x, GemmOperand y, DType in_type, float beta, GemmOperand z,
+             DType out_type);
+
+// out (cols) f32 = sum over rows of a row-major (rows, cols) matrix x: a GEMM against ones.
+void column_sums(Context& ctx, const void* x, DType t, int64_t rows, int64_t cols, float* out);
+// out (rows) f32 = sum over cols of each row.
+void row_sums(Context& ctx, const void* x, DType t, int64_t rows, int64_t cols, float* out);
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,66 @@
+// CudaBackend: the Backend on one NVIDIA GPU (cuDNN, cuBLAS and the kernels beside this
+// file). Public so that the NCCL communicator can order its collectives after the compute
+// stream: dynamic_cast<cuda::CudaBackend&>(backend).stream().
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace dlperf::cuda {
+
+struct Context;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& o);
+  ~CudaBackend() override;
+
+  cudaStream_t stream() const;  // the one compute stream every op and copy runs on
+  int device() const;
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+  std::string description() const override;
+
+  TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override;
+  TensorPtr tensor_like(const Tensor& t) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+  std::unique_ptr<Buffer> buffer(size_t elems) override;
+  int64_t peak_memory_bytes() const override;
+  void synchronize() override;
+
+  std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override;
+  std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& s, const Tensor& x) override;
+  std::unique_ptr<Pool2d> pool2d(const Pool2dSpec& s, const Tensor& x) override;
+  std::unique_ptr<GlobalAvgPool> global_avg_pool(const Tensor& x) override;
+  std::unique_ptr<Linear> linear(const LinearSpec& s, const Tensor& x) override;
+  std::unique_ptr<Activation> activation(ActivationKind k, const Tensor& x) override;
+  std::unique_ptr<Add> add(const Tensor& a, const Tensor& b, bool fuse_relu) override;
+  using Backend::add;
+  std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override;
+  std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override;
+  std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override;
+  std::unique_ptr<Dropout> dropout(float p, const Tensor& x) override;
+  std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& s, DType t) override;
+  std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) override;
+  std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) override;
+  std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override;
+
+  void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override;
+  void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) override;
+  // These two return host values: each waits for the stream (one small copy back).
+  LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
+                        std::span<float> update, const AdamStep& s) override;
+  void lamb_apply(std::span<float> w, std::span<const float> update, float step) override;
+  double sum_squares(std::span<const float> x) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<void> reduce_;  // (kReduceBlocks + 1) * 2 doubles: block partials, then the sums
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o);
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,43 @@
+// Dropout (kernel in eltwise.cu): y = mask * x / (1 - p), mask ~ Bernoulli(1 - p) from a
+// counter-based hash of (seed, call counter, element): no mask is stored, backward redraws
+// the same one from the (seed, counter) of the last forward. p = 0 is a copy.
+// The mask stream is this backend's own; it does not reproduce the CPU backend's masks.
+#include "backend/cuda/ops.h"
+
+namespace dlperf::cuda {
+namespace {
+
+class CudaDropout final : public Dropout {
+ public:
+  CudaDropout(Ctx ctx, float p, const CudaTensor& x) : ctx_(std::move(ctx)), p_(p), dtype_(x.dtype()), nhwc_(x.nhwc()) {
+    if (!(p >= 0.0f && p < 1.0f)) throw_usage_error("dropout probability " + std::to_string(p) + " is not in [0, 1)");
+  }
+
+  void forward(const Tensor& x, Tensor& y, uint64_t seed) override {
+    seed_ = seed;
+    counter_ += 1;
+    apply(x, y);
+  }
+  void backward(const Tensor& dy, Tensor& dx) override { apply(dy, dx); }
+
+ private:
+  void apply(const Tensor& in, Tensor& out) {
+    if (p_ == 0.0f) {
+      convert(*ctx_, dev(in).data(), dtype_, nhwc_, dev(out).data(), dtype_, nhwc_, in.dims());
+      return;
+    }
+    DLPERF_CHECK(launch_dropout(dev(in).data(), dev(out).data(), elem(dtype_), in.numel(), p_, seed_, counter_, ctx_->s()));
+  }
+
+  Ctx ctx_;
+  float p_;
+  DType dtype_;
+  bool nhwc_;
+  uint64_t seed_ = 0, counter_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Dropout> make_dropout(Ctx ctx, float p, const Tensor& x) { return std::make_unique<CudaDropout>(std::move(ctx), p, dev(x)); }
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,27 @@
+// Factories of the CUDA ops, one file per op (conv2d.cpp, batch_norm.cpp, ...); CudaBackend
+// (backend.cpp) forwards its planning calls here.
+#pragma once
+
+#include "backend/cuda/context.h"
+
+namespace dlperf::cuda {
+
+std::unique_ptr<Conv2d> make_conv2d(Ctx ctx, const Conv2dSpec& s, const Tensor& x);
+std::unique_ptr<BatchNorm> make_batch_norm(Ctx ctx, const BatchNormSpec& s, const Tensor& x);
+std::unique_ptr<Pool2d> make_pool2d(Ctx ctx, const Pool2dSpec& s, const Tensor& x);
+std::unique_ptr<GlobalAvgPool> make_global_avg_pool(Ctx ctx, const Tensor& x);
+std::unique_ptr<Linear> make_linear(Ctx ctx, const LinearSpec& s, const Tensor& x);
+std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const Tensor& x);
+std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, const Tensor& b, bool fuse_relu);
+std::unique_ptr<SoftmaxCrossEntropy> make_cross_entropy(Ctx ctx, const CrossEntropySpec& s, const Tensor& logits);
+std::unique_ptr<LayerNorm> make_layer_norm(Ctx ctx, const LayerNormSpec& s, const Tensor& x);
+std::unique_ptr<Embedding> make_embedding(Ctx ctx, const EmbeddingSpec& s, const Tensor& ids, DType compute);
+std::unique_ptr<Dropout> make_dropout(Ctx ctx, float p, const Tensor& x);
+std::unique_ptr<BatchedMatmul> make_batched_matmul(Ctx ctx, const BatchedMatmulSpec& s, DType dtype);
+std::unique_ptr<MaskedSoftmax> make_masked_softmax(Ctx ctx, const Tensor& x);
+std::unique_ptr<RowGather> make_gather_rows(Ctx ctx, const Tensor& x, const Tensor& idx);
+std::unique_ptr<Linear> make_tied_linear(Ctx ctx, const LinearSpec& s, Embedding& tied, const Tensor& x);
+// The embedding's table for a tied decoder; the embedding's backward then accumulates.
+Param& share_embedding_weight(Embedding& e);
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,157 @@
+// The fused SGD update over a contiguous range of the flat f32 buffers, PyTorch's semantics:
+//   d = g * grad_scale + weight_decay * w;  m = momentum * m + d (m = d on the first step);  w -= lr * m.
+// grad_scale folds in 1 / (world size * loss scale). One pass, one read of g and w, one
+// read-write of m and w: the update is memory bound. Below: AdamW and LAMB (f32 state), and
+// the f64 sums of squares LAMB and gradient clipping read back.
+#include "backend/cuda/common.cuh"
+
+namespace dlperf::cuda {
+namespace {
+
+__global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, int64_t count, float lr,
+                           float momentum, float weight_decay, float grad_scale, bool first_step) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const float wi = w[i];
+    const float d = g[i] * grad_scale + weight_decay * wi;
+    const float v = first_step ? d : momentum * m[i] + d;
+    m[i] = v;
+    w[i] = wi - lr * v;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
+                       float grad_scale, bool first_step, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, first_step);
+  return launched();
+}
+
+}  // namespace dlperf::cuda
+
+// ---- Adam family (AdamStep in backend.h), and the f64 reductions LAMB and clipping need ----
+
+namespace dlperf::cuda {
+namespace {
+
+__device__ __forceinline__ float adam_update(const AdamParams& p, float g, float& m, float& v) {
+  const float gs = g * p.grad_scale;
+  m = p.beta1 * m + (1.0f - p.beta1) * gs;
+  v = p.beta2 * v + (1.0f - p.beta2) * gs * gs;
+  return (m * p.c1) / (sqrtf(v * p.c2) + p.eps);
+}
+
+#define DLPERF_GRID_STRIDE(i, count) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (count); i += int64_t{gridDim.x} * blockDim.x)
+
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p) {
+  DLPERF_GRID_STRIDE(i, count) {
+    float mi = m[i], vi = v[i];
+    const float u = adam_update(p, g[i], mi, vi);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= p.lr * (u + p.weight_decay * w[i]);
+  }
+}
+
+// Block sums of doubles, fixed order (deterministic). blockDim.x == kThreads.
+__device__ double block_sum_f64(double v) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double r = part[0];
+  __syncthreads();
+  return r;
+}
+
+__global__ void lamb_update_kernel(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
+                                   double* partial) {
+  double w_sq = 0.0, u_sq = 0.0;
+  DLPERF_GRID_STRIDE(i, count) {
+    float mi = m[i], vi = v[i];
+    const float u = adam_update(p, g[i], mi, vi) + p.weight_decay * w[i];
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = u;
+    w_sq += static_cast<double>(w[i]) * w[i];
+    u_sq += static_cast<double>(u) * u;
+  }
+  w_sq = block_sum_f64(w_sq);
+  u_sq = block_sum_f64(u_sq);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = w_sq;
+    partial[2 * blockIdx.x + 1] = u_sq;
+  }
+}
+
+__global__ void sum_squares_kernel(const float* x, int64_t count, double* partial) {
+  double s = 0.0;
+  DLPERF_GRID_STRIDE(i, count) { s += static_cast<double>(x[i]) * x[i]; }
+  s = block_sum_f64(s);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = s;
+    partial[2 * blockIdx.x + 1] = 0.0;
+  }
+}
+
+// sums[0..1] = column sums of partial (blocks, 2).
+__global__ void finish_sums(const double* partial, int blocks, double* sums) {
+  double a = 0.0, b = 0.0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
+    a += partial[2 * i];
+    b += partial[2 * i + 1];
+  }
+  a = block_sum_f64(a);
+  b = block_sum_f64(b);
+  if (threadIdx.x == 0) {
+    sums[0] = a;
+    sums[1] = b;
+  }
+}
+
+__global__ void axpy_kernel(float* w, const float* update, int64_t count, float step) {
+  DLPERF_GRID_STRIDE(i, count) { w[i] -= step * update[i]; }
+}
+
+#undef DLPERF_GRID_STRIDE
+
+unsigned reduce_grid(int64_t count) {
+  const unsigned g = grid_for(count);
+  return g < static_cast<unsigned>(kReduceBlocks) ? g : static_cast<unsigned>(kReduceBlocks);
+}
+
+}  // namespace
+
+cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  adamw_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, v, count, p);
+  return launched();
+}
+
+cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
+                               double* partial, double* sums, cudaStream_t s) {
+  const unsigned blocks = reduce_grid(count);
+  lamb_update_kernel<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, count, p, partial);
+  finish_sums<<<1, kThreads, 0, s>>>(partial, static_cast<int>(blocks), sums);
+  return launched();
+}
+
+cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step);
+  return launched();
+}
+
+cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s) {
+  const unsigned blocks = reduce_grid(count);
+  sum_squares_kernel<<<blocks, kThreads, 0, s>>>(x, count, partial);
+  finish_sums<<<1, kThreads, 0, s>>>(partial, static_cast<int>(blocks), sums);
+  return launched();
+}
+
+}  // namespace dlperf::cuda

@@ -1,0 +1,53 @@
+// CudaTensor: device storage in the canonical or channels-last layout; read/write move data
+// in the canonical dense f32 layout (a host copy plus, when needed, the convert kernel).
+// These are the synchronising calls of the data path (inputs, tests, fixtures), not of a step.
+#include "backend/cuda/context.h"
+
+namespace dlperf::cuda {
+
+CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout)
+    : Tensor(std::move(dims), dtype),
+      ctx_(std::move(ctx)),
+      layout_(this->dims().size() == 4 ? layout : Layout::canonical),
+      mem_(ctx_->alloc(static_cast<size_t>(numel()) * dtype_size(dtype))) {
+  zero();
+}
+
+void CudaTensor::read(std::span<float> out) const {
+  DLPERF_ASSERT(static_cast<int64_t>(out.size()) == numel(), "read size " + std::to_string(out.size()) + " != " + to_string(dims()));
+  if (dtype() == DType::f32 && !nhwc()) {
+    DLPERF_CHECK(cudaMemcpyAsync(out.data(), data(), out.size_bytes(), cudaMemcpyDeviceToHost, ctx_->s()));
+  } else {
+    DeviceMemory tmp = ctx_->alloc(out.size_bytes());
+    convert(*ctx_, data(), dtype(), nhwc(), tmp.get(), DType::f32, false, dims());
+    DLPERF_CHECK(cudaMemcpyAsync(out.data(), tmp.get(), out.size_bytes(), cudaMemcpyDeviceToHost, ctx_->s()));
+    ctx_->sync();  // before tmp is freed
+  }
+  ctx_->sync();
+}
+
+void CudaTensor::write(std::span<const float> in) {
+  DLPERF_ASSERT(static_cast<int64_t>(in.size()) == numel(), "write size " + std::to_string(in.size()) + " != " + to_string(dims()));
+  if (dtype() == DType::f32 && !nhwc()) {
+    DLPERF_CHECK(cudaMemcpyAsync(data(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
+  } else {
+    DeviceMemory tmp = ctx_->alloc(in.size_bytes());
+    DLPERF_CHECK(cudaMemcpyAsync(tmp.get(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
+    convert(*ctx_, tmp.get(), DType::f32, false, data(), dtype(), nhwc(), dims());
+    ctx_->sync();  // before tmp is freed
+  }
+  ctx_->sync();  // the caller may free `in` on return
+}
+
+void CudaTensor::write_indices(std::span<const int32_t> in) {
+  DLPERF_ASSERT(dtype() == DType::s32 && static_cast<int64_t>(in.size()) == numel(), "index tensor of matching size");
+  DLPERF_CHECK(cudaMemcpyAsync(data(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
+  ctx_->sync();
+}
+
+void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, mem_.bytes(), ctx_->s())); }
+
+const CudaTensor& dev(const Tensor& t) { return static_cast<const CudaTensor&>(t); }
+CudaTensor& dev(Tensor& t) { return static_cast<CudaTensor&>(t); }
+
+}  // namespace dlperf::cuda
