@@ -20,11 +20,20 @@ namespace {
 
 constexpr int64_t kExpansion = 4;
 
+// `t` itself when it already has the layout of `like`, else a copy converted into it.
+const Tensor& in_layout_of(const Tensor& like, const Tensor& t, const std::string& role, Backend& be, TensorCache& cache) {
+  if (t.same_layout(like)) return t;
+  Tensor& converted = cache.like(role, like);
+  be.convert(t, converted);
+  return converted;
+}
+
 struct Bottleneck {
   std::unique_ptr<Conv2d> conv1, conv2, conv3, ds_conv;
   std::unique_ptr<BatchNorm> bn1, bn2, bn3, ds_bn;
   std::unique_ptr<Add> add;       // out = relu(bn3 + shortcut)
-  std::unique_ptr<Add> grad_add;  // dx += shortcut gradient (no ReLU)
+  std::unique_ptr<Add> grad_add;  // dx += d (identity shortcut), d in out's layout
+  std::unique_ptr<Add> ds_add;    // dx += downsample's dx, both in x's layout
   TensorPtr a1, b1, a2, b2, a3, b3, ds_a, ds_b, out;  // activations, kept for backward
 
   Bottleneck(Backend& be, const std::string& name, const Tensor& x, int64_t planes, int64_t stride) {
@@ -47,9 +56,16 @@ struct Bottleneck {
       ds_bn = be.batch_norm({name + ".downsample.1", out_c, 1e-5f, 0.1f, false}, *ds_a);
       ds_b = ds_bn->make_output();
     }
-    add = be.add(*b3, true);
-    grad_add = be.add(x, false);
+    const Tensor& shortcut = ds_conv ? *ds_b : x;
+    add = be.add(*b3, shortcut, true);
     out = be.tensor_like(*b3);
+    // Branches may differ in layout (oneDNN picks per convolution): the gradient of out is
+    // converted where a branch needs another layout, and added into dx from out's layout.
+    if (ds_conv) {
+      ds_add = be.add(x, x, false);
+    } else {
+      grad_add = be.add(x, *out, false);
+    }
   }
 
   // Layers with parameters in forward order (the reverse is the order backward finishes them).
@@ -79,13 +95,14 @@ struct Bottleneck {
 
   // dout: gradient of out; dx: gradient of x (written). Gradient scratch comes from `cache`,
   // shared with the other blocks of the same shapes.
-  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, TensorCache& cache, const GradReadyFn& ready) {
+  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, Backend& be, TensorCache& cache, const GradReadyFn& ready) {
     Tensor& d = cache.like("d_sum", *out);
     add->backward_relu(*out, dout, d);  // both branches receive d
     Tensor* d_short = nullptr;
     if (ds_conv) {
+      const Tensor& d_ds = in_layout_of(*ds_b, d, "d_ds_b", be, cache);
       Tensor& d_dsa = cache.like("d_ds_a", *ds_a);
-      ds_bn->backward(*ds_a, d, d_dsa);
+      ds_bn->backward(*ds_a, d_ds, d_dsa);
       ready(*ds_bn);
       d_short = dx ? &cache.like("d_ds_x", x) : nullptr;
       ds_conv->backward(x, d_dsa, d_short);
@@ -108,7 +125,13 @@ struct Bottleneck {
     ready(*bn1);
     conv1->backward(x, d_a1, dx);
     ready(*conv1);
-    if (dx) grad_add->forward(*dx, ds_conv ? *d_short : d, *dx);  // the two paths' gradients meet at x
+    if (dx) {  // the two paths' gradients meet at x
+      if (ds_conv) {
+        ds_add->forward(*dx, *d_short, *dx);
+      } else {
+        grad_add->forward(*dx, d, *dx);
+      }
+    }
   }
 };
 
@@ -194,7 +217,7 @@ class ResNet final : public Model {
       const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
       Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
       if (dx == dout) dx = &cache_.like("d_io2", x);
-      blocks_[i]->backward(x, *dout, dx, cache_, ready);
+      blocks_[i]->backward(x, *dout, dx, be_, cache_, ready);
       dout = dx;
     }
     Tensor& d_b = cache_.like("d_stem_b", *b_);

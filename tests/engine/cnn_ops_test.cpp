@@ -238,7 +238,7 @@ TEST_F(CnnOps, AddWithFusedReluAndItsBackward) {
   auto a = blocked_input({2, 16, 3, 3}, 16);
   auto b = be->tensor_like(*a);
   b->write(random_values(static_cast<size_t>(a->numel()), 17));
-  auto add = be->add(*a, true);
+  auto add = be->add(*a, *b, true);
   auto y = be->tensor_like(*a);
   add->forward(*a, *b, *y);
   const auto av = read_all(*a), bv = read_all(*b), yv = read_all(*y);
@@ -251,7 +251,7 @@ TEST_F(CnnOps, AddWithFusedReluAndItsBackward) {
   const auto dv = read_all(*d);
   for (size_t i = 0; i < dv.size(); ++i) EXPECT_FLOAT_EQ(dv[i], yv[i] > 0 ? r[i] : 0.0f);
   // y may alias a: gradient accumulation in place
-  auto plain_add = be->add(*a, false);
+  auto plain_add = be->add(*a, *b, false);
   plain_add->forward(*a, *b, *a);
   const auto acc = read_all(*a);
   for (size_t i = 0; i < acc.size(); ++i) EXPECT_FLOAT_EQ(acc[i], av[i] + bv[i]);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages dlperf builds and tests with. As root it runs apt-get;
+# otherwise it prints the exact command to run and exits 2. CUDA, cuDNN and NCCL are not
+# Debian packages: when /usr/local/cuda has them the CUDA backend is built too.
+#   scripts/setup-debian.sh            build and run
+#   scripts/setup-debian.sh --tests    also what the test suite needs (Slurm, munge, Lmod)
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config git
+          libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
+          libboost-program-options-dev)
+if [ "${1:-}" = "--tests" ]; then
+  packages+=(libgtest-dev googletest slurm-wlm munge lmod)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} Debian packages present"
+  exit 0
+fi
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing Debian packages; run as root:" >&2
+  echo "  apt-get update && $cmd" >&2
+  exit 2
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends ${missing[*]} >/dev/null
+echo "setup: done"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bad input to dlperf-train: one line on stderr naming the flag, exit code 2, no output file.
+# Usage: bad_input_test.sh DLPERF_TRAIN
+set -u
+train=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+expect_usage_error() {  # flag-to-mention, then the arguments
+  local mention=$1
+  shift
+  local out="$dir/out.h5"
+  "$train" "$@" --output "$out" >"$dir/stdout" 2>"$dir/stderr"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$dir/stderr")
+  if [ "$rc" -ne 2 ]; then
+    echo "FAIL ($*): exit $rc, expected 2"; failures=$((failures + 1))
+  elif [ "$lines" -ne 1 ]; then
+    echo "FAIL ($*): $lines lines on stderr, expected 1:"; cat "$dir/stderr"; failures=$((failures + 1))
+  elif ! grep -q -- "$mention" "$dir/stderr"; then
+    echo "FAIL ($*): stderr does not mention '$mention':"; cat "$dir/stderr"; failures=$((failures + 1))
+  elif [ -e "$out" ] || [ -e "$out.lock" ]; then
+    echo "FAIL ($*): created $out"; failures=$((failures + 1))
+  else
+    echo "ok   ($*): $(cat "$dir/stderr")"
+  fi
+}
+
+expect_usage_error --model --model resnet101
+expect_usage_error --backend --backend tpu
+expect_usage_error --precision --precision fp8
+expect_usage_error --batch-size --batch-size 0
+expect_usage_error --batch-size --batch-size -4
+expect_usage_error --iterations --iterations 0
+expect_usage_error --warmup --iterations 10 --warmup 10
+expect_usage_error --image-size --image-size 16
+expect_usage_error --threads --threads 0
+expect_usage_error --threads --threads -1
+expect_usage_error --batch-size --batch-size many
+expect_usage_error --no-such-flag --no-such-flag
+expect_usage_error --lr --lr 0
+expect_usage_error --resnet-blocks --resnet-blocks 3,4,6
+expect_usage_error --bucket-mb --bucket-mb 0
+
+# --help and --version succeed and list every option with its default
+"$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
+for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \
+  --lr --momentum --weight-decay --label-smoothing --print-every --output; do
+  grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
+done
+"$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }
+
+if [ "$failures" -eq 0 ]; then echo "all bad-input checks passed"; else echo "$failures failed"; exit 1; fi

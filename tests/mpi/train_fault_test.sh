@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# dlperf-train under faults, as a cluster job meets them:
+#  1. one of 3 ranks is SIGKILLed mid-run: the job ends non-zero within the bound;
+#  2. one of 3 ranks is SIGSTOPped (a hang): the others notice within --timeout, name the
+#     rank, and the job ends non-zero;
+#  3. every rank gets SIGTERM (Slurm's time limit): all stop at one iteration, exit 0, and
+#     the run is in results.h5 as partial with its iterations, beside an earlier complete run;
+#  4. the runs interrupted by 1 and 2 never damaged that file: dlperf-reduce still reads it.
+# Usage: train_fault_test.sh DLPERF_TRAIN DLPERF_REDUCE MPIEXEC
+set -u
+train=$1 reduce=$2 mpiexec=$3
+dir=$(mktemp -d)
+trap 'pkill -KILL -f "variant=$tag" 2>/dev/null; rm -rf "$dir"' EXIT
+tag="fault$$"
+fail=0
+results="$dir/results.h5"
+small=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
+       --print-every 0 --output "$results" --flush-every 5)
+
+# The ranks: processes named dlperf-train (mpirun's own command line holds the same words).
+rank_pids() {
+  for p in $(pgrep -x dlperf-train); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--variant=$1" && echo "$p"
+  done | sort -n
+}
+wait_for_ranks() {  # variant, count
+  for _ in $(seq 1 100); do
+    [ "$(rank_pids "$1" | wc -l)" -ge "$2" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+echo "== a complete run first"
+"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 8 --warmup 2 --variant=ok-$tag >"$dir/ok.log" 2>&1 \
+  || { echo "FAIL: the complete run failed"; cat "$dir/ok.log"; fail=1; }
+
+run_fault() {  # name, signal, bound, regex
+  local name=$1 sig=$2 bound=$3 regex=$4 v="$1-$tag"
+  local start=$(date +%s)
+  "$mpiexec" -np 3 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --timeout 5 \
+    --variant="$v" >"$dir/$name.log" 2>&1 &
+  local job=$!
+  wait_for_ranks "$v" 3 || { echo "FAIL $name: ranks did not start"; fail=1; return; }
+  sleep 4  # well into training
+  local victim
+  victim=$(rank_pids "$v" | sed -n 2p)
+  kill "-$sig" "$victim"
+  local waited=0
+  while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$bound" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$job" 2>/dev/null; then
+    echo "FAIL $name: job still running ${bound} s after SIG$sig"; fail=1
+    kill -KILL "$job"; pkill -KILL -f -- "--variant=$v"
+    return
+  fi
+  wait "$job"; local rc=$?
+  pkill -KILL -f -- "--variant=$v" 2>/dev/null  # the stopped rank, if mpirun left it
+  if [ "$rc" -eq 0 ]; then echo "FAIL $name: job exited 0"; fail=1; return; fi
+  if ! grep -Eq "$regex" "$dir/$name.log"; then
+    echo "FAIL $name: output does not match '$regex':"; tail -20 "$dir/$name.log"; fail=1; return
+  fi
+  echo "ok   $name: exit $rc after $(( $(date +%s) - start )) s: $(grep -Eo "$regex.{0,80}" "$dir/$name.log" | head -1)"
+}
+
+run_fault killed KILL 30 "rank [0-9]|exited on signal 9"
+run_fault stopped STOP 30 "rank [0-9]+ \\([^)]*\\)"
+
+echo "== SIGTERM to every rank"
+v="term-$tag"
+"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --variant="$v" \
+  >"$dir/term.log" 2>&1 &
+job=$!
+wait_for_ranks "$v" 2 || { echo "FAIL term: ranks did not start"; fail=1; }
+sleep 4
+for p in $(rank_pids "$v"); do kill -TERM "$p"; done
+waited=0
+while kill -0 "$job" 2>/dev/null && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
+if kill -0 "$job" 2>/dev/null; then
+  echo "FAIL term: still running 30 s after SIGTERM"; fail=1; kill -KILL "$job"
+else
+  wait "$job"; rc=$?
+  if [ "$rc" -ne 0 ]; then echo "FAIL term: exit $rc"; tail -5 "$dir/term.log"; fail=1;
+  elif ! grep -q "recorded as partial" "$dir/term.log"; then echo "FAIL term: no partial note"; tail -5 "$dir/term.log"; fail=1;
+  else echo "ok   term: $(grep 'stopped early' "$dir/term.log")"; fi
+fi
+
+echo "== the results file after all of it"
+h5dump -A "$results" >"$dir/dump.txt" 2>&1 || { echo "FAIL: h5dump cannot read $results"; fail=1; }
+complete=$(grep -c '"complete"' "$dir/dump.txt")
+partial=$(grep -c '"partial"' "$dir/dump.txt")
+echo "runs: complete $complete, partial $partial"
+[ "$complete" -ge 1 ] || { echo "FAIL: the complete run is gone"; fail=1; }
+[ "$partial" -ge 1 ] || { echo "FAIL: no partial run"; fail=1; }
+"$reduce" "$results" --warmup 2 --window 4 >"$dir/reduce.txt" 2>&1 || { echo "FAIL: dlperf-reduce"; cat "$dir/reduce.txt"; fail=1; }
+grep -q "excluded" "$dir/reduce.txt" && grep -q '| 1 | 2 | 4 |' "$dir/reduce.txt" \
+  || { echo "FAIL: reduce table lacks the complete 2-rank run"; cat "$dir/reduce.txt"; fail=1; }
+
+[ "$fail" -eq 0 ] && echo "all fault checks passed"
+exit "$fail"
