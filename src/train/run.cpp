@@ -7,7 +7,7 @@
 #include "comm/core_pinning.h"
 #include "comm/make_communicator.h"
 #include "core/error.h"
-#include "trace/trace_writer.h"
+#include "trace/async_writer.h"
 #include "train/cluster.h"
 #include "train/gradient_exchange.h"
 #include "train/param_store.h"
@@ -39,15 +39,26 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
 }
 
 // Rank 0's record of the run, refreshed at each flush, so a failure can still write it.
+// The time spent on the training thread for tracing (gathers, handing records to the
+// writer thread) is measured, to report what tracing costs.
 struct Recorder {
-  std::unique_ptr<TraceWriter> writer;
+  std::unique_ptr<AsyncTraceWriter> writer;
   RunRecord record;
+  double seconds = 0;
 
   void collect(MPI_Comm comm, const RankTrace& mine, const std::vector<std::string>& hosts) {
+    const double t0 = steady_seconds();
     auto ranks = gather_traces(comm, mine);
-    if (ranks.empty()) return;  // not rank 0
-    for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
-    record.ranks = std::move(ranks);
+    if (!ranks.empty()) {  // rank 0
+      for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
+      record.ranks = std::move(ranks);
+    }
+    seconds += steady_seconds() - t0;
+  }
+  void flush() {
+    const double t0 = steady_seconds();
+    if (writer) writer->flush(record);
+    seconds += steady_seconds() - t0;
   }
 };
 
@@ -101,10 +112,13 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o);
-    if (!o.output.empty()) rec.writer = std::make_unique<TraceWriter>(o.output, rec.record.info);
-    out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size
-        << " per device, " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes\n"
-        << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
+    if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
+    // The input shape: images for the CNNs; BERT's title already names its sequence length and
+    // predictions per sequence.
+    out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
+    if (o.model != "bert_base") out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
+    out << "\n";
+    out << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
@@ -117,7 +131,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   tc.warmup = o.warmup;
   tc.print_every = o.print_every;
   tc.lr = make_lr_schedule(o, w.size);
-  Trainer trainer(*model, *be, *optimizer, tc);
+  if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
+  Trainer trainer(*model, *be, *optimizer, tc, &store.grads());
   // Stops are agreed on by every rank at an iteration boundary (Slurm signals each rank on
   // its own); a lone rank needs no agreement.
   const auto should_stop = [&]() { return w.size > 1 ? any_rank_stopping(*control) : stop_requested().load(); };
@@ -125,7 +140,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
     rec.collect(world, t, w.hosts);
-    if (rec.writer) rec.writer->flush(rec.record);
+    rec.flush();
   };
   try {
     trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
@@ -138,6 +153,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     }
     throw;
   }
+  const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be->peak_memory_bytes();
   rec.collect(world, mine, w.hosts);
 
@@ -166,6 +182,12 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  if (rec.writer && !mine.iterations.empty()) {
+    const double loop = mine.iterations.back().end - mine.iterations.front().start;
+    std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,
+                  loop > 0 ? 100.0 * tracing_in_loop / loop : 0.0, loop);
+    out << line;
+  }
   rec.record.info.end_time_utc = utc_now_iso8601();
   if (s.stopped_early) {
     const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
@@ -176,7 +198,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   } else if (rec.writer) {
     rec.writer->finish(rec.record, RunStatus::complete);
   }
-  if (rec.writer) out << "trace: " << rec.writer->path() << ":/runs/" << rec.writer->run_name() << "\n";
+  if (rec.writer) out << "trace: " << rec.writer->writer().path() << ":/runs/" << rec.writer->writer().run_name() << "\n";
   out << std::flush;
   return s;
 }

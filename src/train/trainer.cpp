@@ -25,7 +25,10 @@ std::string format_eta(double seconds) {
 void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
                   std::ostream* progress, const IterationFn& after_iteration) {
   const int world = exchange ? exchange->world_size() : 1;
-  const float grad_scale = 1.0f / (static_cast<float>(world) * cfg_.loss_scale);
+  const bool scaling = cfg_.loss_scale.mode != LossScaling::none;
+  DLPERF_ASSERT(cfg_.loss_scale.mode != LossScaling::dynamic || grads_, "dynamic loss scaling needs the gradient buffer");
+  float loss_scale = scaling ? cfg_.loss_scale.initial : 1.0f;
+  int64_t good_steps = 0;
   const GradReadyFn ready = [exchange](const Layer& l) {
     if (exchange) exchange->on_ready(l);
   };
@@ -47,7 +50,7 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     mark = now;
 
     if (exchange) exchange->begin_step();
-    model_.backward(cfg_.loss_scale, ready);
+    model_.backward(loss_scale, ready);
     be_.synchronize();
     now = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::backward)] = static_cast<float>(now - mark);
@@ -61,7 +64,14 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     t.phase_seconds[static_cast<int>(Phase::comm_exposed)] = static_cast<float>(now - mark);
     mark = now;
 
-    opt_.step(cfg_.lr.at(it), grad_scale);
+    // Every rank sees the same summed gradients, so every rank makes the same decision.
+    if (cfg_.loss_scale.mode == LossScaling::dynamic && !gradients_finite()) {
+      loss_scale *= 0.5f;  // overflow: skip this step, retry smaller
+      good_steps = 0;
+    } else {
+      opt_.step(cfg_.lr.at(it), 1.0f / (static_cast<float>(world) * loss_scale));
+      if (cfg_.loss_scale.mode == LossScaling::dynamic && ++good_steps % cfg_.loss_scale.growth_interval == 0) loss_scale *= 2.0f;
+    }
     be_.synchronize();
     t.end = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::optimizer)] = static_cast<float>(t.end - mark);
@@ -83,6 +93,11 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
       *progress << line << std::flush;
     }
   }
+}
+
+bool Trainer::gradients_finite() {
+  // inf and nan propagate through a sum of squares; one pass over the buffer, no new kernel.
+  return std::isfinite(be_.sum_squares({grads_->data(), grads_->size()}));
 }
 
 double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration) {

@@ -25,12 +25,23 @@ class GradientExchange {
   virtual double comm_seconds() const = 0;        // time buckets were in flight this step
 };
 
+// fp16 loss scaling (mixed precision): the loss gradient is multiplied by the scale so small
+// gradients survive fp16, and the optimizer divides it out. Dynamic (NVIDIA apex's scheme):
+// a step whose gradients hold inf/nan is skipped and the scale halved; after `growth_interval`
+// good steps the scale doubles.
+enum class LossScaling : uint8_t { none, fixed, dynamic };
+struct LossScaleConfig {
+  LossScaling mode = LossScaling::none;
+  float initial = 65536.0f;
+  int64_t growth_interval = 2000;
+};
+
 struct TrainConfig {
   int64_t iterations = 120;   // warm-up included
   int64_t warmup = 20;        // not counted in the throughput
   int64_t print_every = 10;   // 0: no progress lines
   LrSchedule lr;
-  float loss_scale = 1.0f;
+  LossScaleConfig loss_scale;
 };
 
 using DataFn = std::function<const HostBatch&()>;
@@ -41,7 +52,9 @@ double steady_seconds();
 
 class Trainer {
  public:
-  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg) : model_(model), be_(be), opt_(opt), cfg_(cfg) {}
+  // grads: the flat gradient buffer, checked for inf/nan under dynamic loss scaling.
+  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr)
+      : model_(model), be_(be), opt_(opt), cfg_(cfg), grads_(grads) {}
 
   // Runs the iterations, appending to trace. Before each iteration asks should_stop (may be
   // empty); when it says yes, returns early and trace holds what was measured. progress may
@@ -50,10 +63,13 @@ class Trainer {
            std::ostream* progress, const IterationFn& after_iteration = {});
 
  private:
+  bool gradients_finite();  // over the flat gradient buffer, after the exchange
+
   Model& model_;
   Backend& be_;
   Optimizer& opt_;
   TrainConfig cfg_;
+  Buffer* grads_;
 };
 
 // Throughput over the measured window: samples after warm-up / (end of the last iteration -

@@ -123,5 +123,31 @@ TEST(ResNet, Bf16TrainsWithFp32MasterWeights) {
   EXPECT_TRUE(fine);
 }
 
+TEST(ResNet, DynamicLossScalingSkipsOverflowingStepsAndRecovers) {
+  const auto rc = small();
+  for (const float initial : {3e38f, 1024.0f}) {
+    Rig s(rc, Precision::fp32, 1);
+    std::vector<float> before(s.store->size());
+    s.store->values().read(before);
+    TrainConfig tc;
+    tc.iterations = 1;
+    tc.warmup = 0;
+    tc.print_every = 0;
+    tc.lr = {LrScheduleKind::constant, 0.03f, 0, 1};
+    tc.loss_scale = {LossScaling::dynamic, initial, 2000};
+    SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3);
+    Trainer t(*s.model, *s.be, *s.sgd, tc, &s.store->grads());
+    RankTrace trace;
+    t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+    std::vector<float> after(s.store->size());
+    s.store->values().read(after);
+    if (initial > 1e30f) {
+      EXPECT_EQ(before, after) << "an overflowing step must be skipped";
+    } else {
+      EXPECT_NE(before, after) << "a finite step must update the parameters";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dlperf

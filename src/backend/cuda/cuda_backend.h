@@ -1,6 +1,6 @@
 // CudaBackend: the Backend on one NVIDIA GPU (cuDNN, cuBLAS and the kernels beside this
 // file). Public so that the NCCL communicator can order its collectives after the compute
-// stream: dynamic_cast<cuda::CudaBackend&>(backend).stream().
+// stream: Backend::stream_handle() (a cudaStream_t).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> buffer(size_t elems) override;
   int64_t peak_memory_bytes() const override;
   void synchronize() override;
+  void* stream_handle() override { return stream(); }  // NCCL orders itself after this stream
 
   std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& s, const Tensor& x) override;

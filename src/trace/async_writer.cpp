@@ -1,0 +1,58 @@
+#include "trace/async_writer.h"
+
+namespace dlperf {
+
+AsyncTraceWriter::AsyncTraceWriter(std::string path, const RunInfo& info)
+    : writer_(std::move(path), info), thread_([this] { loop(); }) {}
+
+AsyncTraceWriter::~AsyncTraceWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void AsyncTraceWriter::flush(RunRecord record) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_ = std::move(record);
+  }
+  cv_.notify_all();
+}
+
+void AsyncTraceWriter::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || pending_.has_value(); });
+    if (!pending_) return;  // stopping, nothing left
+    RunRecord r = std::move(*pending_);
+    pending_.reset();
+    busy_ = true;
+    lock.unlock();
+    try {
+      writer_.flush(r);
+    } catch (...) {
+      lock.lock();
+      if (!error_) error_ = std::current_exception();
+      busy_ = false;
+      cv_.notify_all();
+      continue;
+    }
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void AsyncTraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  pending_.reset();  // the final record supersedes any flush not yet started
+  cv_.wait(lock, [this] { return !busy_; });
+  if (error_ && status == RunStatus::complete) std::rethrow_exception(error_);
+  lock.unlock();
+  writer_.finish(record, status, reason);
+}
+
+}  // namespace dlperf
