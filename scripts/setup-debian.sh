@@ -3,14 +3,15 @@
 # otherwise it prints the exact command to run and exits 2. CUDA, cuDNN and NCCL are not
 # Debian packages: when /usr/local/cuda has them the CUDA backend is built too.
 #   scripts/setup-debian.sh            build and run
-#   scripts/setup-debian.sh --tests    also what the test suite needs (Slurm, munge, Lmod)
+#   scripts/setup-debian.sh --tests    also what the test suite needs (GoogleTest; Slurm, munge, Lmod and
+#                                      python3-yaml for the jobs and slurm suites)
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libboost-program-options-dev)
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(libgtest-dev googletest slurm-wlm munge lmod)
+  packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml)
 fi
 
 missing=()

@@ -1,0 +1,47 @@
+# Spack recipe for dlperf, kept in the repository so `spack install` in this checkout's
+# environment (spack.yaml, `develop: dlperf path: .`) builds the working tree.
+from spack.package import *
+
+
+class Dlperf(CMakePackage, CudaPackage):
+    """Native C++ deep-learning training benchmarks for clusters: ResNet-50 v1.5, VGG16 and
+    BERT-base on oneDNN (CPU) or cuDNN/cuBLAS/NCCL (CUDA), MPI-launched, HDF5 traces, the
+    DLPerf measurement method, and generated Slurm job scripts."""
+
+    homepage = "https://github.com/dlperf/dlperf"
+    git = "https://github.com/dlperf/dlperf.git"
+
+    maintainers("dlperf")
+
+    version("main", branch="main")
+
+    variant("tests", default=False, description="Build the CTest suites (needs GoogleTest)")
+
+    depends_on("cxx", type="build")
+    depends_on("c", type="build")
+    depends_on("cmake@3.24:", type="build")
+    depends_on("mpi")
+    depends_on("hdf5~mpi")
+    depends_on("boost+program_options")
+    depends_on("onednn")
+    depends_on("googletest", type="build", when="+tests")
+    depends_on("cuda@11.8:", when="+cuda")
+    depends_on("cudnn@8.9:", when="+cuda")
+    depends_on("nccl+cuda", when="+cuda")
+    for arch in CudaPackage.cuda_arch_values:
+        depends_on(f"nccl cuda_arch={arch}", when=f"+cuda cuda_arch={arch}")
+
+    conflicts("+cuda cuda_arch=none", msg="set cuda_arch, e.g. cuda_arch=80 (A100) or 90 (H100)")
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [
+            self.define("DLPERF_CUDA", "ON" if spec.satisfies("+cuda") else "OFF"),
+            self.define_from_variant("DLPERF_BUILD_TESTS", "tests"),
+        ]
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CUDA_ARCHITECTURES", ";".join(spec.variants["cuda_arch"].value)))
+        return args
+
+    def setup_run_environment(self, env):
+        env.set("DLPERF_JOBS", self.prefix.share.dlperf.jobs)

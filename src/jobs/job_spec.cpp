@@ -1,0 +1,280 @@
+#include "jobs/job_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace dlperf::jobs {
+namespace {
+
+struct KnownModel {
+  const char* name;
+  const char* train_model;
+  const char* title;
+};
+constexpr KnownModel kModels[] = {
+    {"rn50", "resnet50", "ResNet-50 v1.5"},
+    {"vgg16", "vgg16", "VGG16"},
+    {"bert_base", "bert_base", "BERT-base pretraining"},
+};
+
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> w;
+  for (std::string t; in >> t;) w.push_back(t);
+  return w;
+}
+
+// Characters that need no quoting in a shell word: options, paths, module names, partitions.
+bool shell_safe(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_.,:=/+@%^-").find(c) != std::string_view::npos;
+  });
+}
+
+// Reads one section, rejecting keys it does not know (a typo must not be silently ignored).
+class SectionReader {
+ public:
+  SectionReader(const IniFile& f, const IniSection* s, std::vector<std::string> known) : f_(f), s_(s) {
+    if (!s_) return;
+    for (const auto& e : s_->entries)
+      if (std::find(known.begin(), known.end(), e.key) == known.end()) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        throw_bad_input(f_.where(e.line) + ": unknown key '" + e.key + "' in [" + s_->name + "]: known keys are " + list);
+      }
+  }
+  bool has(const std::string& key) const { return s_ && s_->find(key); }
+  std::string where(const std::string& key) const {
+    const IniEntry* e = s_ ? s_->find(key) : nullptr;
+    return f_.where(e ? e->line : (s_ ? s_->line : 0));
+  }
+  std::string str(const std::string& key, const std::string& fallback) const {
+    const IniEntry* e = s_ ? s_->find(key) : nullptr;
+    return e ? e->value : fallback;
+  }
+  // A single shell-safe word, or "" when empty is allowed.
+  std::string word(const std::string& key, const std::string& fallback, bool allow_empty = true) const {
+    const std::string v = str(key, fallback);
+    if (v.empty() && allow_empty) return v;
+    if (!shell_safe(v)) fail(key, "'" + v + "' must be one word of letters, digits and _.,:=/+@%^-");
+    return v;
+  }
+  std::vector<std::string> list(const std::string& key, const std::string& fallback) const {
+    auto w = words(str(key, fallback));
+    for (const auto& t : w)
+      if (!shell_safe(t)) fail(key, "'" + t + "' may only use letters, digits and _.,:=/+@%^- (no quotes or spaces inside a word)");
+    return w;
+  }
+  int integer(const std::string& key, int fallback, int lo, int hi) const {
+    if (!has(key)) return fallback;
+    const std::string v = str(key, "");
+    int n = 0;
+    size_t used = 0;
+    try {
+      n = std::stoi(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size() || n < lo || n > hi)
+      fail(key, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + v + "')");
+    return n;
+  }
+  std::string time(const std::string& key, const std::string& fallback) const {
+    const std::string v = str(key, fallback);
+    if (!v.empty() && parse_slurm_time(v) <= 0)
+      fail(key, "'" + v + "' is not a Slurm time limit: use minutes, MM:SS, HH:MM:SS or D-HH:MM:SS");
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw_bad_input(where(key) + ": " + key + " " + what);
+  }
+
+ private:
+  const IniFile& f_;
+  const IniSection* s_;
+};
+
+void reject_unknown_sections(const IniFile& f, const std::vector<std::string>& known, const std::string& what) {
+  for (const auto& s : f.sections)
+    if (std::find(known.begin(), known.end(), s.name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "[" : ", [") + k + "]";
+      throw_bad_input(f.where(s.line) + ": unknown section [" + s.name + "] in a " + what + ": use " + list);
+    }
+}
+
+SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
+  SlurmSettings s;
+  s.partition = r.word("partition", base.partition);
+  s.account = r.word("account", base.account);
+  s.qos = r.word("qos", base.qos);
+  s.constraint = r.word("constraint", base.constraint);
+  s.time = r.time("time", base.time);
+  if (s.time.empty()) r.fail("time", "must be set (a Slurm time limit such as 01:00:00)");
+  s.cpus_per_task = r.integer("cpus_per_task", base.cpus_per_task, 1, 1024);
+  s.extra_sbatch = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
+  for (const auto& o : s.extra_sbatch)
+    if (o.rfind("--", 0) != 0) r.fail("sbatch", "takes long sbatch options such as --exclusive --mem=0 (got '" + o + "')");
+  return s;
+}
+
+std::vector<Configuration> read_configurations(const SectionReader& r, const std::string& key, char unit, const std::string& fallback) {
+  static const std::regex re("([0-9]+)n([0-9]+)([gr])");
+  std::vector<Configuration> out;
+  for (const auto& w : r.list(key, fallback)) {
+    std::smatch m;
+    const std::string example = unit == 'g' ? "1n1g 1n8g 4n8g (nodes n GPUs per node g)" : "1n1r 1n2r 2n2r (nodes n ranks per node r)";
+    if (!std::regex_match(w, m, re) || m[3].str()[0] != unit) r.fail(key, "'" + w + "' is not a configuration: use words like " + example);
+    Configuration c;
+    c.nodes = std::stoi(m[1]);
+    c.per_node = std::stoi(m[2]);
+    c.backend = unit == 'g' ? Backend::cuda : Backend::cpu;
+    if (c.nodes < 1 || c.nodes > 4096 || c.per_node < 1 || c.per_node > 256) r.fail(key, "'" + w + "' needs 1-4096 nodes and 1-256 per node");
+    for (const auto& o : out)
+      if (o.tag() == c.tag()) r.fail(key, "lists '" + w + "' twice");
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Configuration::tag() const {
+  return std::to_string(nodes) + "n" + std::to_string(per_node) + (backend == Backend::cuda ? "g" : "r");
+}
+
+long parse_slurm_time(const std::string& s) {
+  static const std::regex re("(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?");
+  std::smatch m;
+  if (!std::regex_match(s, m, re)) return -1;
+  const auto n = [&](int i) { return m[i].matched ? std::stol(m[i]) : 0L; };
+  if (m[1].matched)  // days-hours[:minutes[:seconds]]
+    return ((n(1) * 24 + n(2)) * 60 + n(3)) * 60 + n(4);
+  if (m[4].matched) return (n(2) * 60 + n(3)) * 60 + n(4);  // hours:minutes:seconds
+  if (m[3].matched) return n(2) * 60 + n(3);                // minutes:seconds
+  return n(2) * 60;                                         // minutes
+}
+
+Profile load_profile(const IniFile& f) {
+  reject_unknown_sections(f, {"cluster", "slurm", "cpu", "environment", "network"}, "cluster profile");
+  Profile p;
+  p.source = f.path.substr(f.path.find_last_of('/') + 1);
+  const SectionReader cluster(f, f.find("cluster"), {"name", "description"});
+  p.name = cluster.word("name", "cluster", false);
+
+  const SectionReader slurm(f, f.find("slurm"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch",
+                                                 "gpu_request", "gpu_type", "signal_seconds", "mpi"});
+  p.gpu = read_slurm(slurm, SlurmSettings{});
+  const std::string req = slurm.str("gpu_request", "gpus-per-node");
+  if (req == "gpus-per-node") p.gpu_request = GpuRequest::gpus_per_node;
+  else if (req == "gres") p.gpu_request = GpuRequest::gres;
+  else slurm.fail("gpu_request", "'" + req + "' is unknown: use gpus-per-node (--gpus-per-node=G) or gres (--gres=gpu[:type]:G)");
+  p.gpu_type = slurm.word("gpu_type", "");
+  p.signal_seconds = slurm.integer("signal_seconds", p.signal_seconds, 1, 86400);
+  p.srun_mpi = slurm.word("mpi", p.srun_mpi, false);
+
+  const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch"});
+  p.cpu = read_slurm(cpu, p.gpu);
+
+  const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});
+  const std::string load = env.str("load", "none");
+  if (load == "none") p.loader = EnvLoader::none;
+  else if (load == "module") p.loader = EnvLoader::module;
+  else if (load == "spack") p.loader = EnvLoader::spack;
+  else env.fail("load", "'" + load + "' is unknown: use module, spack or none (dlperf already on PATH)");
+  p.modules = env.list("modules", "");
+  p.spack_setup = env.word("spack_setup", "");
+  p.spack_env = env.word("spack_env", "");
+  if (p.loader == EnvLoader::module && p.modules.empty()) env.fail("modules", "must list the modules to load when load = module (e.g. dlperf)");
+  if (p.loader == EnvLoader::spack && p.spack_env.empty()) env.fail("spack_env", "must name the Spack environment (a path or name) when load = spack");
+
+  if (const IniSection* net = f.find("network")) {
+    static const std::regex var("[A-Z_][A-Z0-9_]*");
+    for (const auto& e : net->entries) {
+      if (!std::regex_match(e.key, var)) throw_bad_input(f.where(e.line) + ": [network] keys are environment variables like UCX_TLS (got '" + e.key + "')");
+      if (e.value.find_first_of("'\n") != std::string::npos) throw_bad_input(f.where(e.line) + ": " + e.key + " must not contain a single quote");
+      p.env.emplace_back(e.key, e.value);
+    }
+  }
+  return p;
+}
+
+Matrix load_matrix(const IniFile& f) {
+  std::vector<std::string> sections{"matrix"};
+  for (const auto& k : kModels) sections.push_back(k.name);
+  reject_unknown_sections(f, sections, "job matrix");
+  Matrix m;
+  m.source = f.path.substr(f.path.find_last_of('/') + 1);
+  const SectionReader mx(f, f.find("matrix"), {"models", "configurations", "precision", "repeats", "iterations", "warmup",
+                                               "cpu_configurations", "cpu_precision", "extra_args"});
+  m.configurations = read_configurations(mx, "configurations", 'g', "1n1g 1n2g 1n4g 1n8g 2n8g 4n8g");
+  m.cpu_configurations = read_configurations(mx, "cpu_configurations", 'r', "");
+  m.precision = mx.str("precision", m.precision);
+  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16") mx.fail("precision", "'" + m.precision + "' is unknown: use fp32, bf16 or fp16");
+  m.cpu_precision = mx.str("cpu_precision", m.cpu_precision);
+  if (m.cpu_precision != "fp32" && m.cpu_precision != "bf16") mx.fail("cpu_precision", "'" + m.cpu_precision + "' is unknown: use fp32 or bf16 (fp16 is GPU only)");
+  m.repeats = mx.integer("repeats", m.repeats, 1, 1000);
+  m.iterations = mx.integer("iterations", m.iterations, 1, 100000000);
+  m.warmup = mx.integer("warmup", m.warmup, 0, 100000000);
+  if (m.warmup >= m.iterations) mx.fail("warmup", std::to_string(m.warmup) + " leaves no measured iteration: use fewer than iterations = " + std::to_string(m.iterations));
+  m.extra_args = mx.list("extra_args", "");
+
+  const auto names = mx.list("models", "rn50 vgg16 bert_base");
+  if (names.empty()) mx.fail("models", "must list at least one of rn50, vgg16, bert_base");
+  for (const auto& n : names) {
+    const KnownModel* k = nullptr;
+    for (const auto& km : kModels)
+      if (n == km.name) k = &km;
+    if (!k) mx.fail("models", "'" + n + "' is unknown: use rn50, vgg16, bert_base");
+    for (const auto& have : m.models)
+      if (have.name == n) mx.fail("models", "lists '" + n + "' twice");
+    const IniSection* sec = f.find(n);
+    if (!sec) throw_bad_input(f.where(0) + ": model " + n + " is in [matrix] models but has no [" + n + "] section with batch_per_device");
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time"});
+    ModelSettings s{n, k->train_model, k->title};
+    if (!r.has("batch_per_device")) r.fail("batch_per_device", "is missing in [" + n + "]: samples per device per iteration, e.g. 128");
+    s.batch_per_device = r.integer("batch_per_device", 0, 1, 1 << 20);
+    s.cpu_batch_per_device = r.integer("cpu_batch_per_device", s.batch_per_device, 1, 1 << 20);
+    s.extra_args = r.list("extra_args", "");
+    s.time = r.time("time", "");
+    s.cpu_time = r.time("cpu_time", "");
+    m.models.push_back(std::move(s));
+  }
+  if (m.configurations.empty() && m.cpu_configurations.empty())
+    mx.fail("configurations", "and cpu_configurations are both empty: nothing to generate");
+  return m;
+}
+
+std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
+  std::vector<JobSpec> jobs;
+  for (Backend b : {Backend::cuda, Backend::cpu}) {
+    const bool gpu = b == Backend::cuda;
+    for (const auto& model : m.models)
+      for (const auto& c : gpu ? m.configurations : m.cpu_configurations) {
+        JobSpec j;
+        j.name = model.name + (gpu ? "_" : "_cpu_") + c.tag();
+        j.model = &model;
+        j.config = c;
+        j.slurm = gpu ? p.gpu : p.cpu;
+        const std::string& t = gpu ? model.time : model.cpu_time;
+        if (!t.empty()) j.slurm.time = t;
+        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.batch_per_device = gpu ? model.batch_per_device : model.cpu_batch_per_device;
+        j.repeats = m.repeats;
+        j.iterations = m.iterations;
+        j.warmup = m.warmup;
+        j.extra_args = m.extra_args;
+        j.extra_args.insert(j.extra_args.end(), model.extra_args.begin(), model.extra_args.end());
+        if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
+          throw_bad_input(p.source + ": signal_seconds " + std::to_string(p.signal_seconds) + " is not less than the time limit " + j.slurm.time +
+                          " of " + j.name + ": lower [slurm] signal_seconds or raise the time limit");
+        jobs.push_back(std::move(j));
+      }
+  }
+  return jobs;
+}
+
+}  // namespace dlperf::jobs

@@ -1,0 +1,87 @@
+// What dlperf-jobs generates from: a cluster profile (how to ask this cluster's Slurm for
+// nodes and GPUs, how to load the environment, UCX/NCCL settings) and a job matrix (models x
+// configurations, precision, batch per device, repeats). Both are INI files (jobs/README.md);
+// load_profile/load_matrix check every key and value and throw JobsError naming
+// "file:line: what to fix". expand_jobs turns the pair into one JobSpec per sbatch script.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jobs/ini.h"
+
+namespace dlperf::jobs {
+
+enum class Backend { cuda, cpu };
+enum class GpuRequest { gpus_per_node, gres };  // #SBATCH --gpus-per-node=G or --gres=gpu[:type]:G
+enum class EnvLoader { none, module, spack };    // how the script puts dlperf on PATH
+
+// #SBATCH settings shared by every job of one backend (profile [slurm] for GPU jobs, [cpu]
+// for CPU-backend jobs, which inherits what it does not set).
+struct SlurmSettings {
+  std::string partition, account, qos, constraint;  // "" = not written
+  std::string time = "01:00:00";                      // Slurm time limit
+  int cpus_per_task = 1;
+  std::vector<std::string> extra_sbatch;              // further options, one #SBATCH line each
+};
+
+struct Profile {
+  std::string source;  // file name, for the generated header
+  std::string name;    // [cluster] name
+  SlurmSettings gpu, cpu;
+  GpuRequest gpu_request = GpuRequest::gpus_per_node;
+  std::string gpu_type;     // gres type, e.g. a100 ("" = any)
+  int signal_seconds = 120; // --signal=USR1@N: dlperf-train stops, flushes, marks the run partial
+  std::string srun_mpi = "pmix";
+  EnvLoader loader = EnvLoader::none;
+  std::vector<std::string> modules;      // module load ... (in order)
+  std::string spack_setup, spack_env;    // . SETUP; spack env activate ENV
+  std::vector<std::pair<std::string, std::string>> env;  // [network]: exported in file order
+};
+
+// One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
+struct ModelSettings {
+  std::string name, train_model, title;
+  int batch_per_device = 0, cpu_batch_per_device = 0;
+  std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
+  std::string time, cpu_time;           // override the profile's limits ("" = profile)
+};
+
+// "4n8g": 4 nodes x 8 GPUs; "2n2r": 2 nodes x 2 CPU-backend ranks.
+struct Configuration {
+  int nodes = 1, per_node = 1;
+  Backend backend = Backend::cuda;
+  std::string tag() const;
+};
+
+struct Matrix {
+  std::string source;
+  std::vector<ModelSettings> models;
+  std::vector<Configuration> configurations, cpu_configurations;
+  std::string precision = "fp16", cpu_precision = "fp32";
+  int repeats = 5, iterations = 120, warmup = 20;
+  std::vector<std::string> extra_args;  // for every job, before the model's own
+};
+
+// Everything one sbatch script needs.
+struct JobSpec {
+  std::string name;  // file stem: rn50_4n8g, rn50_cpu_1n2r
+  const ModelSettings* model = nullptr;
+  Configuration config;
+  SlurmSettings slurm;  // with the model's time override applied
+  std::string precision;
+  int batch_per_device = 0, repeats = 0, iterations = 0, warmup = 0;
+  std::vector<std::string> extra_args;
+};
+
+Profile load_profile(const IniFile& ini);
+Matrix load_matrix(const IniFile& ini);
+// GPU jobs first (model order, configuration order), then CPU-backend variants. Checks what
+// needs both files (the signal lead time against every time limit).
+std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m);
+
+// Slurm time limit ("30", "30:00", "1:00:00", "1-12", "1-12:00", "1-12:00:00") in seconds; -1 if malformed.
+long parse_slurm_time(const std::string& s);
+
+}  // namespace dlperf::jobs

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# dlperf-jobs on bad input: one line on stderr naming what to fix, exit 2, nothing written
+# (the output directory is not even created). A good run writes every file.
+#   bad_input_test.sh DLPERF_JOBS SOURCE_DIR
+set -euo pipefail
+gen=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+profile=$src/jobs/profiles/generic.ini
+matrix=$src/jobs/matrix.ini
+
+# expect_bad EXPECTED_TEXT ARGS...: exit 2, one stderr line containing EXPECTED_TEXT, no output dir.
+expect_bad() {
+  local want=$1 rc=0
+  shift
+  "$gen" "$@" --output-dir "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL: $* exited $rc, want 2" >&2; cat "$tmp/stderr" >&2; exit 1; fi
+  if [ "$(wc -l <"$tmp/stderr")" -ne 1 ]; then echo "FAIL: $*: want one line on stderr:" >&2; cat "$tmp/stderr" >&2; exit 1; fi
+  if ! grep -qF -- "$want" "$tmp/stderr"; then echo "FAIL: $*: stderr lacks '$want':" >&2; cat "$tmp/stderr" >&2; exit 1; fi
+  if [ -e "$tmp/out" ]; then echo "FAIL: $*: wrote $tmp/out" >&2; exit 1; fi
+  echo "ok: $(cat "$tmp/stderr")"
+}
+# edited COPY_NAME FILE SED_EXPR: a copy of FILE with one edit.
+edited() {
+  sed -e "$3" "$2" >"$tmp/$1"
+  echo "$tmp/$1"
+}
+
+expect_bad "--profile is required" --matrix "$matrix"
+expect_bad "no-such.ini: cannot read this file" --profile "$tmp/no-such.ini" --matrix "$matrix"
+expect_bad "unrecognised option '--profle'" --profle "$profile" --matrix "$matrix"
+expect_bad "p1.ini:16: cpus_per_task must be an integer" --profile "$(edited p1.ini "$profile" 's/^cpus_per_task = 8$/cpus_per_task = 0/')" --matrix "$matrix"
+expect_bad "time '2h' is not a Slurm time limit" --profile "$(edited p2.ini "$profile" 's/^time = 00:30:00$/time = 2h/')" --matrix "$matrix"
+expect_bad "gpu_request 'gpus' is unknown" --profile "$(edited p3.ini "$profile" 's/^gpu_request = .*/gpu_request = gpus/')" --matrix "$matrix"
+expect_bad "signal_seconds 3600 is not less than the time limit 00:30:00" \
+  --profile "$(edited p4.ini "$profile" 's/^signal_seconds = .*/signal_seconds = 3600/')" --matrix "$matrix"
+expect_bad "unknown key 'modles'" --profile "$(edited p5.ini "$profile" 's/^modules = /modles = /')" --matrix "$matrix"
+expect_bad "expected 'key = value'" --profile "$(edited p6.ini "$profile" 's/^partition = gpu$/partition gpu/')" --matrix "$matrix"
+expect_bad "models 'resnet50' is unknown: use rn50, vgg16, bert_base" \
+  --profile "$profile" --matrix "$(edited m1.ini "$matrix" 's/^models = .*/models = resnet50/')"
+expect_bad "'8n8' is not a configuration" --profile "$profile" --matrix "$(edited m2.ini "$matrix" 's/^configurations = .*/configurations = 1n1g 8n8/')"
+expect_bad "precision 'fp8' is unknown" --profile "$profile" --matrix "$(edited m3.ini "$matrix" 's/^precision = .*/precision = fp8/')"
+expect_bad "repeats must be an integer from 1 to 1000 (got '-1')" --profile "$profile" --matrix "$(edited m4.ini "$matrix" 's/^repeats = .*/repeats = -1/')"
+expect_bad "batch_per_device is missing in [vgg16]" --profile "$profile" --matrix "$(edited m5.ini "$matrix" '/^batch_per_device = 128$/d')"
+# shellcheck disable=SC2016  # the $( is literal: it must be rejected, not run
+expect_bad "extra_args '\$(rm' may only use" --profile "$profile" --matrix "$(edited m6.ini "$matrix" 's/^extra_args = .*/extra_args = $(rm -rf x)/')"
+
+# A good run writes every file; --list names them without writing.
+"$gen" --profile "$profile" --matrix "$matrix" --list >"$tmp/list"
+[ ! -e "$tmp/out" ]
+"$gen" --profile "$profile" --matrix "$matrix" --output-dir "$tmp/out" >/dev/null
+[ "$(find "$tmp/out" -type f | wc -l)" -eq "$(wc -l <"$tmp/list")" ]
+[ -z "$(find "$tmp/out" -name '.*')" ]  # no temporary files left
+"$gen" --version | grep -q '^dlperf-jobs '
+echo "bad input ok"

@@ -1,0 +1,233 @@
+// dlperf-jobs' library: the INI reader, profile and matrix checks (each bad value is one
+// JobsError naming file:line and the key), Slurm time limits, and the generated text (the
+// #SBATCH lines a configuration implies, signal, SRUN_CPUS_PER_TASK, the repeat loop).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "jobs/ini.h"
+#include "jobs/job_spec.h"
+#include "jobs/jobs_error.h"
+#include "jobs/sbatch_script.h"
+
+namespace dlperf::jobs {
+namespace {
+
+const char* kProfile = R"(
+[cluster]
+name = test
+[slurm]
+partition = gpu
+time = 00:30:00
+cpus_per_task = 8
+signal_seconds = 120
+sbatch = --exclusive
+[cpu]
+partition = cpu
+cpus_per_task = 32
+[environment]
+load = module
+modules = dlperf/0.1.0 cuda
+[network]
+UCX_TLS = rc,sm,self
+NCCL_SOCKET_IFNAME = ^lo,docker
+)";
+
+const char* kMatrix = R"(
+[matrix]
+models = rn50 bert_base
+configurations = 1n1g 4n8g
+cpu_configurations = 2n2r
+repeats = 3
+[rn50]
+batch_per_device = 256
+cpu_batch_per_device = 64
+time = 01:00:00
+[bert_base]
+batch_per_device = 64
+extra_args = --seq-len 128
+)";
+
+Profile profile(const std::string& text = kProfile) { return load_profile(parse_ini(text, "p.ini")); }
+Matrix matrix(const std::string& text = kMatrix) { return load_matrix(parse_ini(text, "m.ini")); }
+
+// The message of the JobsError that loading `text` as a profile (or matrix) throws.
+std::string profile_error(const std::string& text) {
+  try {
+    profile(text);
+  } catch (const JobsError& e) {
+    EXPECT_EQ(e.kind(), JobsErrorKind::bad_input);
+    return e.what();
+  }
+  return "(no error)";
+}
+std::string matrix_error(const std::string& text) {
+  try {
+    matrix(text);
+  } catch (const JobsError& e) {
+    EXPECT_EQ(e.kind(), JobsErrorKind::bad_input);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Ini, SectionsKeysCommentsInOrder) {
+  const IniFile f = parse_ini("# c\n[a]\nx = 1 2 \n; c\ny=\n[b]\nz = q=r\n", "f.ini");
+  ASSERT_EQ(f.sections.size(), 2u);
+  EXPECT_EQ(f.find("a")->find("x")->value, "1 2");
+  EXPECT_EQ(f.find("a")->find("y")->value, "");
+  EXPECT_EQ(f.find("b")->find("z")->value, "q=r");
+  EXPECT_EQ(f.find("b")->find("z")->line, 7);
+}
+
+TEST(Ini, ErrorsNameFileAndLine) {
+  EXPECT_THROW(parse_ini("x = 1\n", "f.ini"), JobsError);
+  try {
+    parse_ini("[a]\nx = 1\nx = 2\n", "f.ini");
+    FAIL();
+  } catch (const JobsError& e) {
+    EXPECT_EQ(std::string(e.what()), "f.ini:3: 'x' is set twice in [a]: keep one");
+  }
+  EXPECT_THROW(parse_ini("[a]\njunk\n", "f.ini"), JobsError);
+  EXPECT_THROW(parse_ini("[a\n", "f.ini"), JobsError);
+  EXPECT_THROW(parse_ini("[a]\n[a]\n", "f.ini"), JobsError);
+}
+
+TEST(SlurmTime, AllFormats) {
+  EXPECT_EQ(parse_slurm_time("30"), 30 * 60);
+  EXPECT_EQ(parse_slurm_time("30:15"), 30 * 60 + 15);
+  EXPECT_EQ(parse_slurm_time("1:00:00"), 3600);
+  EXPECT_EQ(parse_slurm_time("2-12"), (2 * 24 + 12) * 3600);
+  EXPECT_EQ(parse_slurm_time("1-00:30"), 24 * 3600 + 30 * 60);
+  EXPECT_EQ(parse_slurm_time("1-00:00:10"), 24 * 3600 + 10);
+  EXPECT_EQ(parse_slurm_time("1h"), -1);
+  EXPECT_EQ(parse_slurm_time(""), -1);
+}
+
+TEST(Profile, Loads) {
+  const Profile p = profile();
+  EXPECT_EQ(p.gpu.partition, "gpu");
+  EXPECT_EQ(p.cpu.partition, "cpu");
+  EXPECT_EQ(p.cpu.time, "00:30:00");  // inherited from [slurm]
+  EXPECT_EQ(p.cpu.cpus_per_task, 32);
+  EXPECT_EQ(p.loader, EnvLoader::module);
+  ASSERT_EQ(p.modules.size(), 2u);
+  ASSERT_EQ(p.env.size(), 2u);
+  EXPECT_EQ(p.env[1].second, "^lo,docker");
+}
+
+TEST(Profile, BadValuesNameTheKey) {
+  const std::string base = kProfile;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  EXPECT_EQ(profile_error(with("cpus_per_task = 8", "cpus_per_task = eight")),
+            "p.ini:7: cpus_per_task must be an integer from 1 to 1024 (got 'eight')");
+  EXPECT_NE(profile_error(with("time = 00:30:00", "time = 30m")).find("p.ini:6: time '30m' is not a Slurm time limit"), std::string::npos);
+  EXPECT_NE(profile_error(with("partition = gpu", "partiton = gpu")).find("unknown key 'partiton' in [slurm]"), std::string::npos);
+  EXPECT_NE(profile_error(with("load = module", "load = conda")).find("load 'conda' is unknown"), std::string::npos);
+  EXPECT_NE(profile_error(with("modules = dlperf/0.1.0 cuda", "modules =")).find("modules must list"), std::string::npos);
+  EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu;rm")).find("must be one word"), std::string::npos);
+  EXPECT_NE(profile_error(with("UCX_TLS", "ucx_tls")).find("environment variables like UCX_TLS"), std::string::npos);
+  EXPECT_NE(profile_error(with("--exclusive", "exclusive")).find("long sbatch options"), std::string::npos);
+  EXPECT_NE(profile_error(base + "[gpus]\n").find("unknown section [gpus]"), std::string::npos);
+}
+
+TEST(Matrix, BadValuesNameTheKey) {
+  const std::string base = kMatrix;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  EXPECT_EQ(matrix_error(with("rn50 bert_base", "rn50 alexnet")), "m.ini:3: models 'alexnet' is unknown: use rn50, vgg16, bert_base");
+  EXPECT_NE(matrix_error(with("1n1g 4n8g", "1n1g 4x8")).find("'4x8' is not a configuration"), std::string::npos);
+  EXPECT_NE(matrix_error(with("cpu_configurations = 2n2r", "cpu_configurations = 2n2g")).find("'2n2g' is not a configuration"), std::string::npos);
+  EXPECT_NE(matrix_error(with("1n1g 4n8g", "1n1g 1n1g")).find("twice"), std::string::npos);
+  EXPECT_NE(matrix_error(with("repeats = 3", "repeats = 0")).find("repeats must be an integer from 1"), std::string::npos);
+  EXPECT_NE(matrix_error(with("[bert_base]\nbatch_per_device = 64\n", "[bert_base]\n")).find("batch_per_device is missing in [bert_base]"), std::string::npos);
+  EXPECT_NE(matrix_error(with("[bert_base]", "[bert]")).find("unknown section [bert]"), std::string::npos);
+  EXPECT_NE(matrix_error(base + "[matrix2]\n").find("unknown section"), std::string::npos);
+  EXPECT_NE(matrix_error(with("repeats = 3", "precision = fp8")).find("precision 'fp8' is unknown"), std::string::npos);
+  EXPECT_NE(matrix_error(with("repeats = 3", "iterations = 10\nwarmup = 10")).find("leaves no measured iteration"), std::string::npos);
+}
+
+TEST(Jobs, OnePerModelAndConfigurationThenCpuVariants) {
+  const Profile p = profile();
+  const Matrix m = matrix();
+  const auto jobs = expand_jobs(p, m);
+  std::vector<std::string> names;
+  for (const auto& j : jobs) names.push_back(j.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"rn50_1n1g", "rn50_4n8g", "bert_base_1n1g", "bert_base_4n8g", "rn50_cpu_2n2r",
+                                             "bert_base_cpu_2n2r"}));
+  EXPECT_EQ(jobs[1].slurm.time, "01:00:00");  // the model's override
+  EXPECT_EQ(jobs[2].slurm.time, "00:30:00");
+  EXPECT_EQ(jobs[4].batch_per_device, 64);
+  EXPECT_EQ(jobs[5].batch_per_device, 64);  // cpu batch defaults to the GPU one
+}
+
+TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
+  const Profile p = profile(std::string(kProfile) + "");
+  Matrix m = matrix();
+  m.models[0].time = "2";  // 120 s: the signal would come at the start
+  try {
+    expand_jobs(p, m);
+    FAIL();
+  } catch (const JobsError& e) {
+    EXPECT_NE(std::string(e.what()).find("signal_seconds 120 is not less than the time limit 2 of rn50_1n1g"), std::string::npos);
+  }
+}
+
+TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
+  const Profile p = profile();
+  const Matrix m = matrix();
+  const auto jobs = expand_jobs(p, m);
+  const std::string s = render_sbatch(p, jobs[3], {"p.ini", "m.ini"});  // bert_base_4n8g
+  for (const char* line : {"#!/bin/bash\n", "#SBATCH --job-name=dlperf_bert_base_4n8g\n", "#SBATCH --nodes=4\n",
+                           "#SBATCH --ntasks-per-node=8\n", "#SBATCH --gpus-per-node=8\n", "#SBATCH --cpus-per-task=8\n",
+                           "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
+                           "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
+                           "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
+                           "srun --mpi=pmix dlperf-train --model bert_base --backend cuda --precision fp16",
+                           " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
+                           "results=${DLPERF_RESULTS:-results.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
+                           "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})
+    EXPECT_NE(s.find(line), std::string::npos) << line;
+  // #SBATCH lines are only read before the first command.
+  EXPECT_LT(s.rfind("#SBATCH"), s.find("\nset -uo pipefail"));
+}
+
+TEST(Script, CpuJobAndGresAndSpack) {
+  std::string text = kProfile;
+  text.replace(text.find("signal_seconds"), 0, "gpu_request = gres\ngpu_type = a100\n");
+  text.replace(text.find("load = module\nmodules = dlperf/0.1.0 cuda"), 41, "load = spack\nspack_env = /sw/dlperf");
+  const Profile p = profile(text);
+  const auto jobs = expand_jobs(p, matrix());
+  const std::string g = render_sbatch(p, jobs[0], {"p.ini", "m.ini"});
+  EXPECT_NE(g.find("#SBATCH --gres=gpu:a100:1\n"), std::string::npos);
+  EXPECT_NE(g.find("spack env activate /sw/dlperf || exit 1\n"), std::string::npos);
+  const std::string c = render_sbatch(p, jobs[4], {"p.ini", "m.ini"});  // rn50_cpu_2n2r
+  EXPECT_EQ(c.find("--gres"), std::string::npos);
+  EXPECT_NE(c.find("#SBATCH --partition=cpu\n"), std::string::npos);
+  EXPECT_NE(c.find("#SBATCH --cpus-per-task=32\n"), std::string::npos);
+  EXPECT_NE(c.find("--backend cpu --precision fp32"), std::string::npos);
+  EXPECT_NE(c.find("--batch-size 64"), std::string::npos);
+}
+
+TEST(Script, SubmitAllChainsTheReduceJob) {
+  const Profile p = profile();
+  const Matrix m = matrix();
+  const auto jobs = expand_jobs(p, m);
+  const std::string s = render_submit_all(jobs, {"p.ini", "m.ini"});
+  EXPECT_NE(s.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("cpu_jobs=(rn50_cpu_2n2r.sh bert_base_cpu_2n2r.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("--dependency=afterany:\"$dep\""), std::string::npos);
+  const std::string r = render_reduce(p, m, {"p.ini", "m.ini"});
+  EXPECT_NE(r.find("#SBATCH --ntasks=1\n"), std::string::npos);
+  EXPECT_NE(r.find("--json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlperf::jobs

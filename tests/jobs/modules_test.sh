@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The modulefiles as a cluster user meets them: install the build to a temporary prefix, then
+# in a fresh shell with Debian's Lmod, `module use` the Lua tree (and then the Tcl tree),
+# `module load dlperf`, and check dlperf-train resolves into the prefix and runs; `module
+# help`/`whatis` work and `module unload` takes it off PATH again.
+#   modules_test.sh CMAKE_COMMAND BUILD_DIR VERSION
+# Exit 77 (CTest: skipped) when Lmod is not installed.
+set -euo pipefail
+cmake_exe=$1
+build=$2
+version=$3
+lmod_init=/usr/share/lmod/lmod/init/bash
+[ -r "$lmod_init" ] || { echo "Lmod not installed (scripts/setup-debian.sh --tests installs it); skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+"$cmake_exe" --install "$build" --prefix "$prefix" >"$tmp/install.log"
+lua=$prefix/share/modulefiles/lua/dlperf/$version.lua
+tcl=$prefix/share/modulefiles/tcl/dlperf/$version
+if [ ! -f "$lua" ] || [ ! -f "$tcl" ]; then echo "modulefiles not installed:" >&2; cat "$tmp/install.log" >&2; exit 1; fi
+grep -q "local prefix = \"$prefix\"" "$lua"
+grep -q "set prefix \"$prefix\"" "$tcl"
+grep -q '@' "$lua" "$tcl" && { echo "unfilled @VARIABLE@ in a modulefile" >&2; exit 1; }
+[ -x "$prefix/share/dlperf/jobs/rn50_4n8g.sh" ]
+
+for tree in lua tcl; do
+  echo "== $tree modulefile"
+  # shellcheck disable=SC2016  # the inner script gets its values as $1..$4
+  # A clean login-like shell: no inherited module state, the prefix not on PATH.
+  env -i HOME="$tmp" USER="$(id -un)" PATH=/usr/bin:/bin LMOD_ALLOW_ROOT_USE=yes bash --norc --noprofile -c '
+    set -euo pipefail
+    . "$1"
+    module use "$2/share/modulefiles/$3"
+    module load dlperf
+    exe=$(command -v dlperf-train)
+    [ "$exe" = "$2/bin/dlperf-train" ] || { echo "dlperf-train resolves to $exe, not $2/bin" >&2; exit 1; }
+    dlperf-train --version
+    dlperf-train --version | grep -q "^dlperf-train $4 "
+    command -v dlperf-reduce dlperf-jobs >/dev/null
+    case ":$MANPATH:" in *":$2/share/man:"*) ;; *) echo "MANPATH lacks $2/share/man: $MANPATH" >&2; exit 1 ;; esac
+    [ "$DLPERF_ROOT" = "$2" ] && [ -d "$DLPERF_JOBS" ]
+    module whatis dlperf 2>&1 | grep -q "Version: $4"
+    module help dlperf 2>&1 | grep -q "dlperf-jobs"
+    module list 2>&1 | grep -q "dlperf/$4"
+    module unload dlperf
+    if command -v dlperf-train >/dev/null; then echo "dlperf-train still on PATH after unload" >&2; exit 1; fi
+    echo "$3 modulefile ok"
+  ' modules-test "$lmod_init" "$prefix" "$tree" "$version"
+done

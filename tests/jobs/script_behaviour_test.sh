@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A generated sbatch script's control flow without Slurm: srun, squeue, dlperf-train and
+# dlperf-reduce are stand-ins on PATH that log their arguments. Checks: every repeat runs
+# through srun --mpi=pmix with SRUN_CPUS_PER_TASK set and its own --repeat-index; a failed
+# repeat does not stop the next ones but the script exits 1 at the end; the reduce table is
+# printed; with less time left than the --signal lead, no repeat starts; outside Slurm the
+# script says how to submit it and exits 2.
+#   script_behaviour_test.sh DLPERF_JOBS
+set -euo pipefail
+gen=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" "$tmp/run"
+cat >"$tmp/profile.ini" <<'INI'
+[slurm]
+partition = debug
+time = 00:10:00
+cpus_per_task = 3
+signal_seconds = 90
+[environment]
+load = none
+[network]
+UCX_TLS = tcp,self
+INI
+cat >"$tmp/matrix.ini" <<'INI'
+[matrix]
+models = rn50
+configurations =
+cpu_configurations = 1n2r
+repeats = 3
+iterations = 12
+warmup = 2
+[rn50]
+batch_per_device = 4
+extra_args = --image-size 32
+INI
+"$gen" --profile "$tmp/profile.ini" --matrix "$tmp/matrix.ini" --output-dir "$tmp/gen" >/dev/null
+script=$tmp/gen/rn50_cpu_1n2r.sh
+
+cat >"$tmp/bin/srun" <<'SH'
+#!/bin/bash
+echo "srun $1 SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK UCX_TLS=$UCX_TLS" >>"$LOG"
+shift
+exec "$@"
+SH
+cat >"$tmp/bin/squeue" <<'SH'
+#!/bin/bash
+echo "${FAKE_TIME_LEFT:-9:59}"
+SH
+cat >"$tmp/bin/dlperf-train" <<'SH'
+#!/bin/bash
+echo "dlperf-train $*" >>"$LOG"
+case " $* " in *" --repeat-index ${FAKE_FAIL_REPEAT:-none} "*) echo "dlperf-train: simulated failure" >&2; exit 3 ;; esac
+echo "summary: fake"
+SH
+cat >"$tmp/bin/dlperf-reduce" <<'SH'
+#!/bin/bash
+echo "dlperf-reduce $*" >>"$LOG"
+echo "| node_num | gpu_num |"
+SH
+chmod +x "$tmp"/bin/*
+
+# run NAME [VAR=value ...]: runs the script in Slurm-like surroundings; sets rc.
+run() {
+  local name=$1
+  shift
+  export LOG=$tmp/$name.log
+  : >"$LOG"
+  rc=0
+  (cd "$tmp/run" && env PATH="$tmp/bin:$PATH" SLURM_JOB_ID=42 SLURM_CPUS_PER_TASK=3 "$@" bash "$script" >"$tmp/$name.out" 2>"$tmp/$name.err") || rc=$?
+}
+fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; do echo "== $f" >&2; cat "$f" >&2; done; exit 1; }
+
+run ok
+[ $rc -eq 0 ] || fail "all repeats ok: exit $rc"
+[ "$(grep -c '^srun --mpi=pmix SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
+for i in 0 1 2; do
+  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.h5 --repeat-index $i$" "$LOG" ||
+    fail "repeat $i arguments"
+done
+grep -q '^dlperf-reduce --warmup 2 --window 10 results.h5$' "$LOG" || fail "reduce arguments"
+grep -q '| node_num | gpu_num |' "$tmp/ok.out" || fail "table not printed"
+
+run one_fails FAKE_FAIL_REPEAT=1 DLPERF_RESULTS=/data/r.h5
+[ $rc -eq 1 ] || fail "a failed repeat: exit $rc, want 1"
+[ "$(grep -c '^dlperf-train ' "$LOG")" -eq 3 ] || fail "repeats after the failure did not run"
+grep -q -- '--output /data/r.h5 --repeat-index 2$' "$LOG" || fail "DLPERF_RESULTS not used"
+grep -q 'repeat 1 failed (exit 3); going on with the next' "$tmp/one_fails.err" || fail "failure message"
+grep -q '1 of 3 repeats failed' "$tmp/one_fails.err" || fail "summary message"
+grep -q '^dlperf-reduce ' "$LOG" || fail "no reduce after a failure"
+
+run no_time FAKE_TIME_LEFT=1:29
+[ $rc -eq 1 ] || fail "no time left: exit $rc, want 1"
+grep -q '^dlperf-train ' "$LOG" && fail "a repeat started with 89 s left and a 90 s signal lead"
+grep -q '89 s left, too little for repeat 0 of 3: not started' "$tmp/no_time.err" || fail "no-time message"
+
+run long_job FAKE_TIME_LEFT=1-02:03:04
+[ $rc -eq 0 ] || fail "days-hours:minutes:seconds time left: exit $rc"
+
+rc=0
+env -u SLURM_JOB_ID bash "$script" >"$tmp/outside.out" 2>"$tmp/outside.err" || rc=$?
+[ $rc -eq 2 ] || fail "outside Slurm: exit $rc, want 2"
+grep -q "sbatch $script" "$tmp/outside.err" || fail "outside Slurm: no sbatch hint"
+echo "script behaviour ok"
