@@ -80,7 +80,10 @@ class Backend {
   // layout follows from the ops.
   virtual TensorPtr tensor(const Dims& dims, DType dtype, Layout layout = Layout::canonical) = 0;
   virtual TensorPtr tensor_like(const Tensor& t) = 0;           // same dims, dtype and layout
-  virtual void convert(const Tensor& src, Tensor& dst) = 0;     // any layout/dtype to any, same dims
+  // Any layout/dtype to any. Same dims, or a reshape: dims that differ with the same element
+  // count, one side canonical; the data then moves in canonical (row-major) order, e.g. a
+  // (N, C, H, W) map in any layout to its (N, C*H*W) flatten and back.
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
   virtual void synchronize() = 0;                               // wait for all queued work

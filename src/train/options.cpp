@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "dlperf_version.h"
 #include "models/resnet.h"
+#include "models/vgg.h"
 
 namespace po = boost::program_options;
 
@@ -49,7 +50,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   general.add_options()
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
-    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5) or bert_base (BERT-base pretraining)")
+    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
     ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
@@ -60,17 +61,18 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)");
-  po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
+  po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; VGG16: SGD with momentum, the VGG paper's "
+                                 "recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()
     ("optimizer", po::value(&o.optimizer), "sgd, adamw or lamb (default: sgd for resnet50, lamb for bert_base)")
     ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly (sgd) or by the "
-                                                          "square root (adamw, lamb); bert_base defaults: lamb 3.75e-4, adamw 1e-4")
+                                                          "square root (adamw, lamb); vgg16 default 0.01; bert_base defaults: lamb 3.75e-4, adamw 1e-4")
     ("clip-grad-norm", po::value(&o.clip_grad_norm)->default_value(o.clip_grad_norm), "clip gradients to this global norm (0: off)")
     ("lr-schedule", po::value(&schedule)->default_value(schedule), "cosine (after warm-up) or constant")
     ("lr-warmup", po::value(&o.lr_warmup)->default_value(o.lr_warmup), "iterations of linear lr warm-up (-1: 10% of --iterations)")
-    ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or normalisation (bert_base: 0.01)")
-    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, "0.1"), "cross-entropy label smoothing");
+    ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum (vgg16: 0.9)")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay, "3.0517578125e-05"), "on weights only, not biases or normalisation (vgg16: 5e-4; bert_base: 0.01)")
+    ("label-smoothing", po::value(&o.label_smoothing)->default_value(o.label_smoothing, "0.1"), "cross-entropy label smoothing (vgg16: 0)");
   po::options_description dist("Distributed runs and traces");
   dist.add_options()
     ("output", po::value(&o.output), "append the run to this HDF5 results file (see docs/trace-schema.md)")
@@ -85,7 +87,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
     ("max-predictions", po::value(&o.max_predictions)->default_value(o.max_predictions), "masked-LM predictions per sequence")
     ("data", po::value(&o.data), "NVIDIA BERT pretraining shards (an .hdf5 file or a directory of them); default: synthetic tokens")
-    ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "hidden and attention dropout probability");
+    ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "BERT: hidden and attention dropout probability; VGG16: classifier dropout (default 0.5)");
   po::options_description reduced("Reduced networks (tests)");
   reduced.add_options()
     ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
@@ -94,7 +96,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("bert-hidden", po::value(&o.bert_hidden)->default_value(o.bert_hidden), "BERT hidden size")
     ("bert-heads", po::value(&o.bert_heads)->default_value(o.bert_heads), "BERT attention heads")
     ("bert-intermediate", po::value(&o.bert_intermediate)->default_value(o.bert_intermediate), "BERT feed-forward size")
-    ("bert-vocab", po::value(&o.bert_vocab)->default_value(o.bert_vocab), "BERT vocabulary size");
+    ("bert-vocab", po::value(&o.bert_vocab)->default_value(o.bert_vocab), "BERT vocabulary size")
+    ("vgg-width", po::value(&o.vgg_width)->default_value(o.vgg_width), "VGG channels of the first block (blocks: 1x, 2x, 4x, 8x, 8x)")
+    ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on
   po::options_description all;
   all.add(general).add(optim).add(bert).add(dist).add(reduced);
@@ -116,8 +120,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     return ParseOutcome::exit_ok;
   }
 
-  if (o.model != "resnet50" && o.model != "bert_base") throw_usage_error("--model '" + o.model + "' is unknown: use resnet50 or bert_base");
-  const bool is_bert = o.model == "bert_base";
+  if (o.model != "resnet50" && o.model != "vgg16" && o.model != "bert_base")
+    throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16 or bert_base");
+  const bool is_bert = o.model == "bert_base", is_vgg = o.model == "vgg16";
   if (backend == "cpu") o.backend = BackendKind::cpu;
   else if (backend == "cuda") o.backend = BackendKind::cuda;
   else throw_usage_error("--backend '" + backend + "' is unknown: use cpu or cuda");
@@ -140,6 +145,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     throw_usage_error("--warmup " + std::to_string(o.warmup) + " leaves no measured iteration: use fewer than --iterations " +
                       std::to_string(o.iterations));
   if (o.print_every < 0) throw_usage_error("--print-every must be 0 or more");
+  require_positive("vgg-width", o.vgg_width);
+  require_positive("vgg-hidden", o.vgg_hidden);
+  if (is_vgg && (o.image_size < kVggMinImageSize || o.image_size % 32 != 0))
+    throw_usage_error("--image-size " + std::to_string(o.image_size) + " does not suit vgg16's five 2x2 pools: use a multiple of 32");
   if (!is_bert && o.image_size < kResNetMinImageSize)
     throw_usage_error("--image-size " + std::to_string(o.image_size) + " is too small for " + o.model + ": use " +
                       std::to_string(kResNetMinImageSize) + " or more");
@@ -158,6 +167,15 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (o.optimizer.empty()) o.optimizer = is_bert ? "lamb" : "sgd";
   if (o.optimizer != "sgd" && o.optimizer != "adamw" && o.optimizer != "lamb")
     throw_usage_error("--optimizer '" + o.optimizer + "' is unknown: use sgd, adamw or lamb");
+  // VGG16: the recipe of the VGG paper (Simonyan & Zisserman 2014, section 3.1): batch 256,
+  // lr 0.01, momentum 0.9, weight decay 5e-4, dropout 0.5; no label smoothing.
+  if (is_vgg) {
+    if (vm["lr"].defaulted()) o.lr = 0.01f;
+    if (vm["momentum"].defaulted()) o.momentum = 0.9f;
+    if (vm["weight-decay"].defaulted()) o.weight_decay = 5e-4f;
+    if (vm["label-smoothing"].defaulted()) o.label_smoothing = 0.0f;
+    if (vm["dropout"].defaulted()) o.dropout = 0.5f;
+  }
   if (is_bert) {
     if (vm["lr"].defaulted()) o.lr = o.optimizer == "lamb" ? 3.75e-4f : o.optimizer == "adamw" ? 1e-4f : 0.01f;
     if (vm["weight-decay"].defaulted()) o.weight_decay = 0.01f;

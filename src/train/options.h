@@ -38,8 +38,10 @@ struct TrainOptions {
   std::string optimizer;        // sgd, adamw, lamb; "" before parsing picks the model's default
   float clip_grad_norm = 0.0f;  // global gradient-norm clip; 0: off
   std::string data;             // pretraining shards (file or directory); "": synthetic data
-  float dropout = 0.1f;
+  float dropout = 0.1f;          // BERT's hidden/attention dropout; VGG's classifier dropout (default 0.5)
   int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
+  // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
+  int64_t vgg_width = 64, vgg_hidden = 4096;
   // distributed run and traces
   std::string output;           // results file (HDF5); "" writes none
   double bucket_mb = 25.0;      // gradient bucket size

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
+#include "models/vgg.h"
 #include "train/adam.h"
 #include "train/bert_data.h"
 
@@ -40,8 +41,20 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
     rc.label_smoothing = o.label_smoothing;
     return make_resnet(be, rc);
   }
+  if (o.model == "vgg16") {
+    VggConfig vc;
+    vc.width = o.vgg_width;
+    vc.hidden = o.vgg_hidden;
+    vc.classes = o.num_classes;
+    vc.batch = o.batch_size;
+    vc.image_size = o.image_size;
+    vc.dropout = o.dropout;
+    vc.label_smoothing = o.label_smoothing;
+    vc.dropout_seed = o.seed;
+    return make_vgg(be, vc);
+  }
   if (o.model == "bert_base") return make_bert(be, bert_config(o));
-  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50 or bert_base");
+  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16 or bert_base");
 }
 
 std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
@@ -80,6 +93,10 @@ std::string model_title(const TrainOptions& o) {
   if (o.model == "resnet50") {
     const bool full = o.resnet_blocks == std::array<int, 4>{3, 4, 6, 3} && o.resnet_width == 64;
     return full ? "ResNet-50 v1.5" : "reduced ResNet v1.5";
+  }
+  if (o.model == "vgg16") {
+    const bool full = o.vgg_width == 64 && o.vgg_hidden == 4096;
+    return full ? "VGG16" : "reduced VGG16";
   }
   if (o.model == "bert_base") {
     const bool full = o.bert_layers == 12 && o.bert_hidden == 768 && o.bert_heads == 12 && o.bert_intermediate == 3072 &&

@@ -82,8 +82,16 @@ TensorPtr CudaBackend::tensor(const Dims& dims, DType dtype, Layout layout) {
 TensorPtr CudaBackend::tensor_like(const Tensor& t) { return std::make_unique<CudaTensor>(ctx_, t.dims(), t.dtype(), dev(t).layout()); }
 
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
-  DLPERF_ASSERT(src.dims() == dst.dims(), "convert keeps dims");
-  cuda::convert(*ctx_, dev(src).data(), src.dtype(), dev(src).nhwc(), dev(dst).data(), dst.dtype(), dev(dst).nhwc(), src.dims());
+  if (src.dims() == dst.dims()) {
+    cuda::convert(*ctx_, dev(src).data(), src.dtype(), dev(src).nhwc(), dev(dst).data(), dst.dtype(), dev(dst).nhwc(), src.dims());
+    return;
+  }
+  // A reshape (Backend::convert's contract): one side is canonical, so its bytes are the
+  // other side's dims in row-major order; convert with the non-canonical side's dims.
+  DLPERF_ASSERT(src.numel() == dst.numel(), "convert " + to_string(src.dims()) + " -> " + to_string(dst.dims()) + " keeps the element count");
+  DLPERF_ASSERT(!dev(src).nhwc() || !dev(dst).nhwc(), "a reshaping convert needs one canonical side");
+  const Dims& d = dev(src).nhwc() ? src.dims() : dst.dims().size() > src.dims().size() ? dst.dims() : src.dims();
+  cuda::convert(*ctx_, dev(src).data(), src.dtype(), dev(src).nhwc(), dev(dst).data(), dst.dtype(), dev(dst).nhwc(), d);
 }
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }

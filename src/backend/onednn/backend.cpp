@@ -85,8 +85,17 @@ class CpuBackend final : public Backend {
   }
   TensorPtr tensor_like(const Tensor& t) override { return std::make_unique<CpuTensor>(ctx_, t.dims(), t.dtype(), cpu(t).desc()); }
   void convert(const Tensor& src, Tensor& dst) override {
-    DLPERF_ASSERT(src.dims() == dst.dims(), "convert keeps dims");
-    reorder(*ctx_, cpu(src).mem(), cpu(dst).mem());
+    if (src.dims() == dst.dims()) return reorder(*ctx_, cpu(src).mem(), cpu(dst).mem());
+    // A reshape: the canonical side is viewed with the other side's dims (same bytes), and
+    // one reorder moves the data in canonical order (VGG's flatten of a blocked map).
+    DLPERF_ASSERT(src.numel() == dst.numel(), "convert " + to_string(src.dims()) + " -> " + to_string(dst.dims()) + " keeps the element count");
+    const CpuTensor &s = cpu(src), &d = cpu(dst);
+    if (d.desc() == plain_md(d.dims(), d.dtype())) {
+      reorder(*ctx_, s.mem(), dnnl::memory(plain_md(s.dims(), d.dtype()), ctx_->engine, d.data()));
+    } else {
+      DLPERF_ASSERT(s.desc() == plain_md(s.dims(), s.dtype()), "a reshaping convert needs one canonical side");
+      reorder(*ctx_, dnnl::memory(plain_md(d.dims(), s.dtype()), ctx_->engine, s.data()), d.mem());
+    }
   }
   std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(elems); }
 

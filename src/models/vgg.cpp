@@ -1,0 +1,236 @@
+// VGG16 (configuration D) written once above the op interface.
+//
+//   images (N, 3, S, S)
+//   block 1: features.0, .2   3x3 conv W  + ReLU, max pool 2x2        (N, W,  S/2,  S/2)
+//   block 2: features.5, .7   3x3 conv 2W + ReLU, max pool            (N, 2W, S/4,  S/4)
+//   block 3: features.10..14  3x3 conv 4W + ReLU (x3), max pool       (N, 4W, S/8,  S/8)
+//   block 4: features.17..21  3x3 conv 8W + ReLU (x3), max pool       (N, 8W, S/16, S/16)
+//   block 5: features.24..28  3x3 conv 8W + ReLU (x3), max pool       (N, 8W, S/32, S/32)
+//   flatten in (C, H, W) order                                        (N, 8W * (S/32)^2)
+//   classifier.0 -> ReLU -> dropout -> classifier.3 -> ReLU -> dropout -> classifier.6
+//   softmax cross-entropy
+//
+// torchvision's AdaptiveAvgPool2d((7, 7)) before the flatten is the identity at 224x224 (the
+// map is already 7x7) and is left out; at other sizes the classifier takes the map as it is.
+//
+// Each ReLU runs in place on its convolution's (or linear's) output, so a layer keeps one
+// tensor, and its backward is given that output: relu'(x) = [x > 0] = [relu(x) > 0], so the
+// saved output is as good as the input for the mask (the same mask PyTorch's in-place ReLU uses).
+#include "models/vgg.h"
+
+#include "core/error.h"
+#include "models/init.h"
+
+namespace dlperf {
+namespace {
+
+// Configuration D: output channels as multiples of the width, 0 = max pool 2x2.
+constexpr int kCfgD[] = {1, 1, 0, 2, 2, 0, 4, 4, 4, 0, 8, 8, 8, 0, 8, 8, 8, 0};
+
+struct ConvLayer {
+  std::unique_ptr<Conv2d> conv;
+  std::unique_ptr<Activation> relu;
+  TensorPtr out;  // relu(conv(x)), in place
+};
+
+// One stage of the feature extractor: a convolution with its ReLU, or a max pool.
+struct Stage {
+  std::unique_ptr<ConvLayer> conv;  // null for a pool
+  std::unique_ptr<Pool2d> pool;
+  TensorPtr pool_out;
+  const Tensor& out() const { return conv ? *conv->out : *pool_out; }
+};
+
+void check(const VggConfig& c) {
+  if (c.batch <= 0) throw_usage_error("--batch-size must be at least 1");
+  if (c.image_size < kVggMinImageSize || c.image_size % 32 != 0)
+    throw_usage_error("--image-size " + std::to_string(c.image_size) + " does not suit VGG's five 2x2 pools: use a multiple of 32");
+  if (c.width <= 0 || c.hidden <= 0 || c.classes <= 0) throw_usage_error("VGG widths, hidden size and classes must be positive");
+  if (!(c.dropout >= 0.0f && c.dropout < 1.0f)) throw_usage_error("--dropout must be in [0, 1)");
+}
+
+class Vgg final : public Model {
+ public:
+  Vgg(Backend& be, const VggConfig& c) : be_(be), cfg_(c), cache_(be) {
+    check(c);
+    const DType t = be.dtype();
+    images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
+    labels_ = be.tensor({c.batch}, DType::s32);
+    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
+    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    const Tensor* cur = &input();
+    int64_t channels = 3, index = 0;  // index: torchvision's position in nn.Sequential
+    for (int v : kCfgD) {
+      auto s = std::make_unique<Stage>();
+      if (v == 0) {
+        s->pool = be.pool2d({PoolKind::max, 2, 2, 0}, *cur);
+        s->pool_out = s->pool->make_output();
+        index += 1;
+      } else {
+        const int64_t out_c = v * c.width;
+        s->conv = std::make_unique<ConvLayer>();
+        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true}, *cur);
+        s->conv->out = s->conv->conv->make_output();
+        s->conv->relu = be.activation(ActivationKind::relu, *s->conv->out);
+        channels = out_c;
+        index += 2;
+      }
+      stages_.push_back(std::move(s));
+      cur = &stages_.back()->out();
+    }
+    // Flatten: the last map in plain (N, C, H, W) order viewed as (N, C*H*W), whatever layout
+    // the pool wrote (Backend::convert reshapes in canonical order).
+    const Dims& map = cur->dims();  // (N, C, H, W)
+    flat_ = be.tensor({c.batch, map[1] * map[2] * map[3]}, t);
+    fc0_ = be.linear({"classifier.0", flat_->dims()[1], c.hidden, true}, *flat_);
+    h0_ = fc0_->make_output();
+    relu0_ = be.activation(ActivationKind::relu, *h0_);
+    drop0_ = be.dropout(c.dropout, *h0_);
+    d0_ = be.tensor_like(*h0_);
+    fc3_ = be.linear({"classifier.3", c.hidden, c.hidden, true}, *d0_);
+    h3_ = fc3_->make_output();
+    relu3_ = be.activation(ActivationKind::relu, *h3_);
+    drop3_ = be.dropout(c.dropout, *h3_);
+    d3_ = be.tensor_like(*h3_);
+    fc6_ = be.linear({"classifier.6", c.hidden, c.classes, true}, *d3_);
+    logits_ = fc6_->make_output();
+    xent_ = be.cross_entropy({c.classes, c.label_smoothing, -1}, *logits_);
+  }
+
+  std::string name() const override { return "vgg16"; }
+  int64_t samples_per_step() const override { return cfg_.batch; }
+
+  std::vector<Layer*> layers() override {
+    std::vector<Layer*> v;
+    for (auto& s : stages_)
+      if (s->conv) v.push_back(s->conv->conv.get());
+    for (Layer* l : {fc0_.get(), fc3_.get(), fc6_.get()}) v.push_back(l);
+    return v;
+  }
+
+  void load(const HostBatch& batch) override {
+    images_->write(batch.floats.at("images"));
+    labels_->write_indices(batch.ints.at("labels"));
+  }
+
+  void forward() override {
+    if (x_) be_.convert(*images_, *x_);
+    const Tensor* cur = &input();
+    for (auto& s : stages_) {
+      if (s->conv) {
+        s->conv->conv->forward(*cur, *s->conv->out);
+        s->conv->relu->forward(*s->conv->out, *s->conv->out);
+      } else {
+        s->pool->forward(*cur, *s->pool_out);
+      }
+      cur = &s->out();
+    }
+    be_.convert(*cur, *flat_);
+    const uint64_t seed = cfg_.dropout_seed;
+    fc0_->forward(*flat_, *h0_);
+    relu0_->forward(*h0_, *h0_);
+    drop0_->forward(*h0_, *d0_, seed);
+    fc3_->forward(*d0_, *h3_);
+    relu3_->forward(*h3_, *h3_);
+    drop3_->forward(*h3_, *d3_, seed + 1);
+    fc6_->forward(*d3_, *logits_);
+    xent_->forward(*logits_, *labels_);
+  }
+
+  float loss() override { return xent_->loss(); }
+
+  void backward(float loss_scale, const GradReadyFn& ready) override {
+    Tensor& dlogits = cache_.like("d_logits", *logits_);
+    xent_->backward(dlogits, loss_scale);
+    Tensor& dh = cache_.like("d_hidden", *d3_);
+    fc6_->backward(*d3_, dlogits, &dh);
+    ready(*fc6_);
+    drop3_->backward(dh, dh);
+    relu3_->backward(*h3_, dh, dh);  // h3 holds relu's output (see the top of the file)
+    Tensor& dh0 = cache_.like("d_hidden0", *d0_);
+    fc3_->backward(*d0_, dh, &dh0);
+    ready(*fc3_);
+    drop0_->backward(dh0, dh0);
+    relu0_->backward(*h0_, dh0, dh0);
+    Tensor& dflat = cache_.like("d_flat", *flat_);
+    fc0_->backward(*flat_, dh0, &dflat);
+    ready(*fc0_);
+    // Features: gradients alternate between two buffers per shape; a stage reads dy while
+    // writing dx. ReLU's backward runs in place on its gradient.
+    Tensor* dy = &cache_.like("d_io0", stages_.back()->out());
+    be_.convert(dflat, *dy);
+    for (size_t i = stages_.size(); i-- > 0;) {
+      Stage& s = *stages_[i];
+      const Tensor& x = i > 0 ? stages_[i - 1]->out() : input();
+      Tensor* dx = nullptr;  // the images need no gradient
+      if (i > 0) {
+        dx = &cache_.like(dy == &cache_.like("d_io0", s.out()) ? "d_io1" : "d_io0", x);
+        DLPERF_ASSERT(dx->same_layout(x), "gradient scratch in the layout of its activation");
+      }
+      if (s.conv) {
+        s.conv->relu->backward(*s.conv->out, *dy, *dy);
+        s.conv->conv->backward(x, *dy, dx);
+        ready(*s.conv->conv);
+      } else {
+        s.pool->backward(*dy, *dx);
+      }
+      dy = dx;
+    }
+  }
+
+  // torchvision's VGG initialisation: convolutions kaiming_normal_(fan_out, relu) with zero
+  // bias; linear layers N(0, 0.01) with zero bias.
+  void init_params(uint64_t seed) override {
+    Rng rng(seed);
+    for (Layer* l : layers()) {
+      for (size_t i = 0; i < l->params().size(); ++i) {
+        const ParamSpec& p = l->params()[i];
+        std::vector<float> v(static_cast<size_t>(product(p.dims)));
+        if (p.role == ParamRole::bias) {
+          fill(v, 0.0f);
+        } else if (p.dims.size() == 4) {  // (Cout, Cin, 3, 3)
+          kaiming_normal_fan_out(v, p.dims[0] * p.dims[2] * p.dims[3], rng);
+        } else {  // (out, in)
+          normal_init(v, 0.01f, rng);
+        }
+        l->write_param(i, v);
+      }
+    }
+  }
+
+ private:
+  const Tensor& input() const { return x_ ? *x_ : *images_; }
+
+  Backend& be_;
+  VggConfig cfg_;
+  TensorCache cache_;
+  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype (bf16 runs)
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::unique_ptr<Linear> fc0_, fc3_, fc6_;
+  std::unique_ptr<Activation> relu0_, relu3_;
+  std::unique_ptr<Dropout> drop0_, drop3_;
+  std::unique_ptr<SoftmaxCrossEntropy> xent_;
+  TensorPtr flat_;    // (N, C*H*W) plain: the classifier's input
+  TensorPtr h0_, d0_; // (N, hidden): relu(classifier.0), then dropout
+  TensorPtr h3_, d3_; // (N, hidden): relu(classifier.3), then dropout
+  TensorPtr logits_;  // (N, classes)
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_vgg(Backend& be, const VggConfig& config) { return std::make_unique<Vgg>(be, config); }
+
+int64_t vgg_parameter_count(const VggConfig& c) {
+  int64_t n = 0, in = 3;
+  for (int v : kCfgD) {
+    if (v == 0) continue;
+    const int64_t out = v * c.width;
+    n += out * in * 9 + out;
+    in = out;
+  }
+  const int64_t side = c.image_size / 32;
+  const int64_t flat = in * side * side;
+  return n + flat * c.hidden + c.hidden + c.hidden * c.hidden + c.hidden + c.hidden * c.classes + c.classes;
+}
+
+}  // namespace dlperf
