@@ -1,5 +1,9 @@
 #include "trace/async_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace dlperf {
 
 AsyncTraceWriter::AsyncTraceWriter(std::string path, const RunInfo& info)
@@ -23,6 +27,9 @@ void AsyncTraceWriter::flush(RunRecord record) {
 }
 
 void AsyncTraceWriter::loop() {
+  // The file copy must never take a core from training: lowest priority for this thread only
+  // (Linux applies nice per thread). Failing to lower it is harmless.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || pending_.has_value(); });
