@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "backend/tensor.h"
@@ -60,6 +61,17 @@ struct LambNorms {
   double u_sq = 0.0;  // sum of (u + wd w)^2
 };
 
+// What a library chose to run one planned kernel with, for the run's record and for the
+// check that no reference kernel is in the timed loop: a fast path that silently falls back to
+// a reference implementation on another machine is the most expensive bug a benchmark can have.
+struct PlannedKernel {
+  std::string op;     // the op's name ("layer1.0.conv2") or, for unnamed ops, its kind ("add_relu")
+  std::string pass;   // "forward", "backward_data", "backward_weights", "backward", "reorder", ...
+  std::string shape;  // the problem, "(32, 64, 56, 56) bf16"
+  std::string impl;   // the implementation, "brgconv:avx512_core_bf16", "jit:uni", "ref:any"
+  bool reference = false;  // a reference (non-JIT, unoptimised) implementation
+};
+
 struct BackendOptions {
   Precision precision = Precision::fp32;
   int threads = 0;       // CPU: compute threads per rank (0 = library default)
@@ -71,6 +83,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
   virtual std::string description() const = 0;  // library, ISA / device, threads
+  virtual std::string isa() const { return {}; }  // the instruction set kernels dispatch to ("avx512_core_bf16"); "" on GPUs
+  // Every kernel planned so far, in plan order, with the implementation the library chose.
+  virtual std::vector<PlannedKernel> planned_kernels() const { return {}; }
+  // The layout a network's input images should have in the compute dtype: every later layout
+  // follows from it. channels_last where tensor-core/AMX kernels want NHWC; canonical lets the
+  // first convolution choose (oneDNN: blocked nChw16c).
+  virtual Layout image_layout() const { return dtype() == DType::f32 ? Layout::canonical : Layout::channels_last; }
   Precision precision() const { return options_.precision; }
   DType dtype() const { return compute_dtype(options_.precision); }
 
@@ -84,6 +103,9 @@ class Backend {
   // count, one side canonical; the data then moves in canonical (row-major) order, e.g. a
   // (N, C, H, W) map in any layout to its (N, C*H*W) flatten and back.
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  // Plans a convert between tensors of these dims, dtypes and layouts ahead of the timed loop
+  // (where planning is needed; the CPU backend records the reorder it will run).
+  virtual void plan_convert(const Tensor& src, const Tensor& dst) { (void)src, (void)dst; }
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
   virtual void synchronize() = 0;                               // wait for all queued work

@@ -23,6 +23,7 @@ struct Conv2dSpec {
   int64_t in_channels = 0, out_channels = 0;
   int64_t kernel = 1, stride = 1, padding = 0;
   bool bias = false;
+  bool input_grad = true;  // false for a network's first layer: backward never writes dx, so none is planned
 };
 // x (N, Cin, H, W) -> y (N, Cout, Ho, Wo), Ho = (H + 2p - k) / s + 1.
 // weight (Cout, Cin, k, k), bias (Cout).

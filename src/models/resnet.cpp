@@ -62,6 +62,7 @@ struct Bottleneck {
     // Branches may differ in layout (oneDNN picks per convolution): the gradient of out is
     // converted where a branch needs another layout, and added into dx from out's layout.
     if (ds_conv) {
+      if (!ds_b->same_layout(*out)) be.plan_convert(*out, *ds_b);  // the gradient of out, for the downsample branch
       ds_add = be.add(x, x, false);
     } else {
       grad_add = be.add(x, *out, false);
@@ -145,10 +146,12 @@ class ResNet final : public Model {
     const DType t = be.dtype();
     images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
     labels_ = be.tensor({c.batch}, DType::s32);
-    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
-    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    // Low precision: the images in the compute dtype, in the layout the backend's fast
+    // convolutions want from the first layer on (NHWC for AMX / tensor cores).
+    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, be.image_layout());
+    if (x_) be.plan_convert(*images_, *x_);
     const Tensor& x = input();
-    conv1_ = be.conv2d({"conv1", 3, c.width, 7, 2, 3}, x);
+    conv1_ = be.conv2d({"conv1", 3, c.width, 7, 2, 3, false, false}, x);
     a_ = conv1_->make_output();
     bn1_ = be.batch_norm({"bn1", c.width, 1e-5f, 0.1f, true}, *a_);
     b_ = bn1_->make_output();

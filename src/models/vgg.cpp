@@ -56,8 +56,9 @@ class Vgg final : public Model {
     const DType t = be.dtype();
     images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
     labels_ = be.tensor({c.batch}, DType::s32);
-    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
-    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    // Low precision: the images in the compute dtype, in the layout the backend's fast
+    // convolutions want from the first layer on (NHWC for AMX / tensor cores).
+    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, be.image_layout());
     const Tensor* cur = &input();
     int64_t channels = 3, index = 0;  // index: torchvision's position in nn.Sequential
     for (int v : kCfgD) {
@@ -69,7 +70,7 @@ class Vgg final : public Model {
       } else {
         const int64_t out_c = v * c.width;
         s->conv = std::make_unique<ConvLayer>();
-        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true}, *cur);
+        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true, index > 0}, *cur);
         s->conv->out = s->conv->conv->make_output();
         s->conv->relu = be.activation(ActivationKind::relu, *s->conv->out);
         channels = out_c;
@@ -82,6 +83,9 @@ class Vgg final : public Model {
     // the pool wrote (Backend::convert reshapes in canonical order).
     const Dims& map = cur->dims();  // (N, C, H, W)
     flat_ = be.tensor({c.batch, map[1] * map[2] * map[3]}, t);
+    if (x_) be.plan_convert(*images_, *x_);
+    be.plan_convert(*cur, *flat_);   // flatten, and its gradient back
+    be.plan_convert(*flat_, *cur);
     fc0_ = be.linear({"classifier.0", flat_->dims()[1], c.hidden, true}, *flat_);
     h0_ = fc0_->make_output();
     relu0_ = be.activation(ActivationKind::relu, *h0_);

@@ -44,6 +44,7 @@ struct RunInfo {
   std::string end_time_utc;
   std::vector<std::string> hosts;  // per rank
   std::string cpu_model;
+  std::string cpu_isa;             // the ISA CPU kernels dispatch to ("avx512_core_bf16"); "" on GPU runs
   std::string gpu_model;           // "" on the CPU backend
   int64_t gpu_memory_bytes = 0;
   std::map<std::string, std::string> versions;  // "dlperf", "onednn", "hdf5", "mpi", "cuda", "cudnn", "nccl", "ucx", "driver"
@@ -74,8 +75,14 @@ struct RankTrace {
   std::vector<IterationTiming> iterations;  // completed iterations, in order
 };
 
+// The implementation a library chose for one planned kernel (Backend::planned_kernels).
+struct KernelRecord {
+  std::string op, pass, shape, impl;
+};
+
 struct RunRecord {
   RunInfo info;
+  std::vector<KernelRecord> kernels;  // rank 0's planned kernels, in plan order
   std::vector<RankTrace> ranks;  // index = world rank
   std::string location;  // "results.h5:/runs/run_000003", set by the reader (the writer ignores it)
   int64_t samples_per_iteration_per_rank() const { return info.batch_per_device; }

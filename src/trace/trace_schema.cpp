@@ -37,6 +37,7 @@ constexpr StringField kStringFields[] = {
     {"start_time_utc", &RunInfo::start_time_utc},
     {"end_time_utc", &RunInfo::end_time_utc},
     {"cpu_model", &RunInfo::cpu_model},
+    {"cpu_isa", &RunInfo::cpu_isa},
     {"gpu_model", &RunInfo::gpu_model},
     {"slurm_job_id", &RunInfo::slurm_job_id},
     {"slurm_nodelist", &RunInfo::slurm_nodelist},
@@ -58,6 +59,34 @@ constexpr IntField kIntFields[] = {
     {"threads_per_rank", &RunInfo::threads_per_rank},
     {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
 };
+
+// The planned kernels as four string datasets of one length K: kernel_op, kernel_pass,
+// kernel_shape, kernel_impl (row k describes kernel k).
+constexpr const char* kKernelColumns[] = {"kernel_op", "kernel_pass", "kernel_shape", "kernel_impl"};
+constexpr std::string KernelRecord::*kKernelMembers[] = {&KernelRecord::op, &KernelRecord::pass, &KernelRecord::shape,
+                                                         &KernelRecord::impl};
+
+void write_kernels(hid_t group, const std::vector<KernelRecord>& kernels) {
+  if (kernels.empty() || h5::has_link(group, kKernelColumns[0])) return;  // planned once: written at the first flush
+  for (size_t c = 0; c < 4; ++c) {
+    std::vector<std::string> column;
+    for (const auto& k : kernels) column.push_back(k.*kKernelMembers[c]);
+    h5::write_strings(group, kKernelColumns[c], column);
+  }
+}
+
+std::vector<KernelRecord> read_kernels(hid_t group) {
+  std::vector<KernelRecord> kernels;
+  if (!h5::has_link(group, kKernelColumns[0])) return kernels;  // schema 1.0, or nothing planned
+  const auto shape = h5::dataset_shape(group, kKernelColumns[0]);
+  if (shape.size() != 1 || shape[0] > (1u << 20)) throw_usage_error("dataset kernel_op is not a plausible (K) list");
+  kernels.resize(shape[0]);
+  for (size_t c = 0; c < 4; ++c) {
+    const auto column = h5::read_strings(group, kKernelColumns[c], shape[0]);
+    for (size_t k = 0; k < kernels.size(); ++k) kernels[k].*kKernelMembers[c] = column[k];
+  }
+  return kernels;
+}
 
 std::vector<std::string> phase_names() {
   std::vector<std::string> names;
@@ -110,6 +139,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   for (const auto& h : (R > 0 ? rank_host : info.hosts))
     if (seen.insert(h).second) distinct.push_back(h);
   h5::write_attr(group, "hosts", distinct);
+  write_kernels(group, record.kernels);
   if (R == 0) return;  // nothing measured yet: attributes only
 
   size_t I = 0;
@@ -157,6 +187,7 @@ RunRecord read_run_group(hid_t group) {
   for (const auto& name : h5::attr_names(group))
     if (name.compare(0, prefix.size(), prefix) == 0)
       info.versions[name.substr(prefix.size())] = h5::read_string_attr(group, name.c_str());
+  record.kernels = read_kernels(group);
   if (!h5::has_link(group, "iteration_end")) return record;  // created, never flushed
 
   auto dims = h5::dataset_shape(group, "iteration_end");

@@ -60,7 +60,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "first iterations left out of the throughput")
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
-    ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)");
+    ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
+    ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
+                                                 "the cpu backend), and exit without training");
   po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; VGG16: SGD with momentum, the VGG paper's "
                                  "recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()

@@ -50,6 +50,7 @@ struct TrainOptions {
   std::string variant;          // free-form configuration tag stored with the run
   bool pin_threads = false;     // pin each rank's threads to a disjoint core range
   int64_t flush_every = 50;     // iterations between trace flushes (a killed job keeps them)
+  bool plan_only = false;       // plan the model, list the kernels each op will run, exit
   std::string command_line;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <ostream>
 
 #include "comm/core_pinning.h"
@@ -36,6 +37,31 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
   return info;
+}
+
+// One line on what the library chose for every planned kernel, and a warning naming each
+// reference implementation: a run with one in its timed loop measures oneDNN's fallback, not
+// the machine. With --plan-only, the whole list.
+void report_kernels(const std::vector<PlannedKernel>& kernels, const std::string& isa, bool list, std::ostream& out) {
+  if (kernels.empty()) return;
+  size_t reference = 0;
+  for (const auto& k : kernels) reference += k.reference ? 1 : 0;
+  out << "kernels: " << kernels.size() << " planned" << (isa.empty() ? "" : " on " + isa) << ", " << reference << " reference\n";
+  if (list)
+    for (const auto& k : kernels)
+      out << "  " << k.op << "  " << k.pass << "  " << k.shape << "  " << k.impl << (k.reference ? "  <- REFERENCE" : "") << "\n";
+  out << std::flush;
+  for (const auto& k : kernels)
+    if (k.reference)
+      std::cerr << "dlperf-train: WARNING: " << k.op << " " << k.pass << " " << k.shape << " runs the reference implementation "
+                << k.impl << " on " << (isa.empty() ? "this machine" : isa) << ": this run measures a fallback, not the machine\n";
+}
+
+std::vector<KernelRecord> kernel_records(const std::vector<PlannedKernel>& kernels) {
+  std::vector<KernelRecord> records;
+  records.reserve(kernels.size());
+  for (const auto& k : kernels) records.push_back({k.op, k.pass, k.shape, k.impl});
+  return records;
 }
 
 // Rank 0's record of the run, refreshed at each flush, so a failure can still write it.
@@ -88,8 +114,19 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
   auto model = make_model(o, *be);
   ParamStore store(*be, model->layers());
-  model->init_params(o.seed);
   auto optimizer = make_optimizer(o, *be, store);
+  const std::vector<PlannedKernel> kernels = be->planned_kernels();
+  if (o.plan_only) {
+    if (root) {
+      out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device: "
+          << with_commas(store.parameter_count()) << " parameters; backend " << be->description() << "\n";
+      report_kernels(kernels, be->isa(), true, out);
+    }
+    RunSummary s;
+    s.parameter_count = store.parameter_count();
+    return s;
+  }
+  model->init_params(o.seed);
   auto data = make_data(o, w.rank);
 
   CommOptions copt;
@@ -112,6 +149,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o);
+    rec.record.info.cpu_isa = be->isa();
+    rec.record.kernels = kernel_records(kernels);
     if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
@@ -122,8 +161,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
-        << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n"
-        << std::flush;
+        << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
+    report_kernels(kernels, be->isa(), false, out);
   }
 
   TrainConfig tc;

@@ -21,6 +21,9 @@ RunRecord full_run() {
   i.start_time_utc = "2026-11-21T21:40:00Z";
   i.end_time_utc = "2026-11-21T21:45:00Z";
   i.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+  i.cpu_isa = "avx512_core_amx";
+  r.kernels = {{"conv1", "forward", "(32, 3, 224, 224) bf16 k7/2 -> 64", "brgconv:avx512_core_amx"},
+               {"layer1.0.conv1.weight", "reorder", "(64, 64, 1, 1) f32 -> bf16", "jit:uni"}};
   i.gpu_model = "NVIDIA H100 80GB HBM3";
   i.gpu_memory_bytes = 85899345920;
   i.versions = {{"onednn", "3.1.1"}, {"hdf5", "1.10.8"}, {"nccl", "2.21.5"}};
@@ -67,6 +70,14 @@ TEST(TraceRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(b.end_time_utc, a.end_time_utc);
   EXPECT_EQ(b.hosts, a.hosts);
   EXPECT_EQ(b.cpu_model, a.cpu_model);
+  EXPECT_EQ(b.cpu_isa, a.cpu_isa);
+  ASSERT_EQ(out.kernels.size(), in.kernels.size());
+  for (size_t k = 0; k < in.kernels.size(); ++k) {
+    EXPECT_EQ(out.kernels[k].op, in.kernels[k].op);
+    EXPECT_EQ(out.kernels[k].pass, in.kernels[k].pass);
+    EXPECT_EQ(out.kernels[k].shape, in.kernels[k].shape);
+    EXPECT_EQ(out.kernels[k].impl, in.kernels[k].impl);
+  }
   EXPECT_EQ(b.gpu_model, a.gpu_model);
   EXPECT_EQ(b.gpu_memory_bytes, a.gpu_memory_bytes);
   EXPECT_EQ(b.versions, a.versions);

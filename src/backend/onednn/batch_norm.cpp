@@ -27,6 +27,8 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
         dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, s.eps, flags), ctx_->engine, fwd_pd_);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd_);
     bwd_ = dnnl::batch_normalization_backward(bwd_pd_);
+    record_kernel(*ctx_, s.name, "forward", shape_of(xd, dtype_), fwd_pd_);
+    record_kernel(*ctx_, s.name, "backward", shape_of(xd, dtype_), bwd_pd_);
     const md c_md = plain_md({s.channels}, DType::f32);
     mean_ = dnnl::memory(fwd_pd_.mean_desc(), ctx_->engine);
     var_ = dnnl::memory(fwd_pd_.variance_desc(), ctx_->engine);
