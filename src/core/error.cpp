@@ -37,14 +37,3 @@ void throw_internal_error(std::string_view condition, const std::string& message
 }
 
 }  // namespace dlperf
-
-#include "core/check.h"
-
-namespace dlperf {
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(len));
-}
-}  // namespace dlperf

@@ -33,6 +33,14 @@ struct RunInfo {
   int64_t batch_per_device = 0;
   int64_t image_size = 0;  // 0 for models without images
   int64_t seq_len = 0;     // 0 for models without sequences
+  // Schema 1.1: the rest of what changes the work of an iteration (dlperf-reduce groups runs
+  // by all of it, with `settings`).
+  int64_t num_classes = 0;      // classifier outputs; 0 for models without one (BERT)
+  int64_t max_predictions = 0;  // BERT's masked positions per sequence; 0 otherwise
+  std::string optimizer;        // "sgd", "adamw", "lamb"
+  std::string data_source;      // "synthetic", or the absolute path of the data read
+  int64_t parameter_count = 0;  // trainable parameters of the model as built
+  std::vector<std::string> settings;  // every dlperf-train option as "name=value", effective values
   int64_t nodes = 1;
   int64_t devices_per_node = 1;
   int64_t world_size = 1;

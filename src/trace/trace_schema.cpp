@@ -7,6 +7,7 @@
 //     loss             f32 (I, R)
 //     rank_host        str (R)       clock_offset f64 (R)   peak_memory_bytes i64 (R)
 //     iterations_completed i64 (R)   rows past a rank's count are NaN
+//     settings         str (n)       "name=value" per dlperf-train option (1.2)
 #include "trace/trace_schema.h"
 
 #include <algorithm>
@@ -45,6 +46,8 @@ constexpr StringField kStringFields[] = {
     {"command_line", &RunInfo::command_line},
     {"nccl_transport", &RunInfo::nccl_transport},
     {"gpu_topology", &RunInfo::gpu_topology},
+    {"optimizer", &RunInfo::optimizer},
+    {"data_source", &RunInfo::data_source},
 };
 constexpr IntField kIntFields[] = {
     {"batch_per_device", &RunInfo::batch_per_device},
@@ -58,6 +61,9 @@ constexpr IntField kIntFields[] = {
     {"warmup", &RunInfo::warmup},
     {"threads_per_rank", &RunInfo::threads_per_rank},
     {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
+    {"num_classes", &RunInfo::num_classes},
+    {"max_predictions", &RunInfo::max_predictions},
+    {"parameter_count", &RunInfo::parameter_count},
 };
 
 // The planned kernels as four string datasets of one length K: kernel_op, kernel_pass,
@@ -140,7 +146,10 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
     if (seen.insert(h).second) distinct.push_back(h);
   h5::write_attr(group, "hosts", distinct);
   write_kernels(group, record.kernels);
-  if (R == 0) return;  // nothing measured yet: attributes only
+  // A dataset, not an attribute: a long --data path repeated at the fixed string width could
+  // pass HDF5's 64 KiB limit on compact attributes.
+  h5::write_strings(group, "settings", info.settings);
+  if (R == 0) return;  // nothing measured yet: rank-independent facts only
 
   size_t I = 0;
   for (const auto& rank : record.ranks) I = std::max(I, rank.iterations.size());
@@ -188,7 +197,16 @@ RunRecord read_run_group(hid_t group) {
     if (name.compare(0, prefix.size(), prefix) == 0)
       info.versions[name.substr(prefix.size())] = h5::read_string_attr(group, name.c_str());
   record.kernels = read_kernels(group);
-  if (!h5::has_link(group, "iteration_end")) return record;  // created, never flushed
+  if (h5::has_link(group, "settings")) {  // schema 1.2
+    const auto shape = h5::dataset_shape(group, "settings");
+    if (shape.size() != 1 || shape[0] > 4096) throw_usage_error("dataset settings is not a short list of strings");
+    info.settings = h5::read_strings(group, "settings", shape[0]);
+  }
+  if (!h5::has_link(group, "iteration_end")) {  // created, never flushed: attributes only
+    for (const char* name : {"iteration_start", "phase_seconds", "loss", "rank_host"})
+      if (h5::has_link(group, name)) throw_usage_error(std::string("dataset iteration_end is missing beside ") + name);
+    return record;
+  }
 
   auto dims = h5::dataset_shape(group, "iteration_end");
   if (dims.size() != 2) throw_usage_error("dataset iteration_end is not 2-dimensional");

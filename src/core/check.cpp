@@ -1,0 +1,12 @@
+// The MPI part of the status checks (core/check.h), apart from error.cpp so programs without
+// MPI (dlperf-jobs) can use dlperf's errors.
+#include "core/check.h"
+
+namespace dlperf {
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+}  // namespace dlperf
