@@ -1,5 +1,6 @@
 # Finds every dependency through CMake's own find modules or the packages' config files.
-# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, OpenMP, Threads.
+# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, OpenMP, Threads, nlohmann-json
+# (header-only, dlperf-reduce's baseline JSON reader).
 # Optional (DLPERF_CUDA=AUTO): CUDA Toolkit with cuBLAS, cuDNN and NCCL -> the CUDA backend.
 
 find_package(Threads REQUIRED)
@@ -9,6 +10,7 @@ find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(Boost REQUIRED COMPONENTS program_options)
+find_package(nlohmann_json 3.2 REQUIRED)
 
 # dnnl 2.x exports DNNL::dnnl; keep one name for the rest of the build.
 if(TARGET DNNL::dnnl)

@@ -23,6 +23,7 @@ class Dlperf(CMakePackage, CudaPackage):
     depends_on("mpi")
     depends_on("hdf5~mpi")
     depends_on("boost+program_options")
+    depends_on("nlohmann-json@3.2:", type="build")  # header-only: dlperf-reduce's JSON reader
     depends_on("onednn")
     depends_on("googletest", type="build", when="+tests")
     depends_on("cuda@11.8:", when="+cuda")
