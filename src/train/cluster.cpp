@@ -170,11 +170,11 @@ void install_stop_handlers() {
 const std::atomic<bool>& stop_requested() { return g_stop; }
 int stop_signal() { return g_signal.load(); }
 
-bool any_rank_stopping(Communicator& control) {
-  float flag = g_stop.load() ? 1.0f : 0.0f;
-  CommRequest r = control.allreduce_sum_start(&flag, 1);
+BoundaryFlags agree_at_boundary(Communicator& control, const BoundaryFlags& mine) {
+  float flags[2] = {mine.stop ? 1.0f : 0.0f, mine.diverged ? 1.0f : 0.0f};  // counts of ranks: any > 0
+  CommRequest r = control.allreduce_sum_start(flags, 2);
   control.wait(r);
-  return flag > 0.0f;
+  return {flags[0] > 0.0f, flags[1] > 0.0f};
 }
 
 }  // namespace dlperf

@@ -1,6 +1,7 @@
 #include "train/options.h"
 
 #include <boost/program_options.hpp>
+#include <cstdio>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "dlperf_version.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
+#include "train/size_limits.h"
 
 namespace po = boost::program_options;
 
@@ -39,6 +41,48 @@ std::array<int, 4> parse_blocks(const std::string& s) {
   if (i != 4 || in.rdbuf()->in_avail() > 0)
     throw_usage_error("--resnet-blocks takes four positive integers like 3,4,6,3 (got '" + s + "')");
   return b;
+}
+
+// Options that shape one model only: given for another model they would be silently ignored.
+struct Applies {
+  const char* option;
+  const char* models;  // blank-separated
+};
+constexpr Applies kModelOptions[] = {
+    {"image-size", "resnet50 vgg16"},     {"num-classes", "resnet50 vgg16"},  {"label-smoothing", "resnet50 vgg16"},
+    {"resnet-blocks", "resnet50"},        {"resnet-width", "resnet50"},       {"vgg-width", "vgg16"},
+    {"vgg-hidden", "vgg16"},              {"dropout", "vgg16 bert_base"},     {"seq-len", "bert_base"},
+    {"max-predictions", "bert_base"},     {"bert-layers", "bert_base"},       {"bert-hidden", "bert_base"},
+    {"bert-heads", "bert_base"},          {"bert-intermediate", "bert_base"}, {"bert-vocab", "bert_base"},
+};
+
+bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
+
+bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+
+// The text of a parsed value, for settings: exact for numbers, so equal text means equal value.
+std::string float_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string value_text(const std::string& name, const boost::any& v) {
+  if (auto p = boost::any_cast<std::string>(&v)) return *p;
+  if (auto p = boost::any_cast<bool>(&v)) return *p ? "true" : "false";
+  if (auto p = boost::any_cast<int>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<unsigned long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<unsigned long long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<float>(&v)) return float_text(*p);
+  if (auto p = boost::any_cast<double>(&v)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", *p);
+    return buf;
+  }
+  throw_internal_error("value_text", "--" + name + " has a type settings cannot print: add it to value_text",
+                       std::source_location::current());
 }
 
 }  // namespace
@@ -83,7 +127,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
     ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
     ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
-    ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes");
+    ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes")
+    ("lock-timeout", po::value(&o.lock_timeout_s)->default_value(o.lock_timeout_s, "300"), "seconds to wait for the results file's lock (held by another job) before giving up")
+    ("max-loss-growth", po::value(&o.max_loss_growth)->default_value(o.max_loss_growth, "10"), "fail the run as diverged when the loss exceeds this many times its first value (at least this value); NaN/Inf always fail; 0: only NaN/Inf");
   po::options_description bert("BERT pretraining (--model bert_base)");
   bert.add_options()
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
@@ -198,6 +244,40 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
   if (!o.data.empty() && !is_bert) throw_usage_error("--data reads BERT pretraining shards: use it with --model bert_base");
+  if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))
+    throw_usage_error("--lock-timeout must be 0 to 604800 seconds (got " + float_text(o.lock_timeout_s) + ")");
+  if (!(o.max_loss_growth == 0 || (o.max_loss_growth > 1 && o.max_loss_growth <= 1e12)))
+    throw_usage_error("--max-loss-growth must be 0 (off) or a factor above 1, e.g. 10 (got " + float_text(o.max_loss_growth) + ")");
+  // Options that do not shape this model would be silently ignored: refuse them.
+  for (const auto& a : kModelOptions)
+    if (given(vm, a.option) && !applies(a, o.model))
+      throw_usage_error(std::string("--") + a.option + " does not apply to --model " + o.model + " (it is for " + a.models + ")");
+  if (given(vm, "momentum") && o.optimizer != "sgd")
+    throw_usage_error("--momentum applies to --optimizer sgd only (" + o.optimizer + " has fixed betas)");
+  check_activation_sizes(o, 0);  // machine-independent part; dlperf-train checks the memory too
+
+  // Settings: every option with the value the run uses (recipe defaults resolved above).
+  for (const auto& d : all.options()) {
+    const std::string name = d->long_name();
+    if (name == "help" || name == "version") continue;
+    bool skip = false;
+    for (const auto& a : kModelOptions)
+      if (name == a.option && !applies(a, o.model)) skip = true;
+    if (skip) continue;
+    o.settings.emplace_back(name, vm.count(name) ? value_text(name, vm[name].value()) : "");
+  }
+  const auto set = [&](const char* name, const std::string& value) {
+    for (auto& [n, v] : o.settings)
+      if (n == name) v = value;
+  };
+  set("precision", precision == "amp" ? "fp16" : precision);
+  set("optimizer", o.optimizer);
+  set("threads", std::to_string(o.threads));
+  set("lr", float_text(o.lr));
+  set("momentum", float_text(o.momentum));
+  set("weight-decay", float_text(o.weight_decay));
+  set("label-smoothing", float_text(o.label_smoothing));
+  set("dropout", float_text(o.dropout));
   return ParseOutcome::run;
 }
 

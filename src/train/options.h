@@ -5,6 +5,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -51,7 +52,12 @@ struct TrainOptions {
   bool pin_threads = false;     // pin each rank's threads to a disjoint core range
   int64_t flush_every = 50;     // iterations between trace flushes (a killed job keeps them)
   bool plan_only = false;       // plan the model, list the kernels each op will run, exit
+  double lock_timeout_s = 300;  // longest wait for the results file's lock before giving up
+  double max_loss_growth = 10;  // the run fails as diverged when the loss exceeds this x its first value; 0: only NaN/Inf
   std::string command_line;
+  // Every option by flag name with its effective value ("batch-size", "32"), options that do
+  // not apply to the model left out: what ranks compare at start-up and the trace records.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 enum class ParseOutcome { run, exit_ok };  // exit_ok: --help or --version was printed

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <ostream>
 
@@ -9,6 +10,9 @@
 #include "comm/make_communicator.h"
 #include "core/error.h"
 #include "trace/async_writer.h"
+#include "comm/mpi_main.h"
+#include "core/check.h"
+#include "train/agreement.h"
 #include "train/cluster.h"
 #include "train/gradient_exchange.h"
 #include "train/param_store.h"
@@ -23,14 +27,23 @@ std::string with_commas(int64_t v) {
   return s;
 }
 
-RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
+RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t parameters) {
   RunInfo info = describe_environment(w);
   info.model = o.model;
   info.precision = to_string(o.precision);
   info.backend = to_string(o.backend);
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
-  info.image_size = o.image_size;
+  // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
+  const bool images = o.model != "bert_base";
+  info.image_size = images ? o.image_size : 0;
+  info.num_classes = images ? o.num_classes : 0;
+  info.seq_len = images ? 0 : o.seq_len;
+  info.max_predictions = images ? 0 : o.max_predictions;
+  info.optimizer = o.optimizer;
+  info.data_source = o.data.empty() ? "synthetic" : std::filesystem::absolute(o.data).lexically_normal().string();
+  info.parameter_count = parameters;
+  for (const auto& [name, value] : o.settings) info.settings.push_back(name + "=" + value);
   info.repeat_index = o.repeat_index;
   info.iterations = o.iterations;
   info.warmup = o.warmup;
@@ -88,7 +101,57 @@ struct Recorder {
   }
 };
 
+// Where the run is recorded: rank 0 registers it in the results file before any
+// communicator exists, so a wait for the file's lock (another job appending) is no
+// collective's timeout; the other ranks wait in a plain broadcast of the outcome, and every
+// rank ends the same way when it fails. A stop signal while waiting ends the wait.
+struct Registration {
+  RunOutcome outcome = RunOutcome::complete;  // complete: registered (or no --output)
+  std::string message;
+};
+
+LockOptions lock_options(const TrainOptions& o, bool cancellable) {
+  LockOptions lock;
+  lock.timeout_seconds = o.lock_timeout_s;
+  if (cancellable) lock.cancel = &stop_requested();
+  lock.on_wait = [](const std::string& line) { std::cerr << "dlperf-train: " + line + "\n" << std::flush; };
+  return lock;
+}
+
+Registration register_run(MPI_Comm world, bool root, const TrainOptions& o, Recorder& rec) {
+  // 0 registered, 1 bad input (exit 2), 2 interrupted by a signal, 3 not recorded.
+  int code = 0;
+  std::string message;
+  if (root && !o.output.empty()) {
+    UpdateOptions opt;
+    opt.lock = lock_options(o, /*cancellable=*/true);
+    try {
+      rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info, opt);
+    } catch (const LockInterrupted& e) {
+      code = 2, message = e.what();
+    } catch (const Error& e) {
+      code = e.kind() == ErrorKind::usage ? 1 : 3, message = e.what();
+    }
+  }
+  DLPERF_CHECK_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, world));
+  if (code == 1) throw_usage_error(root ? message : "rank 0 could not register the run (its message says why)");
+  if (code == 2) return {RunOutcome::not_started, message};
+  if (code == 3) return {RunOutcome::not_recorded, "the run was not started: " + message};
+  return {};
+}
+
 }  // namespace
+
+int exit_code(RunOutcome outcome) {
+  switch (outcome) {
+    case RunOutcome::complete: return 0;
+    case RunOutcome::partial:
+    case RunOutcome::not_started: return kExitStopped;
+    case RunOutcome::diverged: return kExitDiverged;
+    case RunOutcome::not_recorded: return kExitError;
+  }
+  return kExitError;
+}
 
 double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64_t batch_per_rank) {
   double longest = 0;
@@ -108,6 +171,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
+  check_ranks_agree(world, o.settings);  // before anything is built or exchanged
   if (o.pin_threads && o.backend == BackendKind::cpu)
     pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
 
@@ -128,6 +192,21 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   }
   model->init_params(o.seed);
   auto data = make_data(o, w.rank);
+  check_parameter_counts_agree(world, store.parameter_count());
+
+  RunSummary s;
+  s.parameter_count = store.parameter_count();
+  Recorder rec;
+  if (root) {
+    rec.record.info = make_run_info(w, o, store.parameter_count());
+    rec.record.info.cpu_isa = be->isa();
+    rec.record.kernels = kernel_records(kernels);
+  }
+  if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {
+    s.outcome = reg.outcome;
+    s.message = reg.message;
+    return s;
+  }
 
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
@@ -146,12 +225,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   RankTrace mine;
   mine.host = w.this_host;
   mine.clock_offset = measure_clock_offset(world);
-  Recorder rec;
   if (root) {
-    rec.record.info = make_run_info(w, o);
-    rec.record.info.cpu_isa = be->isa();
-    rec.record.kernels = kernel_records(kernels);
-    if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
@@ -171,10 +245,14 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   tc.print_every = o.print_every;
   tc.lr = make_lr_schedule(o, w.size);
   if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
+  tc.max_loss_growth = o.max_loss_growth;
   Trainer trainer(*model, *be, *optimizer, tc, &store.grads());
-  // Stops are agreed on by every rank at an iteration boundary (Slurm signals each rank on
-  // its own); a lone rank needs no agreement.
-  const auto should_stop = [&]() { return w.size > 1 ? any_rank_stopping(*control) : stop_requested().load(); };
+  // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
+  // each rank on its own; losses differ per rank); a lone rank needs no agreement.
+  const auto boundary = [&](const BoundaryFlags& local) {
+    const BoundaryFlags here{stop_requested().load(), local.diverged};
+    return w.size > 1 ? agree_at_boundary(*control, here) : here;
+  };
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
@@ -182,8 +260,20 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.flush();
   };
   try {
-    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
+    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, boundary, root ? &out : nullptr,
                 after_iteration);
+  } catch (const DivergedError& e) {
+    // Every rank threw at the same boundary: gather what was measured (the diverging
+    // iterations included) and record the run as failed; no rank is left waiting.
+    rec.collect(world, mine, w.hosts);
+    if (e.here() && !root) std::cerr << "dlperf-train: rank " << w.rank << ": " << e.what() << "\n" << std::flush;
+    s.outcome = RunOutcome::diverged;
+    s.message = std::string(e.what()) + "; recorded as failed";
+    if (rec.writer) {
+      rec.record.info.end_time_utc = utc_now_iso8601();
+      rec.writer->finish(rec.record, RunStatus::failed, e.what());
+    }
+    return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
     if (rec.writer) {
@@ -196,9 +286,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   mine.peak_memory_bytes = be->peak_memory_bytes();
   rec.collect(world, mine, w.hosts);
 
-  RunSummary s;
-  s.parameter_count = store.parameter_count();
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
+  if (s.stopped_early) s.outcome = RunOutcome::partial;
   if (!root) return s;
   const auto& ranks = rec.record.ranks;
   s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
@@ -232,7 +321,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
                                                 std::to_string(mine.iterations.size()) + " iterations"
                                           : "stopped early";
-    out << "run stopped early: " << why << "; recorded as partial\n";
+    out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");
     if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
   } else if (rec.writer) {
     rec.writer->finish(rec.record, RunStatus::complete);

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +23,7 @@ std::string format_eta(double seconds) {
 }
 }  // namespace
 
-void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
+void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
                   std::ostream* progress, const IterationFn& after_iteration) {
   const int world = exchange ? exchange->world_size() : 1;
   const bool scaling = cfg_.loss_scale.mode != LossScaling::none;
@@ -34,8 +35,18 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
   };
   const std::vector<Layer*> layers = model_.layers();  // once: not rebuilt inside the timed loop
   const double run_start = steady_seconds();
-  for (int64_t it = 0; it < cfg_.iterations; ++it) {
-    if (should_stop && should_stop()) break;
+  float first_loss = 0;
+  std::string diverged;  // why this rank's loss diverged, "" while it has not
+  const auto stop_here = [&]() {
+    const BoundaryFlags mine{false, !diverged.empty()};
+    const BoundaryFlags all = boundary ? boundary(mine) : mine;
+    if (all.diverged)
+      throw DivergedError(diverged.empty() ? "the loss diverged on another rank (its message says how)" : diverged,
+                          !diverged.empty());
+    return all.stop;
+  };
+  for (int64_t it = 0;; ++it) {
+    if (stop_here() || it == cfg_.iterations) break;
     IterationTiming t;
     t.start = steady_seconds();
     model_.load(data());
@@ -76,9 +87,20 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     be_.synchronize();
     t.end = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::optimizer)] = static_cast<float>(t.end - mark);
+    if (it == 0) first_loss = t.loss;
+    const double limit = cfg_.max_loss_growth * std::max(1.0, static_cast<double>(first_loss));
+    char why[200];
     if (!std::isfinite(t.loss))
-      throw Error(ErrorKind::fault, "loss became " + std::to_string(t.loss) + " at iteration " + std::to_string(it) +
-                                        ": lower --lr or check the input");
+      std::snprintf(why, sizeof why, "the loss became %g at iteration %lld: the run diverged; lower --lr or check the input",
+                    static_cast<double>(t.loss), static_cast<long long>(it));
+    else if (cfg_.max_loss_growth > 0 && t.loss > limit)
+      std::snprintf(why, sizeof why,
+                    "the loss grew to %.4g at iteration %lld, more than %g x its first value %.4g (--max-loss-growth): "
+                    "the run diverged; lower --lr",
+                    static_cast<double>(t.loss), static_cast<long long>(it), cfg_.max_loss_growth, static_cast<double>(first_loss));
+    else
+      why[0] = '\0';
+    if (diverged.empty()) diverged = why;
     trace.iterations.push_back(t);
     if (after_iteration) after_iteration(trace);
 

@@ -43,11 +43,22 @@ expect_usage_error --no-such-flag --no-such-flag
 expect_usage_error --lr --lr 0
 expect_usage_error --resnet-blocks --resnet-blocks 3,4,6
 expect_usage_error --bucket-mb --bucket-mb 0
+# Validation by meaning (issue 18 row 8): sizes no backend can hold, options the model ignores.
+expect_usage_error --image-size --image-size 100000
+expect_usage_error --batch-size --model bert_base --batch-size 100000000 --seq-len 512
+expect_usage_error --seq-len --seq-len 64
+expect_usage_error --bert-layers --bert-layers 2
+expect_usage_error --dropout --dropout 0.2
+expect_usage_error --image-size --model bert_base --image-size 32
+expect_usage_error --resnet-width --model vgg16 --resnet-width 8
+expect_usage_error --momentum --model bert_base --momentum 0.9
+expect_usage_error --lock-timeout --lock-timeout -1
+expect_usage_error --max-loss-growth --max-loss-growth 0.5
 
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
 for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \
-  --lr --momentum --weight-decay --label-smoothing --print-every --output; do
+  --lr --momentum --weight-decay --label-smoothing --print-every --output --lock-timeout --max-loss-growth; do
   grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
 done
 "$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }
