@@ -9,6 +9,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <csignal>
+
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -109,6 +112,16 @@ std::string describe_filesystem(const std::string& path) {
   return best_point + " (" + best_type + ")";
 }
 
+std::string human_bytes(unsigned long long bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 || v >= 100 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 std::string write_failure_message(const std::string& file, int err, const std::string& doing) {
   if (!is_out_of_space(err)) return "cannot finish " + doing + " " + file + ": " + errno_text(err);
   std::string fs_name = describe_filesystem(file);
@@ -117,7 +130,7 @@ std::string write_failure_message(const std::string& file, int err, const std::s
   if (err == EDQUOT) msg += " (disk quota exceeded)";
   struct statvfs v {};
   if (::statvfs(existing_ancestor(file).c_str(), &v) == 0)
-    msg += "; " + std::to_string(static_cast<unsigned long long>(v.f_bavail) * v.f_frsize / (1024 * 1024)) + " MiB free";
+    msg += "; " + human_bytes(static_cast<unsigned long long>(v.f_bavail) * v.f_frsize) + " free";
   return msg;
 }
 
@@ -144,10 +157,36 @@ void copy_file_attributes(const std::string& from, const struct stat& st, int to
     throw_fault("cannot give " + to_path + " the ACL of " + from + ": " + std::strerror(errno));
 }
 
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "host";
+  for (char* c = name; *c; ++c)
+    if (*c == '/' || *c == '.') *c = '_';
+  return name;
+}
+
+// Temporaries ".<name>.tmp.<host>.<pid>" that a killed writer on this host left: its pid is gone.
+void remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = n.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
   const std::string target = resolve_symlinks(path);
   const fs::path t(target);
-  const std::string tmp = (t.parent_path() / ("." + t.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+  const std::string prefix = "." + t.filename().string() + ".tmp." + host_name() + ".";
+  remove_stale_temporaries(t.parent_path(), prefix);
+  const std::string tmp = (t.parent_path() / (prefix + std::to_string(::getpid()))).string();
   struct stat old {};
   const bool exists = ::stat(target.c_str(), &old) == 0;
   if (exists && !S_ISREG(old.st_mode)) throw_usage_error(path + ": exists and is not a regular file");

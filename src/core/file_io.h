@@ -23,6 +23,9 @@ std::string resolve_symlinks(const std::string& path);
 // does not exist, its directory). "" when /proc/self/mountinfo cannot say.
 std::string describe_filesystem(const std::string& path);
 
+// "812 KiB", "3.2 GiB": sizes in messages.
+std::string human_bytes(unsigned long long bytes);
+
 // ENOSPC or EDQUOT: the write failed for lack of space (or quota), not for a broken file.
 inline bool is_out_of_space(int err) { return err == ENOSPC || err == EDQUOT; }
 
@@ -43,10 +46,11 @@ std::optional<FileId> file_id(const std::string& path);
 // group or the ACL cannot be kept (a replacement must not silently widen or narrow access).
 void copy_file_attributes(const std::string& from, const struct stat& st, int to_fd, const std::string& to_path);
 
-// Writes `contents` to `path` whole or not at all: into ".<name>.tmp.<pid>" in the target's
-// directory (symlinks followed), flushed, synced, given the old file's mode, group and ACL,
-// then renamed over it. On any failure the old file is untouched, the temporary removed, and
-// Error(fault) thrown with one line (write_failure_message).
+// Writes `contents` to `path` whole or not at all: into ".<name>.tmp.<host>.<pid>" in the
+// target's directory (symlinks followed), flushed, synced, given the old file's mode, group
+// and ACL, then renamed over it. On any failure the old file is untouched, the temporary
+// removed, and Error(fault) thrown with one line (write_failure_message). Temporaries that
+// killed writers on this host left for the same file are removed first.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
 }  // namespace dlperf

@@ -2,6 +2,8 @@
 // flock (why this design: docs/trace-schema.md, "Appending safely"). HDF5 1.10 cannot
 // modify a file in place without a window in which a SIGKILL leaves it unreadable; rename(2)
 // within one directory is atomic, so the original is only ever replaced by a complete copy.
+// The copy is edited in memory (HDF5's core driver, a file image) and written by plain,
+// checked write(2) calls, so a full disk is a clean error and HDF5 never sees it.
 #include "trace/trace_file.h"
 
 #include <fcntl.h>
@@ -36,89 +38,78 @@ h5::Handle file_access_properties() {
   return fapl;
 }
 
-// The errno HDF5's file driver saw, from its error stack ("... errno = 28, error message =
-// 'No space left on device' ..."); 0 when the stack does not say. Call before any other
-// HDF5 call: each one clears the stack.
-int errno_from_hdf5_stack() {
-  int found = 0;
-  auto cb = [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
-    if (e->desc) {
-      if (const char* p = std::strstr(e->desc, "errno = ")) *static_cast<int*>(data) = std::atoi(p + 8);
+// The edit happens on an in-memory image (HDF5's core driver without a backing store): HDF5
+// never writes to disk here, so a full file system cannot fail inside HDF5 (where a failed
+// flush or close leaves the library in a state that crashes at exit), and every byte that
+// reaches the disk goes through write_all() below, whose errno is checked.
+h5::Handle memory_access_properties(const std::vector<char>& image) {
+  h5::Handle fapl = DLPERF_H5(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  DLPERF_CHECK_HDF5(H5Pset_fapl_core(fapl, 1 << 20, /*backing_store=*/false));
+  if (!image.empty()) DLPERF_CHECK_HDF5(H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()));
+  return fapl;
+}
+
+std::vector<char> read_whole(const std::string& path, const struct stat& st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_usage_error(path + ": cannot read: " + std::strerror(errno));
+  std::vector<char> buf(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < buf.size()) {
+    const ssize_t r = ::read(fd, buf.data() + done, buf.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int e = r < 0 ? errno : EIO;
+      ::close(fd);
+      throw Error(ErrorKind::fault, "cannot read " + path + ": " + std::strerror(e));
     }
-    return 0;
-  };
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, cb, &found);
-  return found;
-}
-
-// Nearly nothing left: a failure whose errno is unknown is blamed on space (HDF5 does not
-// always pass errno up, e.g. from its metadata cache flush).
-bool file_system_full(const std::string& path) {
-  struct statvfs v {};
-  const std::string dir = fs::path(path).parent_path().string();
-  if (::statvfs(dir.empty() ? "." : dir.c_str(), &v) != 0) return false;
-  return static_cast<unsigned long long>(v.f_bavail) * v.f_frsize < 64 * 1024;
-}
-
-void fsync_path(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw_fault("cannot open " + path + " to sync it: " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  int e = errno;
+    done += static_cast<size_t>(r);
+  }
   ::close(fd);
-  // Directories on some file systems refuse fsync (EINVAL); the rename is still atomic there.
-  if (rc != 0 && !(flags & O_DIRECTORY && e == EINVAL)) throw_fault(write_failure_message(path, e, "syncing"));
+  return buf;
 }
 
-// Copies `from` (stat'ed as `st`) to the new file `to`, bytes and attributes.
-void copy_trace(const std::string& from, const struct stat& st, const std::string& to) {
+// Writes the new file `to` whole: space checked first, attributes of `from` (stat'ed as `st`,
+// when it exists), every write and the sync checked. Throws Error(fault) with one line.
+void write_new_file(const std::string& to, const std::vector<char>& image, const std::string& from, const struct stat* st) {
   struct statvfs v {};
   const std::string dir = fs::path(to).parent_path().string();
-  if (::statvfs(dir.c_str(), &v) == 0 &&
-      static_cast<unsigned long long>(v.f_bavail) * v.f_frsize < static_cast<unsigned long long>(st.st_size)) {
+  const unsigned long long free_bytes = ::statvfs(dir.c_str(), &v) == 0 ? static_cast<unsigned long long>(v.f_bavail) * v.f_frsize : ~0ull;
+  if (free_bytes < image.size()) {
     std::string name = describe_filesystem(to);
-    throw_fault("no space left on " + (name.empty() ? dir : name) + " for the copy of " + from + " that an append needs (" +
-                std::to_string(st.st_size / (1024 * 1024) + 1) + " MiB; " +
-                std::to_string(static_cast<unsigned long long>(v.f_bavail) * v.f_frsize / (1024 * 1024)) + " MiB free)");
+    throw_fault("no space left on " + (name.empty() ? dir : name) + " for the new copy of the results file (" +
+                human_bytes(image.size()) + " needed, " + human_bytes(free_bytes) + " free)");
   }
-  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) throw_usage_error(from + ": cannot read: " + std::strerror(errno));
-  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (out < 0) {
-    const int e = errno;
-    ::close(in);
-    throw_fault(write_failure_message(to, e, "creating"));
-  }
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (out < 0) throw_fault(write_failure_message(to, errno, "creating"));
   int err = 0;
+  const char* doing = "writing";
   try {
-    copy_file_attributes(from, st, out, to);
-    std::vector<char> buf(1 << 20);
-    for (;;) {
-      const ssize_t r = ::read(in, buf.data(), buf.size());
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        err = r < 0 ? errno : 0;
+    if (st) copy_file_attributes(from, *st, out, to);
+    for (size_t done = 0; done < image.size();) {
+      const ssize_t w = ::write(out, image.data() + done, image.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        err = errno;
         break;
       }
-      for (ssize_t done = 0; done < r;) {
-        const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(r - done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-          err = errno;
-          break;
-        }
-        done += w;
-      }
-      if (err) break;
+      done += static_cast<size_t>(w);
     }
+    if (!err && ::fsync(out) != 0) err = errno, doing = "syncing";
   } catch (...) {
-    ::close(in);
     ::close(out);
     throw;
   }
-  ::close(in);
-  if (::close(out) != 0 && !err) err = errno;
-  if (err) throw_fault(write_failure_message(to, err, "copying " + from + " to"));
+  if (::close(out) != 0 && !err) err = errno, doing = "closing";
+  if (err) throw_fault(write_failure_message(to, err, doing));
+}
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_fault("cannot open " + dir + " to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd), e = errno;
+  ::close(fd);
+  // Some file systems refuse fsync on a directory (EINVAL); the rename is still atomic there.
+  if (rc != 0 && e != EINVAL) throw_fault("cannot sync " + dir + ": " + std::strerror(e));
 }
 
 // Removes the temporary unless it was renamed into place.
@@ -163,42 +154,32 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
     throw_usage_error(named + " has " + std::to_string(st.st_nlink) +
                       " hard links: appending replaces the file, which would leave the other names on the old copy; "
                       "remove the other links (or write to a copy)");
-  h5::Handle fapl = file_access_properties();
-  h5::Handle file;  // outside the try: its error stack is read before it is closed
-  try {
-    if (exists) {
-      {
-        h5::Handle check = open_trace_readonly(target);
-        trace_schema::check_root(check, named);
-        if (opt.check_existing_runs) check_all_runs_readable(check, path);
-      }
-      copy_trace(target, st, tmp.path);
-      file = DLPERF_H5(H5Fopen(tmp.path.c_str(), H5F_ACC_RDWR, fapl), H5Fclose);
-    } else {
-      file = DLPERF_H5(H5Fcreate(tmp.path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), H5Fclose);
-      trace_schema::write_root(file);
-    }
+  std::vector<char> image;
+  if (exists) {
+    h5::Handle check = open_trace_readonly(target);
+    trace_schema::check_root(check, named);
+    if (opt.check_existing_runs) check_all_runs_readable(check, path);
+    image = read_whole(target, st);
+  }
+  {
+    // The name only identifies the in-memory file; HDF5 insists that none exists on disk for
+    // an image it opens, which holds for the temporary's name (removed above).
+    h5::Handle fapl = memory_access_properties(image);
+    h5::Handle file = exists ? DLPERF_H5(H5Fopen(tmp.path.c_str(), H5F_ACC_RDWR, fapl), H5Fclose)
+                             : DLPERF_H5(H5Fcreate(tmp.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    if (!exists) trace_schema::write_root(file);
     edit(file);
     DLPERF_CHECK_HDF5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    // Closing writes the last metadata: its status is the file's.
-    DLPERF_CHECK_HDF5(H5Fclose(file.release()));
-    fsync_path(tmp.path, O_RDONLY);
-  } catch (const Error& e) {
-    if (e.kind() == ErrorKind::usage) throw;
-    const int err = errno_from_hdf5_stack();
-    file.reset();  // closed before the temporary is removed
-    if (is_out_of_space(err) || (e.kind() == ErrorKind::library && file_system_full(tmp.path)))
-      throw_fault(write_failure_message(tmp.path, err ? err : ENOSPC) + " while appending to " + named +
-                  "; the file is unchanged");
-    if (e.kind() == ErrorKind::library)
-      throw_fault("cannot write " + tmp.path + " while appending to " + named + ": " + e.what());
-    throw;
-  }
+    const ssize_t size = DLPERF_CHECK_HDF5(H5Fget_file_image(file, nullptr, 0));
+    image.assign(static_cast<size_t>(size), '\0');
+    DLPERF_CHECK_HDF5(H5Fget_file_image(file, image.data(), image.size()));
+  }  // closed in memory: nothing to fail on disk
+  write_new_file(tmp.path, image, target, exists ? &st : nullptr);
   if (::rename(tmp.path.c_str(), target.c_str()) != 0)
     throw_fault("cannot rename " + tmp.path + " to " + target + ": " + std::strerror(errno));
   tmp.keep = true;
   const fs::path dir = fs::path(target).parent_path();
-  fsync_path(dir.empty() ? std::string(".") : dir.string(), O_RDONLY | O_DIRECTORY);
+  fsync_directory(dir.empty() ? std::string(".") : dir.string());
 }
 
 }  // namespace dlperf

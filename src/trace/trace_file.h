@@ -22,9 +22,10 @@ struct UpdateOptions {
   bool check_existing_runs = false;  // refuse a file with an unreadable run (a new run's registration)
 };
 
-// Under "<file>.lock": copies the file (or creates a new trace) to "<file>.tmp", calls
-// edit(file) on the copy, closes and fsyncs it, and renames it over the file. Readers and a
-// writer killed at any point see either the old or the new file, never a mix.
+// Under "<file>.lock": reads the file into memory (or creates a new trace there), calls
+// edit(file) on that in-memory copy, writes the result to "<file>.tmp", fsyncs it and renames
+// it over the file. Readers and a writer killed at any point see either the old or the new
+// file, never a mix. Memory: about twice the file's size, for the length of the update.
 //  * `path` may be a symlink: the file it points to is replaced (lock and temporary beside
 //    it), the link stays. A file with several hard links is refused (a rename would split them).
 //  * The copy keeps the file's owner (as root), group, mode and POSIX ACL.

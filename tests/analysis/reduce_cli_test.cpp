@@ -125,6 +125,16 @@ TEST(ReduceCli, OutputsAreReplacedWholeAndNoTemporaryIsLeft) {
   test::TempDir dir;
   const std::string trace = make_trace(dir, "a.h5", 0.1);
   std::ofstream(dir.file("o.json")) << "old";
+  // What a dlperf-reduce killed while writing o.json on this host left behind (its pid is gone).
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string h = host;
+  for (char& c : h)
+    if (c == '.' || c == '/') c = '_';
+  std::ofstream(dir.file(".o.json.tmp." + h + "." + std::to_string(dead))) << "half";
   std::filesystem::permissions(dir.file("o.json"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                                                        std::filesystem::perms::group_read);
   auto r = run_reduce_cli(trace + " --json " + dir.file("o.json"), dir);
