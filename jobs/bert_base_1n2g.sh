@@ -69,7 +69,11 @@ for ((i = 0; i < repeats; i++)); do
       --seq-len 128 --max-predictions 20 \
       --output "$results" --repeat-index "$i"
   rc=$?
-  if [ $rc -ne 0 ]; then
+  if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial
+    echo "dlperf: repeat $i stopped early by a signal, recorded as partial; no further repeats" >&2
+    failed=$((failed + repeats - i))
+    break
+  elif [ $rc -ne 0 ]; then
     echo "dlperf: repeat $i failed (exit $rc); going on with the next" >&2
     failed=$((failed + 1))
   fi
@@ -78,6 +82,6 @@ done
 dlperf-reduce --warmup 20 --window 100 "$results" ||
   echo "dlperf: dlperf-reduce exited $? (see above)" >&2
 if [ $failed -ne 0 ]; then
-  echo "dlperf: $failed of $repeats repeats failed or were not started" >&2
+  echo "dlperf: $failed of $repeats repeats failed, stopped early or were not started" >&2
   exit 1
 fi

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "jobs/train_args.h"
+
 namespace dlperf::jobs {
 namespace {
 
@@ -241,6 +243,17 @@ Matrix load_matrix(const IniFile& f) {
     s.extra_args = r.list("extra_args", "");
     s.time = r.time("time", "");
     s.cpu_time = r.time("cpu_time", "");
+    // The scripts pass extra_args to dlperf-train: its own parser checks them now.
+    std::vector<std::string> extra = m.extra_args;
+    extra.insert(extra.end(), s.extra_args.begin(), s.extra_args.end());
+    for (const bool gpu : {true, false}) {
+      if ((gpu ? m.configurations : m.cpu_configurations).empty()) continue;
+      const std::string why = train_arguments_error(train_arguments(s.train_model, gpu, gpu ? m.precision : m.cpu_precision,
+                                                                    gpu ? s.batch_per_device : s.cpu_batch_per_device,
+                                                                    m.iterations, m.warmup, extra));
+      if (!why.empty())
+        (s.extra_args.empty() ? mx : r).fail("extra_args", "is refused by dlperf-train for " + n + (gpu ? "" : " (CPU backend)") + ": " + why);
+    }
     m.models.push_back(std::move(s));
   }
   if (m.configurations.empty() && m.cpu_configurations.empty())

@@ -127,7 +127,11 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   }
   o << "      --output \"$results\" --repeat-index \"$i\"\n"
     << "  rc=$?\n"
-    << "  if [ $rc -ne 0 ]; then\n"
+    << "  if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial\n"
+    << "    echo \"dlperf: repeat $i stopped early by a signal, recorded as partial; no further repeats\" >&2\n"
+    << "    failed=$((failed + repeats - i))\n"
+    << "    break\n"
+    << "  elif [ $rc -ne 0 ]; then\n"
     << "    echo \"dlperf: repeat $i failed (exit $rc); going on with the next\" >&2\n"
     << "    failed=$((failed + 1))\n"
     << "  fi\n"
@@ -135,7 +139,7 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "dlperf-reduce --warmup " << j.warmup << " --window " << (j.iterations - j.warmup) << " \"$results\" ||\n"
     << "  echo \"dlperf: dlperf-reduce exited $? (see above)\" >&2\n"
     << "if [ $failed -ne 0 ]; then\n"
-    << "  echo \"dlperf: $failed of $repeats repeats failed or were not started\" >&2\n"
+    << "  echo \"dlperf: $failed of $repeats repeats failed, stopped early or were not started\" >&2\n"
     << "  exit 1\n"
     << "fi\n";
   return o.str();

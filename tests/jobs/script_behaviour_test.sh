@@ -51,6 +51,7 @@ cat >"$tmp/bin/dlperf-train" <<'SH'
 #!/bin/bash
 echo "dlperf-train $*" >>"$LOG"
 case " $* " in *" --repeat-index ${FAKE_FAIL_REPEAT:-none} "*) echo "dlperf-train: simulated failure" >&2; exit 3 ;; esac
+case " $* " in *" --repeat-index ${FAKE_PARTIAL_REPEAT:-none} "*) echo "run stopped early: stopped by signal 10; recorded as partial"; exit 4 ;; esac
 echo "summary: fake"
 SH
 cat >"$tmp/bin/dlperf-reduce" <<'SH'
@@ -88,6 +89,15 @@ grep -q -- '--output /data/r.h5 --repeat-index 2$' "$LOG" || fail "DLPERF_RESULT
 grep -q 'repeat 1 failed (exit 3); going on with the next' "$tmp/one_fails.err" || fail "failure message"
 grep -q '1 of 3 repeats failed' "$tmp/one_fails.err" || fail "summary message"
 grep -q '^dlperf-reduce ' "$LOG" || fail "no reduce after a failure"
+
+# dlperf-train exits 4 when a signal (--signal=USR1 before the time limit) stopped it: the run
+# is partial, no time is left for another repeat, and the job reports it.
+run partial FAKE_PARTIAL_REPEAT=1
+[ $rc -eq 1 ] || fail "a partial repeat: exit $rc, want 1"
+[ "$(grep -c '^dlperf-train ' "$LOG")" -eq 2 ] || fail "a repeat started after the partial one"
+grep -q 'repeat 1 stopped early by a signal, recorded as partial; no further repeats' "$tmp/partial.err" || fail "partial message"
+grep -q '2 of 3 repeats failed, stopped early or were not started' "$tmp/partial.err" || fail "partial summary"
+grep -q '^dlperf-reduce ' "$LOG" || fail "no reduce after a partial repeat"
 
 run no_time FAKE_TIME_LEFT=1:29
 [ $rc -eq 1 ] || fail "no time left: exit $rc, want 1"
