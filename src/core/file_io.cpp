@@ -181,6 +181,36 @@ void remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
 
 }  // namespace
 
+void write_new_file(const std::string& path, std::string_view data, const std::string& like, const struct stat* like_st) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int e = errno;
+    throw_fault(is_out_of_space(e) ? write_failure_message(path, e, "creating") : "cannot create " + path + ": " + std::strerror(e));
+  }
+  int err = 0;
+  std::string doing = "writing";
+  try {
+    if (like_st) copy_file_attributes(like, *like_st, fd, path);
+    for (size_t done = 0; done < data.size() && !err;) {
+      const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+      if (w >= 0) done += static_cast<size_t>(w);
+      else if (errno != EINTR) err = errno;
+    }
+    if (!err && ::fsync(fd) != 0) {
+      err = errno;
+      doing = "syncing";
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0 && !err) {  // NFS and quotas can report a failed write only here
+    err = errno;
+    doing = "closing";
+  }
+  if (err) throw_fault(write_failure_message(path, err, doing));
+}
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
   const std::string target = resolve_symlinks(path);
   const fs::path t(target);
@@ -190,35 +220,17 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   struct stat old {};
   const bool exists = ::stat(target.c_str(), &old) == 0;
   if (exists && !S_ISREG(old.st_mode)) throw_usage_error(path + ": exists and is not a regular file");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    const int e = errno;
-    throw_fault(is_out_of_space(e) ? write_failure_message(path, e) : "cannot create " + tmp + ": " + std::strerror(e));
-  }
-  int err = 0;
-  const char* what = "writing";
+  ::unlink(tmp.c_str());  // a leftover of an earlier process with this pid
   try {
-    if (exists) copy_file_attributes(target, old, fd, tmp);
-    for (size_t done = 0; done < contents.size();) {
-      const ssize_t w = ::write(fd, contents.data() + done, contents.size() - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        err = errno;
-        break;
-      }
-      done += static_cast<size_t>(w);
-    }
-    if (!err && ::fsync(fd) != 0) err = errno, what = "syncing";
-  } catch (...) {
-    ::close(fd);
+    write_new_file(tmp, contents, target, exists ? &old : nullptr);
+  } catch (const Error& e) {
     ::unlink(tmp.c_str());
-    throw;
+    throw Error(e.kind(), std::string(e.what()) + " (" + path + ", if it exists, is unchanged)");
   }
-  if (::close(fd) != 0 && !err) err = errno, what = "closing";
-  if (!err && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno, what = "renaming into place";
-  if (err) {
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int e = errno;
     ::unlink(tmp.c_str());
-    throw_fault(write_failure_message(path, err, what) + " (the old file, if any, is unchanged)");
+    throw_fault("cannot rename " + tmp + " to " + target + ": " + std::strerror(e));
   }
 }
 

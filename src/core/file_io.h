@@ -11,6 +11,7 @@
 #include <compare>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlperf {
 
@@ -45,6 +46,12 @@ std::optional<FileId> file_id(const std::string& path);
 // POSIX access ACL of `from` (stat'ed as `st`). Throws Error(fault) naming `to_path` when the
 // group or the ACL cannot be kept (a replacement must not silently widen or narrow access).
 void copy_file_attributes(const std::string& from, const struct stat& st, int to_fd, const std::string& to_path);
+
+// Creates `path` (which must not exist) with `data`, the owner, group, mode and ACL of `like`
+// (stat'ed as `like_st`; none when null), synced and closed, every step checked. Throws
+// Error(fault) with write_failure_message; the caller removes what is left.
+void write_new_file(const std::string& path, std::string_view data, const std::string& like = "",
+                    const struct stat* like_st = nullptr);
 
 // Writes `contents` to `path` whole or not at all: into ".<name>.tmp.<host>.<pid>" in the
 // target's directory (symlinks followed), flushed, synced, given the old file's mode, group

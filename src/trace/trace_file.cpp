@@ -68,39 +68,16 @@ std::vector<char> read_whole(const std::string& path, const struct stat& st) {
   return buf;
 }
 
-// Writes the new file `to` whole: space checked first, attributes of `from` (stat'ed as `st`,
-// when it exists), every write and the sync checked. Throws Error(fault) with one line.
-void write_new_file(const std::string& to, const std::vector<char>& image, const std::string& from, const struct stat* st) {
+// Refuses before writing anything when the file system cannot hold the new copy.
+void check_space_for(const std::string& to, size_t bytes) {
   struct statvfs v {};
   const std::string dir = fs::path(to).parent_path().string();
-  const unsigned long long free_bytes = ::statvfs(dir.c_str(), &v) == 0 ? static_cast<unsigned long long>(v.f_bavail) * v.f_frsize : ~0ull;
-  if (free_bytes < image.size()) {
-    std::string name = describe_filesystem(to);
-    throw_fault("no space left on " + (name.empty() ? dir : name) + " for the new copy of the results file (" +
-                human_bytes(image.size()) + " needed, " + human_bytes(free_bytes) + " free)");
-  }
-  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (out < 0) throw_fault(write_failure_message(to, errno, "creating"));
-  int err = 0;
-  const char* doing = "writing";
-  try {
-    if (st) copy_file_attributes(from, *st, out, to);
-    for (size_t done = 0; done < image.size();) {
-      const ssize_t w = ::write(out, image.data() + done, image.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        err = errno;
-        break;
-      }
-      done += static_cast<size_t>(w);
-    }
-    if (!err && ::fsync(out) != 0) err = errno, doing = "syncing";
-  } catch (...) {
-    ::close(out);
-    throw;
-  }
-  if (::close(out) != 0 && !err) err = errno, doing = "closing";
-  if (err) throw_fault(write_failure_message(to, err, doing));
+  if (::statvfs(dir.c_str(), &v) != 0) return;
+  const unsigned long long free_bytes = static_cast<unsigned long long>(v.f_bavail) * v.f_frsize;
+  if (free_bytes >= bytes) return;
+  const std::string name = describe_filesystem(to);
+  throw_fault("no space left on " + (name.empty() ? dir : name) + " for the new copy of the results file (" +
+              human_bytes(bytes) + " needed, " + human_bytes(free_bytes) + " free)");
 }
 
 void fsync_directory(const std::string& dir) {
@@ -174,7 +151,8 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
     image.assign(static_cast<size_t>(size), '\0');
     DLPERF_CHECK_HDF5(H5Fget_file_image(file, image.data(), image.size()));
   }  // closed in memory: nothing to fail on disk
-  write_new_file(tmp.path, image, target, exists ? &st : nullptr);
+  check_space_for(tmp.path, image.size());
+  write_new_file(tmp.path, std::string_view(image.data(), image.size()), target, exists ? &st : nullptr);
   if (::rename(tmp.path.c_str(), target.c_str()) != 0)
     throw_fault("cannot rename " + tmp.path + " to " + target + ": " + std::strerror(errno));
   tmp.keep = true;

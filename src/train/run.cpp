@@ -8,10 +8,10 @@
 
 #include "comm/core_pinning.h"
 #include "comm/make_communicator.h"
-#include "core/error.h"
-#include "trace/async_writer.h"
 #include "comm/mpi_main.h"
 #include "core/check.h"
+#include "core/error.h"
+#include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"
 #include "train/gradient_exchange.h"
@@ -128,9 +128,11 @@ Registration register_run(MPI_Comm world, bool root, const TrainOptions& o, Reco
     try {
       rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info, opt);
     } catch (const LockInterrupted& e) {
-      code = 2, message = e.what();
+      code = 2;
+      message = e.what();
     } catch (const Error& e) {
-      code = e.kind() == ErrorKind::usage ? 1 : 3, message = e.what();
+      code = e.kind() == ErrorKind::usage ? 1 : 3;
+      message = e.what();
     }
   }
   DLPERF_CHECK_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, world));
