@@ -9,12 +9,17 @@
 
 #include "comm/mpi_main.h"
 #include "core/error.h"
+#include "train/cluster.h"
 #include "train/options.h"
 #include "train/run.h"
 #include "train/size_limits.h"
 
 int main(int argc, char** argv) {
   using namespace dlperf;
+  // First of all: Slurm's --signal may come within seconds of the start (its timer resolution
+  // is up to a minute), and an unhandled SIGUSR1 would kill the rank instead of stopping the
+  // run cleanly. run_training() installs them again after MPI_Init.
+  install_stop_handlers();
   // Options are checked before MPI starts: bad input never starts a job or creates a file.
   TrainOptions options;
   try {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # How a run ends, as a job script sees it (issue 18 rows 3, 8, 9; README "Exit codes"):
 #  1. SIGTERM to a 1-rank run: it stops at an iteration, is recorded as partial and exits 4;
+#     a SIGUSR1 during start-up is handled the same way, never kills the process;
 #  2. --lr 1e9: the loss explodes while staying finite; the run fails as diverged (exit 5),
 #     recorded as failed with the reason;
 #  3. runs that differ in image size or a reduced-network size, appended to one file, are
@@ -30,6 +31,15 @@ tail -3 "$dir/term.log"
 [ "$rc" -eq 4 ] || bad "SIGTERM: exit $rc, want 4"
 grep -q 'recorded as partial' "$dir/term.log" || bad "SIGTERM: no partial note"
 [ "$(status_of "$dir/term.h5" 1 status)" = partial ] || bad "SIGTERM: status $(status_of "$dir/term.h5" 1 status), want partial"
+
+echo "== 1b. SIGUSR1 during start-up (Slurm's --signal can come that early): a clean stop, not a kill"
+"$train" "${small[@]}" --image-size 32 --iterations 100000 --warmup 2 --print-every 0 --output "$dir/early.h5" \
+  >"$dir/early.log" 2>&1 &
+job=$!
+sleep 0.2
+kill -USR1 "$job"
+wait "$job"; rc=$?
+[ "$rc" -eq 4 ] || { bad "SIGUSR1 at start-up: exit $rc, want 4 (138: killed by the signal)"; cat "$dir/early.log"; }
 
 echo "== 2. --lr 1e9 diverges"
 "$train" "${small[@]}" --image-size 32 --iterations 8 --warmup 1 --print-every 0 --lr 1e9 --output "$dir/div.h5" \
