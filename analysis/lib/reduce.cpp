@@ -137,6 +137,7 @@ ConfigKey config_key(const RunInfo& i) {
   }
   count("threads", i.threads_per_rank);
   text("cpu", i.cpu_model);
+  text("cpu_isa", i.cpu_isa);  // the kernels oneDNN dispatches to (ONEDNN_MAX_CPU_ISA can lower it)
   text("gpu", i.gpu_model);
   for (const auto& [lib, v] : i.versions) text("version_" + lib, v);
   text("git_revision", i.git_revision);

@@ -37,7 +37,7 @@ struct ConfigKey {
   // Everything else that changes the work or the speed, by name: image and sequence sizes,
   // masked positions, classes, optimizer, data source, parameter count, every other
   // dlperf-train setting the trace recorded (reduced-network sizes, threads, buckets, ...),
-  // and the build and machine (CPU, GPU, library versions, NCCL transport).
+  // and the build and machine (CPU and its kernel ISA, GPU, library versions, NCCL transport).
   std::map<std::string, std::string> details;
   auto operator<=>(const ConfigKey&) const = default;
   std::string label() const;  // "resnet50_fp32_b128_cpu[_variant]": the JSON and CSV key

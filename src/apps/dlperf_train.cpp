@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
   TrainOptions options;
   try {
     if (parse_train_options(argc, argv, options, std::cout) == ParseOutcome::exit_ok) return 0;
-    // Host memory bounds the CPU backend's activations (a GPU's is checked per tensor only).
-    if (options.backend == BackendKind::cpu) check_activation_sizes(options, physical_memory_bytes());
+    // Host memory bounds the CPU backend's activations (a GPU's is checked per tensor only);
+    // --plan-only allocates none of them.
+    if (options.backend == BackendKind::cpu && !options.plan_only) check_activation_sizes(options, physical_memory_bytes());
   } catch (const Error& e) {
     std::cerr << "dlperf-train: " << e.what() << '\n';
     return e.kind() == ErrorKind::usage ? kExitUsage : kExitError;

@@ -53,14 +53,17 @@ TEST(ReduceGroups, SequenceLengthSettingsAndMachineSplitGroups) {
   b.info.seq_len = 512;
   c.info.settings = {"bert-layers=2"};  // a reduced network, recorded only among the settings
   d.info.cpu_model = "another CPU";
+  RunRecord f = a;
+  f.info.cpu_isa = "avx2";              // ONEDNN_MAX_CPU_ISA lowered: other kernels, other speed
   e.info.hosts = {"other-node"};        // where a run ran does not change what it measured
   e.info.repeat_index = 3;
-  Reduction r = reduce_runs({a, b, c, d, e}, MethodOptions{});
-  ASSERT_EQ(r.configs.size(), 4u);
+  Reduction r = reduce_runs({a, b, c, d, e, f}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 5u);
   std::set<std::string> labels;
   for (const auto& cfg : r.configs) labels.insert(cfg.label);
-  EXPECT_EQ(labels.size(), 4u);  // labels key the JSON and CSV: they must differ too
+  EXPECT_EQ(labels.size(), 5u);  // labels key the JSON and CSV: they must differ too
   EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_cpu=another-CPU_seq-len=128")) << *labels.begin();
+  EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_cpu_isa=avx2_seq-len=128"));
   EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_bert-layers=2_seq-len=128"));
   size_t two_runs = 0;
   for (const auto& cfg : r.configs) two_runs += cfg.points[0].stats.runs == 2;
