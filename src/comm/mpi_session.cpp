@@ -61,6 +61,8 @@ WorldInfo discover_world(MPI_Comm world) {
     w.hosts.emplace_back(s, strnlen(s, MPI_MAX_PROCESSOR_NAME));
   }
   w.this_host = w.hosts[static_cast<size_t>(w.rank)];
+  w.local_ranks.resize(static_cast<size_t>(w.size));
+  DLPERF_CHECK_MPI(MPI_Allgather(&w.local_rank, 1, MPI_INT, w.local_ranks.data(), 1, MPI_INT, world));
   return w;
 }
 
