@@ -265,7 +265,7 @@ INI
 # and measures the time until the job stops running. Writes "SECONDS OUTPUT RANK" to file $3
 # (the job's output file; RANK: the rank killed, none for the link).
 fault_job() {
-  local kind=$1 report=$2 id out p pid= rank=none t0 t1 state host2 ns2
+  local kind=$1 report=$2 id out p pid='' rank=none t0 t1 state host2 ns2
   host2=$(netns_cluster_host 2)
   ns2=$(netns_cluster_ns 2)
   id=$(submit "$dir/gen/rn50_cpu_2n2r.sh")
