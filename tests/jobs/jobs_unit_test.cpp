@@ -193,7 +193,7 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
                            "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
-                           "srun --mpi=pmix dlperf-train --model bert_base --backend cuda --precision fp16",
+                           "srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
                            "results=${DLPERF_RESULTS:-results.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
                            "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})
