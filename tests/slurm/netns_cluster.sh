@@ -16,18 +16,24 @@
 # collide with anything (ports are per namespace), and two clusters (two test runs) never
 # meet: each has its own tag, bridge, namespaces, munge key and state directory, and its
 # node host names (which Open MPI's /dev/shm and session file names contain) are unique.
-# Files outside DIR: /run/netns/dlperf-T-* and /etc/netns/dlperf-T-*/hosts (read by
-# `ip netns exec`), both removed by netns_cluster_stop.
+# Each node's Slurm temporary directory (TmpFS, where the PMIx plugin puts files whose names
+# are the same on every node) is its own, under DIR. Outside DIR: /run/netns/dlperf-T-*.
+# Namespaces are entered with nsenter, never `ip netns exec` or `ip -n`: those remount /sys
+# and make / a slave mount, which fails in a chroot (scripts/check-fresh-machine.sh) where /
+# is not a mount point; nothing here needs a mount namespace. Node names resolve through
+# NodeAddr in slurm.conf; nothing else looks them up.
 #
 # The node links: netns_cluster_link_dev I prints node I's switch-side veth (in the head
 # namespace) for `tc` or `ip link set down`; netns_cluster_shape RATE sets every link's
 # bandwidth both ways (tbf). Node I's processes: `ip netns pids "$(netns_cluster_ns I)"`.
-# Needs root, iproute2 (ip, tc), util-linux (unshare), slurm-wlm and munge.
+# Needs root, iproute2 (ip, tc), util-linux (nsenter, unshare), slurm-wlm and munge.
 
 NETNS_CLUSTER_PIDS=()  # "name:pid" of every daemon started, in start order
 NETNS_CLUSTER_NS=()    # namespaces created, head first
 NETNS_CLUSTER_TAG=
 NETNS_CLUSTER_NODES=0
+# shellcheck disable=SC2034  # for the caller
+NETNS_CLUSTER_JOB_STATE=       # set by netns_cluster_wait_job
 readonly NETNS_CLUSTER_NET=10.213.0    # /24 inside the head namespace only
 readonly NETNS_CLUSTER_PORT=6817       # slurmctld; slurmd on +1: per namespace, never shared
 
@@ -37,21 +43,23 @@ netns_cluster_ns() { echo "dlperf-$NETNS_CLUSTER_TAG-n$1"; }            # node I
 netns_cluster_host() { echo "m${NETNS_CLUSTER_TAG}n$1"; }                  # node I's host and Slurm node name
 netns_cluster_head() { echo "dlperf-$NETNS_CLUSTER_TAG-head"; }
 netns_cluster_link_dev() { echo "v$1"; }                                  # in the head namespace
-netns_cluster_exec() { ip netns exec "$(netns_cluster_head)" "$@"; }
-netns_cluster_node_exec() { local i=$1; shift; ip netns exec "$(netns_cluster_ns "$i")" "$@"; }
+netns_cluster_in() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }  # CMD in namespace $1
+netns_cluster_exec() { netns_cluster_in "$(netns_cluster_head)" "$@"; }
 
 # Can this process make namespaces, veths and a bridge? Prints why not and returns 1.
 netns_cluster_can_start() {
   local probe="dlperf-probe-$$" why=
   if [ "$(id -u)" -ne 0 ]; then echo "needs root (network namespaces, veth, bridge)"; return 1; fi
-  for t in ip tc unshare munged mungekey slurmctld slurmd sbatch; do
+  for t in ip tc nsenter unshare munged mungekey slurmctld slurmd sbatch; do
     command -v "$t" >/dev/null || { echo "$t not found (scripts/setup-debian.sh --tests installs it)"; return 1; }
   done
   if ! why=$(ip netns add "$probe" 2>&1); then echo "cannot create a network namespace: $why"; return 1; fi
-  if ! why=$(ip -n "$probe" link add br0 type bridge 2>&1 && ip -n "$probe" link add v0 type veth peer name v1 2>&1 &&
-             ip netns exec "$probe" unshare --uts hostname dlperf-probe 2>&1); then
+  if ! why=$(netns_cluster_in "$probe" ip link add br0 type bridge 2>&1 &&
+             netns_cluster_in "$probe" ip link add v0 type veth peer name v1 2>&1 &&
+             netns_cluster_in "$probe" tc qdisc add dev v0 root tbf rate 1mbit burst 16k latency 100ms 2>&1 &&
+             netns_cluster_in "$probe" unshare --uts hostname dlperf-probe 2>&1); then
     ip netns del "$probe" 2>/dev/null
-    echo "cannot create a bridge, veth pair or UTS namespace in a network namespace: $why"
+    echo "cannot create a bridge, veth pair, tbf qdisc or UTS namespace in a network namespace: $why"
     return 1
   fi
   ip netns del "$probe"
@@ -68,32 +76,23 @@ netns_cluster_remove_stale() {
     netns_cluster_log "removing $ns, left by test process $owner (gone)"
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns del "$ns" 2>/dev/null || true
-    rm -rf "/etc/netns/$ns"
   done
 }
 
-# Starts a daemon in namespace $2 under its own UTS namespace with host name $3 and, given a
-# directory $4, that directory as its node-local /tmp and a private /dev/shm (Slurm's PMIx
-# plugin and Open MPI put per-host files there under names that are the same on every node,
-# as they may be on real nodes); the rest is the command, its output going to $5. `ip netns
-# exec` runs it in a mount namespace of its own (whose mounts do not reach the machine's);
-# it and `unshare` (without --fork) exec in turn, so $! is the daemon's PID.
+# Starts a daemon in network namespace $2 under its own UTS namespace with host name $3; the
+# rest is the command, its output going to $4. nsenter, unshare (without --fork) and sh exec
+# in turn, so $! is the daemon's PID (nsenter itself, not a shell function: a function run
+# in the background is a subshell that would stand between $! and the daemon).
 netns_cluster_spawn() {
-  local name=$1 ns=$2 host=$3 tmp=$4 log=$5
-  shift 5
+  local name=$1 ns=$2 host=$3 log=$4
+  shift 4
   # shellcheck disable=SC2016
-  ip netns exec "$ns" unshare --uts sh -c '
-    hostname "$1" || exit 1
-    if [ -n "$2" ]; then
-      mount --bind "$2" /tmp && mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm || exit 1
-    fi
-    shift 2
-    exec "$@"' sh "$host" "$tmp" "$@" >"$log" 2>&1 &
+  nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$host" "$@" >"$log" 2>&1 &
   NETNS_CLUSTER_PIDS+=("$name:$!")
 }
 
 netns_cluster_start() {
-  local dir=$1 n=$2 cpus=${3:-2} i ns head hosts
+  local dir=$1 n=$2 cpus=${3:-2} i ns head
   [ "$n" -ge 1 ] && [ "$n" -le 32 ] || { netns_cluster_log "node count $n out of 1..32"; return 1; }
   netns_cluster_remove_stale
   NETNS_CLUSTER_TAG="$$x$(printf '%04x' $((RANDOM % 65536)))"
@@ -101,34 +100,27 @@ netns_cluster_start() {
   head=$(netns_cluster_head)
   mkdir -p "$dir"/{munge,state,log}
   for i in $(seq 1 "$n"); do
-    mkdir -p "$dir/spool/$(netns_cluster_host "$i")" "$dir/node-tmp/n$i"
-    chmod 1777 "$dir/node-tmp/n$i"
+    mkdir -p "$dir/spool/$(netns_cluster_host "$i")" "$dir/tmp/$(netns_cluster_host "$i")"
+    chmod 1777 "$dir/tmp/$(netns_cluster_host "$i")"
   done
   chmod 0755 "$dir" "$dir/munge"
 
   # The fabric: a bridge in the head namespace, one veth pair per node.
-  hosts="127.0.0.1 localhost"$'\n'"$NETNS_CLUSTER_NET.254 m${NETNS_CLUSTER_TAG}h"
-  for i in $(seq 1 "$n"); do hosts+=$'\n'"$NETNS_CLUSTER_NET.$i $(netns_cluster_host "$i")"; done
   ip netns add "$head" || return 1
   NETNS_CLUSTER_NS+=("$head")
-  ip -n "$head" link set lo up
-  ip -n "$head" link add br0 type bridge
-  ip -n "$head" addr add "$NETNS_CLUSTER_NET.254/24" dev br0
-  ip -n "$head" link set br0 up
+  netns_cluster_in "$head" ip link set lo up
+  netns_cluster_in "$head" ip link add br0 type bridge
+  netns_cluster_in "$head" ip addr add "$NETNS_CLUSTER_NET.254/24" dev br0
+  netns_cluster_in "$head" ip link set br0 up
   for i in $(seq 1 "$n"); do
     ns=$(netns_cluster_ns "$i")
     ip netns add "$ns" || return 1
     NETNS_CLUSTER_NS+=("$ns")
-    ip -n "$ns" link set lo up
-    ip -n "$head" link add "v$i" type veth peer name eth0 netns "$ns"
-    ip -n "$head" link set "v$i" master br0 up
-    ip -n "$ns" addr add "$NETNS_CLUSTER_NET.$i/24" dev eth0
-    ip -n "$ns" link set eth0 up
-  done
-  # Name resolution for every node, on every node: `ip netns exec` bind-mounts these over /etc.
-  for ns in "${NETNS_CLUSTER_NS[@]}"; do
-    mkdir -p "/etc/netns/$ns"
-    echo "$hosts" >"/etc/netns/$ns/hosts"
+    netns_cluster_in "$ns" ip link set lo up
+    netns_cluster_in "$head" ip link add "v$i" type veth peer name eth0 netns "$ns"
+    netns_cluster_in "$head" ip link set "v$i" master br0 up
+    netns_cluster_in "$ns" ip addr add "$NETNS_CLUSTER_NET.$i/24" dev eth0
+    netns_cluster_in "$ns" ip link set eth0 up
   done
 
   mungekey --create --keyfile "$dir/munge/munge.key" >/dev/null 2>&1 ||
@@ -153,6 +145,8 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
+# Per node (the PMIx plugin's spmix_appdir_<uid>_<job>.<step> would collide in one /tmp).
+TmpFS=$dir/tmp/%n
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -177,20 +171,16 @@ CONF
     done
     echo "PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP"
   } >"$dir/slurm.conf"
-  # No cgroup plugin is used (proctrack/linuxproc, task/none), but slurmd initialises one and
-  # its autodetection fails on the fresh /sys that `ip netns exec` mounts: name it instead.
-  echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
   export SLURM_CONF=$dir/slurm.conf
 
-  netns_cluster_spawn munged "$head" "m${NETNS_CLUSTER_TAG}h" "" "$dir/log/munged.out" \
+  netns_cluster_spawn munged "$head" "m${NETNS_CLUSTER_TAG}h" "$dir/log/munged.out" \
     munged -F --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
     --log-file="$dir/log/munged.log" --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/munged.seed"
   for _ in $(seq 1 50); do [ -S "$dir/munge/munge.socket" ] && break; sleep 0.1; done
-  netns_cluster_spawn slurmctld "$head" "m${NETNS_CLUSTER_TAG}h" "" "$dir/log/slurmctld.out" slurmctld -D -i -f "$SLURM_CONF"
+  netns_cluster_spawn slurmctld "$head" "m${NETNS_CLUSTER_TAG}h" "$dir/log/slurmctld.out" slurmctld -D -i -f "$SLURM_CONF"
   for _ in $(seq 1 100); do netns_cluster_exec scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
   for i in $(seq 1 "$n"); do
-    netns_cluster_spawn "slurmd-n$i" "$(netns_cluster_ns "$i")" "$(netns_cluster_host "$i")" "$dir/node-tmp/n$i" \
-      "$dir/log/slurmd-n$i.out" \
+    netns_cluster_spawn "slurmd-n$i" "$(netns_cluster_ns "$i")" "$(netns_cluster_host "$i")" "$dir/log/slurmd-n$i.out" \
       slurmd -D -N "$(netns_cluster_host "$i")" -f "$SLURM_CONF"
   done
   local idle=0
@@ -216,16 +206,16 @@ netns_cluster_shape() {
   local rate=$1 i head burst bits
   head=$(netns_cluster_head)
   for i in $(seq 1 "$NETNS_CLUSTER_NODES"); do
-    tc -n "$head" qdisc del dev "v$i" root 2>/dev/null || true
-    tc -n "$(netns_cluster_ns "$i")" qdisc del dev eth0 root 2>/dev/null || true
+    netns_cluster_in "$head" tc qdisc del dev "v$i" root 2>/dev/null || true
+    netns_cluster_in "$(netns_cluster_ns "$i")" tc qdisc del dev eth0 root 2>/dev/null || true
   done
   [ "$rate" = none ] && return 0
   bits=$(netns_cluster_rate_bits "$rate") || return 1
   burst=$((bits / 8 / 500))
   [ "$burst" -ge 16384 ] || burst=16384
   for i in $(seq 1 "$NETNS_CLUSTER_NODES"); do
-    tc -n "$head" qdisc add dev "v$i" root tbf rate "$rate" burst "$burst" latency 100ms || return 1
-    tc -n "$(netns_cluster_ns "$i")" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms || return 1
+    netns_cluster_in "$head" tc qdisc add dev "v$i" root tbf rate "$rate" burst "$burst" latency 100ms || return 1
+    netns_cluster_in "$(netns_cluster_ns "$i")" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms || return 1
   done
 }
 
@@ -248,7 +238,7 @@ netns_cluster_rate_bits() {
 netns_cluster_stop() {
   local i name pid ns
   if [ ${#NETNS_CLUSTER_PIDS[@]} -gt 0 ] && netns_cluster_exec scontrol ping >/dev/null 2>&1; then
-    netns_cluster_exec squeue -h -o %i 2>/dev/null | xargs -r ip netns exec "$(netns_cluster_head)" scancel >/dev/null 2>&1 || true
+    netns_cluster_exec squeue -h -o %i 2>/dev/null | xargs -r nsenter --net="/run/netns/$(netns_cluster_head)" scancel >/dev/null 2>&1 || true
     for _ in $(seq 1 50); do
       [ -z "$(netns_cluster_exec squeue -h -t R,CG,PD -o %i 2>/dev/null)" ] && break
       sleep 0.2
@@ -274,15 +264,17 @@ netns_cluster_stop() {
   done
   for ns in "${NETNS_CLUSTER_NS[@]}"; do
     ip netns del "$ns" 2>/dev/null || netns_cluster_log "could not delete namespace $ns"
-    rm -rf "/etc/netns/$ns"
   done
   [ ${#NETNS_CLUSTER_NS[@]} -eq 0 ] || netns_cluster_log "stopped; namespaces ${NETNS_CLUSTER_NS[*]} deleted"
   NETNS_CLUSTER_NS=()
 }
 
-# Waits until job $1 has left the queue (at most $2 s); prints its final state.
+# Waits until job $1 has left the queue (at most $2 s) and sets NETNS_CLUSTER_JOB_STATE to
+# its final state (COMPLETED, FAILED, ...). Not meant for $(...): the loop runs in the
+# caller's shell, so its INT/TERM trap runs within one poll, not when the wait ends.
 netns_cluster_wait_job() {
   local id=$1 limit=$2 t=0
+  NETNS_CLUSTER_JOB_STATE=
   while [ -n "$(netns_cluster_exec squeue -h -j "$id" -o %i 2>/dev/null)" ]; do
     if [ "$t" -ge $((limit * 5)) ]; then
       netns_cluster_log "job $id still queued or running after $limit s"
@@ -291,5 +283,10 @@ netns_cluster_wait_job() {
     sleep 0.2
     t=$((t + 1))
   done
-  netns_cluster_exec scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1
+  NETNS_CLUSTER_JOB_STATE=$(netns_cluster_job_state "$id")
+}
+
+# The state of job $1 as scontrol reports it (PENDING, RUNNING, COMPLETING, COMPLETED, ...).
+netns_cluster_job_state() {
+  netns_cluster_exec scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1
 }
