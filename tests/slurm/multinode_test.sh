@@ -193,7 +193,7 @@ table_row() {
 # Every link at HIGH, then at LOW bandwidth: dlperf-comm's bus bandwidth against the link, and
 # a 2-node job's exposed communication and scaling efficiency against a 1-node baseline.
 mode_fabric() {
-  local high=${DLPERF_MULTINODE_HIGH:-200mbit} low=${DLPERF_MULTINODE_LOW:-20mbit}
+  local high=${DLPERF_MULTINODE_HIGH:-100mbit} low=${DLPERF_MULTINODE_LOW:-20mbit}
   # Bus bandwidth / link rate must lie in [min, max]: TCP/IPv4 headers and Ethernet framing
   # take 4.4% of a 1500-byte frame (the shaper counts frames), acknowledgements share the
   # shaped links, and the allreduce adds a reduction and a latency per step: 0.75 leaves room
