@@ -160,7 +160,7 @@ INI
     [ "$(grep -c "^replicas: parameters bit-identical on all $((2 * nodes)) ranks" "$out")" -eq 2 ]
     grep -Eq "^\| $nodes \| $((2 * nodes)) \| [0-9]+ \| [0-9.]+ \|" "$out"   # the job's own table
     grep -q "^export UCX_TLS='tcp,sm,self'$" "$dir/gen/$script"
-  done < <(sed -n 's/^submitted \(.*_cpu_.*\.sh\) as job \([0-9]*\)$/\1 \2/p' "$work/submit.log")
+  done < <(sed -n 's/^submitted \([^ ]*_cpu_[^ ]*\.sh\) as job \([0-9]*\).*/\1 \2/p' "$work/submit.log")
   id=$(sed -n 's/^submitted reduce.sh as job \([0-9]*\).*/\1/p' "$work/submit.log")
   netns_cluster_wait_job "$id" 120
   state=$NETNS_CLUSTER_JOB_STATE
@@ -235,9 +235,11 @@ INI
     comm=$(netns_cluster_exec srun -N2 --ntasks-per-node=1 --mpi=pmix dlperf-comm --min-bytes "$bytes" --max-bytes "$bytes" \
              --iters 8 --warmup 2 --timeout 60)
     echo "$comm"
-    # 2 ranks: busbw = algbw = size / time; from the time column, which has more digits.
-    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / $3 / 1e3 }')
-    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print $6 }')" = 0 ]  # #wrong
+    # 2 ranks: busbw = algbw = size / time, from the in-place time column (the gradients' case;
+    # it has more digits than the GB/s columns). Rows: size count time algbw busbw #wrong, or
+    # nccl-tests' size count type redop root, then time algbw busbw #wrong out of place and in place.
+    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / (NF >= 13 ? $10 : $3) / 1e3 }')
+    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print NF >= 13 ? $9 + $13 : $6 }')" = 0 ]  # #wrong
     ratio=$(awk -v b="$busbw" -v r="$bits" 'BEGIN { printf "%.3f", b * 8e9 / r }')
     echo "bus bandwidth $busbw GB/s = $ratio x the link's $rate (accepted: $min_ratio .. $max_ratio)"
     awk -v x="$ratio" -v lo="$min_ratio" -v hi="$max_ratio" 'BEGIN { exit !(x >= lo && x <= hi) }'
