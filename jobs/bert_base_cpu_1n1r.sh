@@ -55,6 +55,9 @@ seconds_left() {
   echo $((days * 86400 + s))
 }
 
+# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's
+# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it
+# until the time limit.
 for ((i = 0; i < repeats; i++)); do
   left=$(seconds_left)
   if [ "$left" -le 120 ]; then
@@ -63,7 +66,7 @@ for ((i = 0; i < repeats; i++)); do
     break
   fi
   echo "dlperf: repeat $i of $repeats"
-  srun --mpi=pmix dlperf-train --model bert_base --backend cpu --precision fp32 \
+  srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cpu --precision fp32 \
       --batch-size 16 --iterations 120 --warmup 20 --threads "$SLURM_CPUS_PER_TASK" \
       --seq-len 128 --max-predictions 20 \
       --output "$results" --repeat-index "$i"

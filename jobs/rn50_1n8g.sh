@@ -56,6 +56,9 @@ seconds_left() {
   echo $((days * 86400 + s))
 }
 
+# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's
+# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it
+# until the time limit.
 for ((i = 0; i < repeats; i++)); do
   left=$(seconds_left)
   if [ "$left" -le 120 ]; then
@@ -64,7 +67,7 @@ for ((i = 0; i < repeats; i++)); do
     break
   fi
   echo "dlperf: repeat $i of $repeats"
-  srun --mpi=pmix dlperf-train --model resnet50 --backend cuda --precision fp16 \
+  srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model resnet50 --backend cuda --precision fp16 \
       --batch-size 256 --iterations 120 --warmup 20 --threads "$SLURM_CPUS_PER_TASK" \
       --output "$results" --repeat-index "$i"
   rc=$?

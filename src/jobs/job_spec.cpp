@@ -194,9 +194,11 @@ Profile load_profile(const IniFile& f) {
   if (p.loader == EnvLoader::spack && p.spack_env.empty()) env.fail("spack_env", "must name the Spack environment (a path or name) when load = spack");
 
   if (const IniSection* net = f.find("network")) {
-    static const std::regex var("[A-Z_][A-Z0-9_]*");
+    // Any portable variable name: Open MPI's MCA variables are mixed case (OMPI_MCA_btl_tcp_if_include).
+    static const std::regex var("[A-Za-z_][A-Za-z0-9_]*");
     for (const auto& e : net->entries) {
-      if (!std::regex_match(e.key, var)) throw_bad_input(f.where(e.line) + ": [network] keys are environment variables like UCX_TLS (got '" + e.key + "')");
+      if (!std::regex_match(e.key, var))
+        throw_bad_input(f.where(e.line) + ": [network] keys are environment variables like UCX_TLS or OMPI_MCA_btl (got '" + e.key + "')");
       if (e.value.find_first_of("'\n") != std::string::npos) throw_bad_input(f.where(e.line) + ": " + e.key + " must not contain a single quote");
       p.env.emplace_back(e.key, e.value);
     }

@@ -108,7 +108,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  for x in \"${part[@]}\"; do s=$((s * 60 + 10#$x)); done\n"
     << "  echo $((days * 86400 + s))\n"
     << "}\n\n";
-  o << "for ((i = 0; i < repeats; i++)); do\n"
+  o << "# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's\n"
+    << "# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it\n"
+    << "# until the time limit.\n"
+    << "for ((i = 0; i < repeats; i++)); do\n"
     << "  left=$(seconds_left)\n"
     << "  if [ \"$left\" -le " << p.signal_seconds << " ]; then\n"
     << "    echo \"dlperf: ${left} s left, too little for repeat $i of $repeats: not started\" >&2\n"
@@ -116,7 +119,7 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "    break\n"
     << "  fi\n"
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
-    << "  srun --mpi=" << p.srun_mpi << " dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
     << " --precision " << j.precision << " \\\n"
     << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup
     << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";

@@ -78,6 +78,8 @@ struct IterationTiming {
 
 struct RankTrace {
   std::string host;
+  int64_t local_rank = -1;         // rank among its node's ranks; -1: not recorded (schema < 1.2)
+  uint64_t param_checksum = 0;     // ParamStore::checksum() after the last iteration; 0: not recorded
   double clock_offset = 0;         // s added to this rank's clock to get rank 0's
   int64_t peak_memory_bytes = 0;   // peak resident (CPU) or device (GPU) memory
   std::vector<IterationTiming> iterations;  // completed iterations, in order

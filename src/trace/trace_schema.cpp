@@ -8,6 +8,7 @@
 //     rank_host        str (R)       clock_offset f64 (R)   peak_memory_bytes i64 (R)
 //     iterations_completed i64 (R)   rows past a rank's count are NaN
 //     settings         str (n)       "name=value" per dlperf-train option (1.2)
+//     local_rank       i64 (R)       since 1.2     param_checksum u64 (R)  since 1.2, 0 = none
 #include "trace/trace_schema.h"
 
 #include <algorithm>
@@ -158,11 +159,14 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   std::vector<float> phases(I * R * kPhaseCount, static_cast<float>(nan)), comm(I * R, static_cast<float>(nan)),
       loss(I * R, static_cast<float>(nan));
   std::vector<double> offset(R);
-  std::vector<int64_t> peak(R), completed(R);
+  std::vector<int64_t> peak(R), completed(R), local_rank(R);
+  std::vector<uint64_t> checksum(R);
   for (size_t r = 0; r < R; ++r) {
     const RankTrace& rank = record.ranks[r];
     offset[r] = rank.clock_offset;
     peak[r] = rank.peak_memory_bytes;
+    local_rank[r] = rank.local_rank;
+    checksum[r] = rank.param_checksum;
     completed[r] = static_cast<int64_t>(rank.iterations.size());
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       const IterationTiming& it = rank.iterations[i];
@@ -183,6 +187,8 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "clock_offset", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hR}, offset.data());
   h5::write_rows(group, "peak_memory_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, peak.data());
   h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
+  h5::write_rows(group, "local_rank", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, local_rank.data());
+  h5::write_rows(group, "param_checksum", H5T_NATIVE_UINT64, H5T_STD_U64LE, {hR}, checksum.data());
 }
 
 RunRecord read_run_group(hid_t group) {
@@ -226,6 +232,12 @@ RunRecord read_run_group(hid_t group) {
   h5::read_all(group, "peak_memory_bytes", H5T_NATIVE_INT64, {hR}, peak.data());
   h5::read_all(group, "iterations_completed", H5T_NATIVE_INT64, {hR}, completed.data());
   info.hosts = h5::read_strings(group, "rank_host", hR);
+  // Added in schema 1.2: older files have neither.
+  std::vector<int64_t> local_rank(R, -1);
+  std::vector<uint64_t> checksum(R, 0);
+  if (h5::has_link(group, "local_rank")) h5::read_all(group, "local_rank", H5T_NATIVE_INT64, {hR}, local_rank.data());
+  if (h5::has_link(group, "param_checksum"))
+    h5::read_all(group, "param_checksum", H5T_NATIVE_UINT64, {hR}, checksum.data());
 
   record.ranks.resize(R);
   for (size_t r = 0; r < R; ++r) {
@@ -233,6 +245,8 @@ RunRecord read_run_group(hid_t group) {
     rank.host = info.hosts[r];
     rank.clock_offset = offset[r];
     rank.peak_memory_bytes = peak[r];
+    rank.local_rank = local_rank[r];
+    rank.param_checksum = checksum[r];
     if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
       throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
     rank.iterations.resize(static_cast<size_t>(completed[r]));

@@ -1,10 +1,13 @@
 #include "train/run.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "comm/core_pinning.h"
 #include "comm/make_communicator.h"
@@ -85,11 +88,14 @@ struct Recorder {
   RunRecord record;
   double seconds = 0;
 
-  void collect(MPI_Comm comm, const RankTrace& mine, const std::vector<std::string>& hosts) {
+  void collect(MPI_Comm comm, const RankTrace& mine, const WorldInfo& w) {
     const double t0 = steady_seconds();
     auto ranks = gather_traces(comm, mine);
     if (!ranks.empty()) {  // rank 0
-      for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        ranks[r].host = w.hosts.at(r);
+        ranks[r].local_rank = w.local_ranks.at(r);
+      }
       record.ranks = std::move(ranks);
     }
     seconds += steady_seconds() - t0;
@@ -140,6 +146,19 @@ Registration register_run(MPI_Comm world, bool root, const TrainOptions& o, Reco
   if (code == 2) return {RunOutcome::not_started, message};
   if (code == 3) return {RunOutcome::not_recorded, "the run was not started: " + message};
   return {};
+}
+
+// "replicas: parameters bit-identical on all 4 ranks (checksum 0x...)", or which ranks differ
+// from rank 0 (a wrong allreduce, or ranks that ran different code).
+std::string replica_summary(const std::vector<uint64_t>& checksums, const std::vector<std::string>& hosts) {
+  if (checksums.size() < 2) return "";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(checksums[0]));
+  std::string differ;
+  for (size_t r = 1; r < checksums.size(); ++r)
+    if (checksums[r] != checksums[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r) + " (" + hosts.at(r) + ")";
+  if (differ.empty()) return "replicas: parameters bit-identical on all " + std::to_string(checksums.size()) + " ranks (checksum " + hex + ")\n";
+  return "replicas: parameters DIFFER from rank 0's (checksum " + std::string(hex) + ") on rank(s) " + differ + "\n";
 }
 
 }  // namespace
@@ -258,7 +277,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
-    rec.collect(world, t, w.hosts);
+    rec.collect(world, t, w);
     rec.flush();
   };
   try {
@@ -286,11 +305,17 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   }
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be->peak_memory_bytes();
-  rec.collect(world, mine, w.hosts);
+  rec.collect(world, mine, w);
+  // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
+  // gradients, same update): one checksum per rank makes a broken allreduce visible.
+  const uint64_t checksum = store.checksum();
+  std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
+  DLPERF_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, world));
 
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
   if (s.stopped_early) s.outcome = RunOutcome::partial;
   if (!root) return s;
+  for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
   const auto& ranks = rec.record.ranks;
   s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
   s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
@@ -312,6 +337,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  out << replica_summary(checksums, w.hosts);
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,

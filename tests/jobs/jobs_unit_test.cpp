@@ -130,7 +130,10 @@ TEST(Profile, BadValuesNameTheKey) {
   EXPECT_NE(profile_error(with("load = module", "load = conda")).find("load 'conda' is unknown"), std::string::npos);
   EXPECT_NE(profile_error(with("modules = dlperf/0.1.0 cuda", "modules =")).find("modules must list"), std::string::npos);
   EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu;rm")).find("must be one word"), std::string::npos);
-  EXPECT_NE(profile_error(with("UCX_TLS", "ucx_tls")).find("environment variables like UCX_TLS"), std::string::npos);
+  EXPECT_NE(profile_error(with("UCX_TLS", "UCX-TLS")).find("environment variables like UCX_TLS"), std::string::npos);
+  EXPECT_NE(profile_error(with("UCX_TLS", "1UCX_TLS")).find("environment variables like UCX_TLS"), std::string::npos);
+  // Open MPI's MCA variables are mixed case: an Ethernet cluster's profile needs them.
+  EXPECT_EQ(profile(with("UCX_TLS", "OMPI_MCA_btl_tcp_if_include")).env.front().first, "OMPI_MCA_btl_tcp_if_include");
   EXPECT_NE(profile_error(with("--exclusive", "exclusive")).find("long sbatch options"), std::string::npos);
   EXPECT_NE(profile_error(base + "[gpus]\n").find("unknown section [gpus]"), std::string::npos);
 }
@@ -190,7 +193,7 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
                            "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
-                           "srun --mpi=pmix dlperf-train --model bert_base --backend cuda --precision fp16",
+                           "srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
                            "results=${DLPERF_RESULTS:-results.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
                            "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A generated sbatch script's control flow without Slurm: srun, squeue, dlperf-train and
 # dlperf-reduce are stand-ins on PATH that log their arguments. Checks: every repeat runs
-# through srun --mpi=pmix with SRUN_CPUS_PER_TASK set and its own --repeat-index; a failed
+# through srun --mpi=pmix --kill-on-bad-exit=1 with SRUN_CPUS_PER_TASK set and its own --repeat-index; a failed
 # repeat does not stop the next ones but the script exits 1 at the end; the reduce table is
 # printed; with less time left than the --signal lead, no repeat starts; outside Slurm the
 # script says how to submit it and exits 2.
@@ -39,8 +39,9 @@ script=$tmp/gen/rn50_cpu_1n2r.sh
 
 cat >"$tmp/bin/srun" <<'SH'
 #!/bin/bash
-echo "srun $1 SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK UCX_TLS=$UCX_TLS" >>"$LOG"
-shift
+opts=()
+while [[ $1 == -* ]]; do opts+=("$1"); shift; done
+echo "srun ${opts[*]} SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK UCX_TLS=$UCX_TLS" >>"$LOG"
 exec "$@"
 SH
 cat >"$tmp/bin/squeue" <<'SH'
@@ -74,7 +75,7 @@ fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; d
 
 run ok
 [ $rc -eq 0 ] || fail "all repeats ok: exit $rc"
-[ "$(grep -c '^srun --mpi=pmix SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
+[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
 for i in 0 1 2; do
   grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.h5 --repeat-index $i$" "$LOG" ||
     fail "repeat $i arguments"
