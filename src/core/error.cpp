@@ -38,9 +38,17 @@ void throw_internal_error(std::string_view condition, const std::string& message
 
 }  // namespace dlperf
 
+#include <cerrno>
+#include <cstring>
+
 #include "core/check.h"
 
 namespace dlperf {
+std::string errno_string() {
+  const int e = errno;
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;

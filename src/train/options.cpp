@@ -80,7 +80,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds to wait for another rank before aborting the job")
     ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
     ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
-    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
+    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to cores of its own (hwloc: spread over sockets and NUMA nodes; near its GPU on cuda)")
     ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes");
   po::options_description bert("BERT pretraining (--model bert_base)");
   bert.add_options()

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "comm/allreduce_bench.h"
-#include "comm/core_pinning.h"
 #include "core/error.h"
 
 namespace dlperf {
@@ -32,20 +31,6 @@ TEST(CheckPattern, SumIsExactSmallInteger) {
       EXPECT_EQ(s, expected_sum(n, i));
       EXPECT_LE(expected_sum(n, i), 13.0f * static_cast<float>(n));
     }
-}
-
-TEST(CorePinning, DisjointRanges) {
-  const std::vector<int> allowed{0, 1, 2, 3, 8, 9};
-  EXPECT_EQ(disjoint_core_range(allowed, 0, 3, 2), (std::vector<int>{0, 1}));
-  EXPECT_EQ(disjoint_core_range(allowed, 2, 3, 2), (std::vector<int>{8, 9}));
-  try {
-    disjoint_core_range(allowed, 0, 4, 2);
-    FAIL() << "expected a usage error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::usage);
-    EXPECT_NE(std::string(e.what()).find("needs 8 cores"), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(allowed_cores().empty());
 }
 
 TEST(RequestText, NamesOperationAndSize) {
