@@ -52,7 +52,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("version", "print the version and exit")
     ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
-    ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
+    ("precision", po::value(&precision)->default_value(precision), "fp32, bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
     ("image-size", po::value(&o.image_size)->default_value(o.image_size), "input height and width")
     ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
