@@ -32,5 +32,8 @@ last=$(tail -n 1 "$out")
 # Half and bfloat16 are NCCL-only: one line naming the flag, exit 2.
 rc=0
 "$mpiexec" -np 1 "$exe" -d half >"$out" 2>&1 || rc=$?
-[ $rc -eq 2 ] && grep -q '^dlperf-comm: --datatype (-d) half: MPI has no such type' "$out" || { cat "$out"; fail "-d half on mpi: exit $rc"; }
+if [ $rc -ne 2 ] || ! grep -q '^dlperf-comm: --datatype (-d) half: MPI has no such type' "$out"; then
+  cat "$out"
+  fail "-d half on mpi: exit $rc"
+fi
 echo "nccl-tests format ok"
