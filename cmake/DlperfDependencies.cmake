@@ -7,6 +7,12 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
+# The oneDNN backend uses the v2 API (operation descriptors such as dnnl::matmul::desc), which
+# oneDNN 3 removed: say so here rather than with hundreds of compile errors.
+if(dnnl_VERSION VERSION_LESS 2.6 OR NOT dnnl_VERSION VERSION_LESS 3)
+  message(FATAL_ERROR "oneDNN ${dnnl_VERSION} found (${dnnl_DIR}); dlperf needs oneDNN 2.6 to 2.x "
+                      "(Debian 12's libdnnl-dev, or Spack's onednn@2.6:2): set dnnl_DIR to one")
+endif()
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(Boost REQUIRED COMPONENTS program_options)
 # hwloc (>= 2): the node's topology, for pinning ranks to cores and describing the node. Through
