@@ -1,5 +1,5 @@
 # Finds every dependency through CMake's own find modules or the packages' config files.
-# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, OpenMP, Threads, nlohmann-json
+# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, hwloc, OpenMP, Threads, nlohmann-json
 # (header-only, dlperf-reduce's baseline JSON reader).
 # Optional (DLPERF_CUDA=AUTO): CUDA Toolkit with cuBLAS, cuDNN and NCCL -> the CUDA backend.
 
@@ -8,9 +8,22 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
+# The oneDNN backend uses the v2 API (operation descriptors such as dnnl::matmul::desc), which
+# oneDNN 3 removed: say so here rather than with hundreds of compile errors.
+if(dnnl_VERSION VERSION_LESS 2.6 OR NOT dnnl_VERSION VERSION_LESS 3)
+  message(FATAL_ERROR "oneDNN ${dnnl_VERSION} found (${dnnl_DIR}); dlperf needs oneDNN 2.6 to 2.x "
+                      "(Debian 12's libdnnl-dev, or Spack's onednn@2.6:2): set dnnl_DIR to one")
+endif()
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(Boost REQUIRED COMPONENTS program_options)
 find_package(nlohmann_json 3.2 REQUIRED)
+# hwloc (>= 2): the node's topology, for pinning ranks to cores and describing the node. Through
+# its pkg-config file, which Debian's libhwloc-dev and Spack's hwloc both install; dlperf_hwloc
+# is the one name the rest of the build links.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc>=2.0)
+add_library(dlperf_hwloc INTERFACE)
+target_link_libraries(dlperf_hwloc INTERFACE PkgConfig::HWLOC)
 
 # dnnl 2.x exports DNNL::dnnl; keep one name for the rest of the build.
 if(TARGET DNNL::dnnl)

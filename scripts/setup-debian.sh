@@ -10,7 +10,8 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libboost-program-options-dev nlohmann-json3-dev)
+          libboost-program-options-dev nlohmann-json3-dev
+          libhwloc-dev)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml iproute2 python3-h5py)
 fi

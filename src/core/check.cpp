@@ -2,7 +2,15 @@
 // MPI (dlperf-jobs) can use dlperf's errors.
 #include "core/check.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace dlperf {
+std::string errno_string() {
+  const int e = errno;
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;

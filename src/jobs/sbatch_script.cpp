@@ -69,8 +69,9 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "# " << j.model->title << ": " << j.config.nodes << " node(s) x " << j.config.per_node << (gpu ? " GPU(s)" : " CPU-backend rank(s)")
     << ", " << j.precision << ", batch " << j.batch_per_device << " per " << (gpu ? "GPU" : "rank") << ", " << j.repeats << " repeats of "
     << j.iterations << " iterations (" << j.warmup << " warm-up)\n"
-    << "# appended to ${DLPERF_RESULTS:-results.h5}. --signal: dlperf-train stops at an iteration boundary "
-    << p.signal_seconds << " s before the\n# time limit, flushes and records the run as partial.\n";
+    << "# written to results.d/" << j.name << "_<job id>.h5 (one file per job: no two jobs, and so no two nodes,\n"
+    << "# ever write one file). --signal: dlperf-train stops at an iteration boundary " << p.signal_seconds << " s before\n"
+    << "# the time limit, flushes and records the run as partial.\n";
   o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
     << "#SBATCH --nodes=" << j.config.nodes << '\n'
     << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
@@ -87,7 +88,7 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
-                       "each run is appended to \\${DLPERF_RESULTS:-results.h5} in the submit directory");
+                       "its runs go to results.d/" + j.name + "_<job id>.h5 in the submit directory");
   o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
     << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
   load_environment(o, p);
@@ -95,7 +96,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     o << "\n# Network settings (profile [network]).\n";
     for (const auto& [k, v] : p.env) o << "export " << k << '=' << quoted(v) << '\n';
   }
-  o << "\nresults=${DLPERF_RESULTS:-results.h5}\n"
+  o << "\n# One results file per job in ${DLPERF_RESULTS_DIR:-results.d}; DLPERF_RESULTS names one file instead.\n"
+    << "results_dir=${DLPERF_RESULTS_DIR:-results.d}\n"
+    << "results=${DLPERF_RESULTS:-$results_dir/" << j.name << "_$SLURM_JOB_ID.h5}\n"
+    << "mkdir -p \"$(dirname \"$results\")\" || exit 1\n"
     << "repeats=" << j.repeats << "\n"
     << "failed=0\n\n"
     << "# Seconds left before the time limit (squeue %L: [D-][HH:]MM:SS, or UNLIMITED).\n"
@@ -151,8 +155,9 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from) {
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("reduce.sh", from)
-    << "# The final job of submit_all.sh: tables of every run in ${DLPERF_RESULTS:-results.h5}, and\n"
-    << "# CSV, DLPerf-shaped JSON and an SVG scaling plot next to it.\n"
+    << "# The final job of submit_all.sh: tables of every run in ${DLPERF_RESULTS_DIR:-results.d} (every job's\n"
+    << "# file; or the one file DLPERF_RESULTS), and CSV, DLPerf-shaped JSON and an SVG scaling plot beside\n"
+    << "# it: results.csv, results.json, results.svg.\n"
     << "#SBATCH --job-name=dlperf_reduce\n"
     << "#SBATCH --nodes=1\n"
     << "#SBATCH --ntasks=1\n"
@@ -163,34 +168,40 @@ std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& f
   s.extra_sbatch.clear();
   sbatch_common(o, s);
   o << "set -uo pipefail\n\n";
-  refuse_outside_slurm(o, "reduce.sh", "one task", "or run dlperf-reduce results.h5 yourself");
+  refuse_outside_slurm(o, "reduce.sh", "one task", "or run dlperf-reduce results.d yourself");
   load_environment(o, p);
-  o << "\nresults=${DLPERF_RESULTS:-results.h5}\n"
+  o << "\nresults=${DLPERF_RESULTS:-${DLPERF_RESULTS_DIR:-results.d}}\n"
+    << "stem=${results%/}; stem=${stem%.h5}; stem=${stem%.d}  # results.d -> results.csv, .json, .svg\n"
     << "dlperf-reduce --warmup " << m.warmup << " --window " << (m.iterations - m.warmup) << " \"$results\" \\\n"
-    << "    --csv \"${results%.h5}.csv\" --json \"${results%.h5}.json\" --plot \"${results%.h5}.svg\"\n";
+    << "    --csv \"$stem.csv\" --json \"$stem.json\" --plot \"$stem.svg\"\n";
   return o.str();
 }
 
 std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from) {
+  const auto list = [&](Backend b) {
+    std::string names;
+    for (const auto& j : jobs)
+      if (j.config.backend == b) names += (names.empty() ? "" : " ") + j.name + ".sh";
+    return names;
+  };
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("submit_all.sh", from)
-    << "# Submits the benchmark matrix, then reduce.sh once every job has ended (--dependency=afterany).\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|all] [sbatch options...]    (default gpu; run it where results\n"
-    << "#   should go: every job appends to ${DLPERF_RESULTS:-results.h5} in the current directory)\n"
+    << "# Submits the benchmark matrix and then reduce.sh (--dependency=afterany on every job).\n"
+    << "# By default the jobs run one after another, each starting when the previous one has ended\n"
+    << "# (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the\n"
+    << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
+    << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "which=${1:-gpu}\n"
-    << "case $which in gpu|cpu|all) shift || true ;; -*) which=gpu ;; *) echo \"usage: $0 [gpu|cpu|all] [sbatch options...]\" >&2; exit 2 ;; esac\n"
+    << "usage=\"usage: $0 [gpu|cpu|all] [--concurrent] [sbatch options...]\"\n"
+    << "which=gpu\n"
+    << "concurrent=0\n"
+    << "case ${1:-} in gpu|cpu|all) which=$1; shift ;; -h|--help) echo \"$usage\"; exit 0 ;; -*|'') ;; *) echo \"$usage\" >&2; exit 2 ;; esac\n"
+    << "if [ \"${1:-}\" = --concurrent ]; then concurrent=1; shift; fi\n"
     << "command -v sbatch >/dev/null || { echo \"submit_all.sh: sbatch not found: run it on a Slurm login node\" >&2; exit 2; }\n\n"
-    << "gpu_jobs=(";
-  bool first = true;
-  for (const auto& j : jobs)
-    if (j.config.backend == Backend::cuda) o << (first ? "" : " ") << j.name << ".sh", first = false;
-  o << ")\ncpu_jobs=(";
-  first = true;
-  for (const auto& j : jobs)
-    if (j.config.backend == Backend::cpu) o << (first ? "" : " ") << j.name << ".sh", first = false;
-  o << ")\n"
+    << "gpu_jobs=(" << list(Backend::cuda) << ")\n"
+    << "cpu_jobs=(" << list(Backend::cpu) << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
@@ -199,9 +210,11 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"
     << "ids=()\n"
     << "for s in \"${scripts[@]}\"; do\n"
-    << "  id=$(sbatch --parsable \"$@\" \"$here/$s\")\n"
+    << "  after=()\n"
+    << "  if [ $concurrent -eq 0 ] && [ ${#ids[@]} -gt 0 ]; then after=(--dependency=afterany:\"${ids[-1]}\"); fi\n"
+    << "  id=$(sbatch --parsable \"${after[@]}\" \"$@\" \"$here/$s\")\n"
     << "  id=${id%%;*}\n"
-    << "  echo \"submitted $s as job $id\"\n"
+    << "  echo \"submitted $s as job $id${after:+ (after job ${ids[-1]})}\"\n"
     << "  ids+=(\"$id\")\n"
     << "done\n"
     << "dep=$(IFS=:; echo \"${ids[*]}\")\n"

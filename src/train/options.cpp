@@ -96,7 +96,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("version", "print the version and exit")
     ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
-    ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
+    ("precision", po::value(&precision)->default_value(precision), "fp32, bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
     ("image-size", po::value(&o.image_size)->default_value(o.image_size), "input height and width")
     ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
@@ -126,7 +126,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds to wait for another rank before aborting the job")
     ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
     ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
-    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
+    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to cores of its own (hwloc: spread over sockets and NUMA nodes; near its GPU on cuda)")
     ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes")
     ("lock-timeout", po::value(&o.lock_timeout_s)->default_value(o.lock_timeout_s, "300"), "seconds to wait for the results file's lock (held by another job) before giving up")
     ("max-loss-growth", po::value(&o.max_loss_growth)->default_value(o.max_loss_growth, "10"), "fail the run as diverged when the loss exceeds this many times its first value (at least this value); NaN/Inf always fail; 0: only NaN/Inf");

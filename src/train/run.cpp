@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "comm/core_pinning.h"
+#if defined(DLPERF_WITH_CUDA)
+#include "comm/nccl/gpu_locality.h"
+#endif
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
 #include "core/check.h"
@@ -193,8 +196,15 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const bool root = w.rank == 0;
   install_stop_handlers();
   check_ranks_agree(world, o.settings);  // before anything is built or exchanged
-  if (o.pin_threads && o.backend == BackendKind::cpu)
-    pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
+  std::string pinning;
+  if (o.pin_threads) {
+    // Before the backend starts its thread pool, so every compute thread inherits the cores.
+    std::vector<std::vector<int>> near;  // cores close to each local rank's GPU, when known
+#if defined(DLPERF_WITH_CUDA)
+    if (o.backend == BackendKind::cuda) near = gpu_locality_by_local_rank(w.local_size);
+#endif
+    pinning = pin_local_ranks(world, w, o.threads, near).how;
+  }
 
   auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
   auto model = make_model(o, *be);
@@ -255,6 +265,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
     report_kernels(kernels, be->isa(), false, out);

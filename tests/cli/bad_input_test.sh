@@ -61,6 +61,10 @@ for opt in --model --backend --precision --batch-size --image-size --num-classes
   --lr --momentum --weight-decay --label-smoothing --print-every --output --lock-timeout --max-loss-growth; do
   grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
 done
+# Every precision the parser accepts is named where --precision is described.
+for p in fp32 bf16 fp16; do
+  sed -n '/--precision/,/--batch-size/p' "$dir/help" | grep -qw "$p" || { echo "FAIL: --help does not list $p for --precision"; failures=$((failures + 1)); }
+done
 "$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }
 
 if [ "$failures" -eq 0 ]; then echo "all bad-input checks passed"; else echo "$failures failed"; exit 1; fi

@@ -195,7 +195,7 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
                            "srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
-                           "results=${DLPERF_RESULTS:-results.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
+                           "results=${DLPERF_RESULTS:-$results_dir/bert_base_4n8g_$SLURM_JOB_ID.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
                            "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})
     EXPECT_NE(s.find(line), std::string::npos) << line;
   // #SBATCH lines are only read before the first command.
