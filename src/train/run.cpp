@@ -297,7 +297,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   } catch (const DivergedError& e) {
     // Every rank threw at the same boundary: gather what was measured (the diverging
     // iterations included) and record the run as failed; no rank is left waiting.
-    rec.collect(world, mine, w.hosts);
+    rec.collect(world, mine, w);
     if (e.here() && !root) std::cerr << "dlperf-train: rank " << w.rank << ": " << e.what() << "\n" << std::flush;
     s.outcome = RunOutcome::diverged;
     s.message = std::string(e.what()) + "; recorded as failed";
