@@ -7,10 +7,14 @@
 //     loss             f32 (I, R)
 //     rank_host        str (R)       clock_offset f64 (R)   peak_memory_bytes i64 (R)
 //     iterations_completed i64 (R)   rows past a rank's count are NaN
+//   since 1.1 (absent in 1.0 files, read as zeros):
+//     data_queue_depth i64 (I, R)    data_images i64 (I, R)   data_bytes_read i64 (I, R)
+//     data_bad_samples i64 (R)       rows past a rank's count are -1
 #include "trace/trace_schema.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -44,6 +48,9 @@ constexpr StringField kStringFields[] = {
     {"command_line", &RunInfo::command_line},
     {"nccl_transport", &RunInfo::nccl_transport},
     {"gpu_topology", &RunInfo::gpu_topology},
+    {"data_source", &RunInfo::data_source},
+    {"data_path", &RunInfo::data_path},
+    {"decoder", &RunInfo::decoder},
 };
 constexpr IntField kIntFields[] = {
     {"batch_per_device", &RunInfo::batch_per_device},
@@ -57,6 +64,18 @@ constexpr IntField kIntFields[] = {
     {"warmup", &RunInfo::warmup},
     {"threads_per_rank", &RunInfo::threads_per_rank},
     {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
+    {"loader_threads", &RunInfo::loader_threads},
+};
+
+// The loader's per-iteration counters (schema 1.1), int64 (I, R).
+struct LoaderField {
+  const char* name;
+  int64_t IterationTiming::*member;
+};
+constexpr LoaderField kLoaderFields[] = {
+    {"data_queue_depth", &IterationTiming::data_queue_depth},
+    {"data_images", &IterationTiming::data_images},
+    {"data_bytes_read", &IterationTiming::data_bytes_read},
 };
 
 std::vector<std::string> phase_names() {
@@ -119,11 +138,13 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   std::vector<float> phases(I * R * kPhaseCount, static_cast<float>(nan)), comm(I * R, static_cast<float>(nan)),
       loss(I * R, static_cast<float>(nan));
   std::vector<double> offset(R);
-  std::vector<int64_t> peak(R), completed(R);
+  std::vector<int64_t> peak(R), completed(R), bad(R);
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, -1));
   for (size_t r = 0; r < R; ++r) {
     const RankTrace& rank = record.ranks[r];
     offset[r] = rank.clock_offset;
     peak[r] = rank.peak_memory_bytes;
+    bad[r] = rank.data_bad_samples;
     completed[r] = static_cast<int64_t>(rank.iterations.size());
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       const IterationTiming& it = rank.iterations[i];
@@ -132,6 +153,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
       std::copy(it.phase_seconds, it.phase_seconds + kPhaseCount, &phases[(i * R + r) * kPhaseCount]);
       comm[i * R + r] = it.comm_seconds;
       loss[i * R + r] = it.loss;
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) loader[f][i * R + r] = it.*kLoaderFields[f].member;
     }
   }
   const hsize_t hI = I, hR = R, hP = kPhaseCount;
@@ -144,6 +166,9 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "clock_offset", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hR}, offset.data());
   h5::write_rows(group, "peak_memory_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, peak.data());
   h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    h5::write_rows(group, kLoaderFields[f].name, H5T_NATIVE_INT64, H5T_STD_I64LE, {hI, hR}, loader[f].data());
+  h5::write_rows(group, "data_bad_samples", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, bad.data());
 }
 
 RunRecord read_run_group(hid_t group) {
@@ -177,6 +202,12 @@ RunRecord read_run_group(hid_t group) {
   h5::read_all(group, "peak_memory_bytes", H5T_NATIVE_INT64, {hR}, peak.data());
   h5::read_all(group, "iterations_completed", H5T_NATIVE_INT64, {hR}, completed.data());
   info.hosts = h5::read_strings(group, "rank_host", hR);
+  // Schema 1.1 datasets; a 1.0 run has none of them (zeros).
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, 0));
+  std::vector<int64_t> bad(R, 0);
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    if (h5::has_link(group, kLoaderFields[f].name)) h5::read_all(group, kLoaderFields[f].name, H5T_NATIVE_INT64, {hI, hR}, loader[f].data());
+  if (h5::has_link(group, "data_bad_samples")) h5::read_all(group, "data_bad_samples", H5T_NATIVE_INT64, {hR}, bad.data());
 
   record.ranks.resize(R);
   for (size_t r = 0; r < R; ++r) {
@@ -184,6 +215,7 @@ RunRecord read_run_group(hid_t group) {
     rank.host = info.hosts[r];
     rank.clock_offset = offset[r];
     rank.peak_memory_bytes = peak[r];
+    rank.data_bad_samples = bad[r];
     if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
       throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
     rank.iterations.resize(static_cast<size_t>(completed[r]));
@@ -194,6 +226,7 @@ RunRecord read_run_group(hid_t group) {
       std::copy_n(&phases[(i * R + r) * kPhaseCount], kPhaseCount, it.phase_seconds);
       it.comm_seconds = comm[i * R + r];
       it.loss = loss[i * R + r];
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) it.*kLoaderFields[f].member = loader[f][i * R + r];
     }
   }
   return record;

@@ -12,8 +12,8 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 0;
-inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.0"
+inline constexpr int kMinor = 1;  // 1.1: the image loader's data_* datasets and attributes
+inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.1"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";
 inline constexpr const char* kRunsGroup = "runs";                      // /runs/run_000001, ...

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "comm/core_pinning.h"
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
@@ -65,6 +66,58 @@ std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
     return std::make_unique<SyntheticTokens>(shape, seed);
   }
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed);
+}
+
+bool uses_image_files(const TrainOptions& o) { return !o.data.empty() && o.model != "bert_base"; }
+
+namespace {
+
+// Cores left over by the compute threads of every local rank (disjoint_core_range gives local
+// rank L the cores [L*threads, (L+1)*threads)), split evenly among the local ranks; with
+// --loader-only no compute runs, and each rank's loader gets an even share of all cores.
+std::vector<int> spare_cores(const TrainOptions& o, const WorldInfo& w) {
+  const std::vector<int> allowed = allowed_cores();
+  const size_t used = o.loader_only ? 0 : static_cast<size_t>(w.local_size) * static_cast<size_t>(o.threads);
+  if (allowed.size() <= used) return {};
+  const size_t share = (allowed.size() - used) / static_cast<size_t>(w.local_size);
+  const auto first = allowed.begin() + static_cast<std::ptrdiff_t>(used + share * static_cast<size_t>(w.local_rank));
+  return {first, first + static_cast<std::ptrdiff_t>(share)};
+}
+
+}  // namespace
+
+int loader_threads(const TrainOptions& o, const WorldInfo& w) {
+  if (o.loader_threads > 0) return o.loader_threads;
+  if (o.loader_only) return std::max(1, static_cast<int>(allowed_cores().size()) / std::max(1, w.local_size));  // nothing else runs
+  if (o.pin_threads) return std::max<int>(1, static_cast<int>(spare_cores(o, w).size()));
+  const auto per_rank = static_cast<int>(allowed_cores().size()) / std::max(1, w.local_size);
+  return std::max(1, per_rank - o.threads);
+}
+
+std::unique_ptr<RealImages> make_image_data(const TrainOptions& o, const WorldInfo& w, std::shared_ptr<const data::Dataset> dataset,
+                                            const InputSpec& input, Backend& be) {
+  ImageDataConfig c;
+  c.decoder = o.decoder;
+  c.threads = loader_threads(o, w);
+  c.prefetch = o.prefetch;
+  c.seed = o.seed;
+  c.rank = w.rank;
+  c.world = w.size;
+  c.device = w.local_rank;
+  // The limit is per rank: its share of one epoch is what it reads before the order repeats.
+  const double share = static_cast<double>(dataset->size() / static_cast<size_t>(w.size));
+  c.max_bad_samples = o.max_bad_count >= 0 ? o.max_bad_count : static_cast<int64_t>(o.max_bad_fraction * share);
+  if (o.pin_threads) {
+    c.cores = spare_cores(o, w);
+    // No spare core: the loader shares the rank's compute cores rather than another rank's.
+    if (c.cores.empty() && o.backend == BackendKind::cpu) c.cores = disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads);
+  }
+  return std::make_unique<RealImages>(std::move(dataset), input, c, be);
+}
+
+InputSpec cnn_image_input(const TrainOptions& o) {
+  const DType t = compute_dtype(o.precision);
+  return {{o.batch_size, 3, o.image_size, o.image_size}, t, t == DType::f32 ? Layout::canonical : Layout::channels_last};
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store) {

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "trace/async_writer.h"
 #include "train/cluster.h"
+#include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/loader_only.h"
 #include "train/param_store.h"
 #include "train/registry.h"
 
@@ -22,7 +24,7 @@ std::string with_commas(int64_t v) {
   return s;
 }
 
-RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
+RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, const data::Dataset* dataset) {
   RunInfo info = describe_environment(w);
   info.model = o.model;
   info.precision = to_string(o.precision);
@@ -35,6 +37,7 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
   info.warmup = o.warmup;
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
+  describe_data(o, w, dataset, info);
   return info;
 }
 
@@ -78,10 +81,14 @@ double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64
 }
 
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
+  if (o.loader_only) return run_loader_only(session, o, out);
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
+  // The dataset first: a missing or empty one is a usage error before anything is built.
+  std::shared_ptr<const data::Dataset> dataset;
+  if (uses_image_files(o)) dataset = share_dataset(world, o.data, o.num_classes);
   if (o.pin_threads && o.backend == BackendKind::cpu)
     pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
 
@@ -90,7 +97,9 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   ParamStore store(*be, model->layers());
   model->init_params(o.seed);
   auto optimizer = make_optimizer(o, *be, store);
-  auto data = make_data(o, w.rank);
+  std::unique_ptr<DataSource> data;
+  if (dataset) data = make_image_data(o, w, dataset, *model->raw_input("images"), *be);
+  else data = make_data(o, w.rank);
 
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
@@ -111,7 +120,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   mine.clock_offset = measure_clock_offset(world);
   Recorder rec;
   if (root) {
-    rec.record.info = make_run_info(w, o);
+    rec.record.info = make_run_info(w, o, dataset.get());
     if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
@@ -121,6 +130,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    out << "\ndata: " << data_banner(o, w, dataset.get(), *model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n"
         << std::flush;
@@ -143,7 +153,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.flush();
   };
   try {
-    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
+    trainer.run(*data, exchange.get(), mine, should_stop, root ? &out : nullptr,
                 after_iteration);
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -155,6 +165,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   }
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be->peak_memory_bytes();
+  mine.data_bad_samples = data->stats().bad_samples;
   rec.collect(world, mine, w.hosts);
 
   RunSummary s;
@@ -182,6 +193,9 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  if (dataset)
+    out << loader_summary(ranks, o.warmup, data->stats(), loader_threads(o, w),
+                          mine.iterations.empty() ? 0.0 : mine.iterations.back().end - mine.iterations.front().start);
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,

@@ -22,7 +22,7 @@ std::string format_eta(double seconds) {
 }
 }  // namespace
 
-void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
+void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
                   std::ostream* progress, const IterationFn& after_iteration) {
   const int world = exchange ? exchange->world_size() : 1;
   const bool scaling = cfg_.loss_scale.mode != LossScaling::none;
@@ -38,8 +38,9 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     if (should_stop && should_stop()) break;
     IterationTiming t;
     t.start = steady_seconds();
-    model_.load(data());
+    model_.load(data.next());
     be_.synchronize();
+    data.release();  // the model holds its own copy now
     double mark = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::data)] = static_cast<float>(mark - t.start);
 
@@ -79,6 +80,10 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     if (!std::isfinite(t.loss))
       throw Error(ErrorKind::fault, "loss became " + std::to_string(t.loss) + " at iteration " + std::to_string(it) +
                                         ": lower --lr or check the input");
+    const DataStats ds = data.stats();
+    t.data_queue_depth = ds.queue_depth;
+    t.data_images = ds.images;
+    t.data_bytes_read = ds.bytes_read;
     trace.iterations.push_back(t);
     if (after_iteration) after_iteration(trace);
 

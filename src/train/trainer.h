@@ -11,6 +11,7 @@
 
 #include "models/model.h"
 #include "trace/run_record.h"
+#include "train/data_source.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
@@ -44,7 +45,6 @@ struct TrainConfig {
   LossScaleConfig loss_scale;
 };
 
-using DataFn = std::function<const HostBatch&()>;
 using IterationFn = std::function<void(const RankTrace&)>;  // after each iteration (periodic trace flush)
 
 // Seconds on this process's steady clock.
@@ -58,8 +58,9 @@ class Trainer {
 
   // Runs the iterations, appending to trace. Before each iteration asks should_stop (may be
   // empty); when it says yes, returns early and trace holds what was measured. progress may
-  // be null (ranks other than 0).
-  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
+  // be null (ranks other than 0). The data phase is the time the step waits for its input:
+  // the source's next() (the loader's queue) and the copy into the model's input tensors.
+  void run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
            std::ostream* progress, const IterationFn& after_iteration = {});
 
  private:
