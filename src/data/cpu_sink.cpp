@@ -21,7 +21,7 @@ namespace {
 
 class CpuWorker final : public SinkWorker {
  public:
-  explicit CpuWorker(const CpuSink& sink) : sink_(sink) {}
+  explicit CpuWorker(const CpuSink& sink) : sink_(sink), pipeline_(sink.format()) {}
   void put(int slot, int index, std::span<const uint8_t> bytes, SplitMix& rng) override {
     pipeline_.run(bytes, sink_.format(), sink_.augmentation(), rng, sink_.image(slot, index));
   }

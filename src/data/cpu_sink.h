@@ -48,6 +48,7 @@ class CpuSink final : public SampleSink {
 // state a thread reuses across samples. Throws DecodeError.
 class CpuImagePipeline {
  public:
+  explicit CpuImagePipeline(const ImageBatchFormat& format) { resampler_.reserve(format); }
   void run(std::span<const uint8_t> jpeg, const ImageBatchFormat& format, const Augmentation& augment, SplitMix& rng, void* image);
 
  private:

@@ -110,8 +110,11 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
   return out;
 }
 
-Dataset Dataset::open(const std::string& path, const WarnFn& warn) {
+Dataset Dataset::open(const std::string& path, const WarnFn& report) {
   Dataset d;
+  // Warnings are held back until the dataset turns out usable: an empty one is one line.
+  std::vector<std::string> warnings;
+  const WarnFn warn = [&warnings](const std::string& m) { warnings.push_back(m); };
   std::vector<std::string> shards;
   std::error_code ec;
   if (path.find('{') != std::string::npos) {
@@ -160,7 +163,7 @@ Dataset Dataset::open(const std::string& path, const WarnFn& warn) {
         names.push_back(fs::relative(it->path(), dir, ec2).string());
       }
       if (ec) throw_usage_error("--data " + dir.string() + ": cannot list the folder (" + ec.message() + ")");
-      if (names.empty() && warn) warn("class folder " + dir.string() + " has no .jpg/.jpeg images (class " + std::to_string(label) + " is kept, empty)");
+      if (names.empty()) warn("class folder " + dir.string() + " has no .jpg/.jpeg images (class " + std::to_string(label) + " is kept, empty)");
       std::sort(names.begin(), names.end());
       for (const auto& n : names) {
         SampleRef r;
@@ -173,11 +176,13 @@ Dataset Dataset::open(const std::string& path, const WarnFn& warn) {
       }
     }
     d.num_classes_ = static_cast<int64_t>(d.files_.size());
-    if (ignored > 0 && warn)
+    if (ignored > 0)
       warn("ignored " + std::to_string(ignored) + " file(s) under " + d.root_ + " without a .jpg/.jpeg extension");
   }
   if (d.samples_.empty())
     throw_usage_error("--data " + path + ": no images found (expected <class>/*.JPEG folders, or .tar shards of KEY.jpg + KEY.cls)");
+  if (report)
+    for (const auto& w : warnings) report(w);
   d.open_shards();
   return d;
 }
@@ -210,6 +215,12 @@ Dataset& Dataset::operator=(Dataset&& o) noexcept {
 }
 Dataset::~Dataset() {
   for (int fd : fds_) ::close(fd);
+}
+
+size_t Dataset::max_sample_bytes() const {
+  size_t m = 0;
+  for (const auto& r : samples_) m = std::max<size_t>(m, r.size);
+  return m;
 }
 
 std::string Dataset::describe(size_t i) const {

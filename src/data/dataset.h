@@ -55,7 +55,8 @@ class Dataset {
   size_t size() const { return samples_.size(); }
   int64_t num_classes() const { return num_classes_; }
   const SampleRef& sample(size_t i) const { return samples_[i]; }
-  int64_t skipped() const { return skipped_; }  // samples left out while indexing (unlabelled shard members)
+  int64_t skipped() const { return skipped_; }
+  size_t max_sample_bytes() const;  // the largest tar member; 0 for folder trees (sizes unknown until read)  // samples left out while indexing (unlabelled shard members)
   std::string describe(size_t i) const;          // the file, or shard.tar:member, for messages
 
   // Reads sample i's bytes into buf (grown when needed; capacity is kept, so a reused buffer

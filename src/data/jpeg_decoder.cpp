@@ -48,6 +48,11 @@ struct JpegDecoder::Impl {
   std::vector<JSAMPROW> rows;
 
   Impl() {
+    // Room for a 1024x1024 image from the start: a thread that has not met the largest image
+    // yet does not allocate when it does (ImageNet's are mostly around 500x375).
+    pixels.reserve(1024 * 1024 * 3);
+    cmyk_row.reserve(1024 * 4);
+    rows.reserve(1024);
     d.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = on_error;
     err.pub.emit_message = on_message;
@@ -89,12 +94,15 @@ struct JpegDecoder::Impl {
     if (xoff > 0 || width < d.output_width) jpeg_crop_scanline(&d, &xoff, &width);  // xoff moves left to an iMCU boundary
     const JDIMENSION height = std::max<JDIMENSION>(1, y1 - y0);
     const size_t stride = static_cast<size_t>(width) * 3;
-    if (pixels.size() < stride * height) pixels.resize(stride * height);
-    if (cmyk && cmyk_row.size() < static_cast<size_t>(width) * 4) cmyk_row.resize(static_cast<size_t>(width) * 4);
+    // Buffers sized for the whole image at full scale, not just this crop: the capacity then
+    // stops growing once the largest image has been seen, whatever the later crops.
+    const size_t whole = static_cast<size_t>(d.image_width) * d.image_height * 3;
+    if (pixels.size() < std::max(stride * height, whole)) pixels.resize(std::max(stride * height, whole));
+    if (cmyk && cmyk_row.size() < static_cast<size_t>(d.image_width) * 4) cmyk_row.resize(static_cast<size_t>(d.image_width) * 4);
     if (y0 > 0) jpeg_skip_scanlines(&d, y0);
 
     if (!cmyk) {
-      if (rows.size() < height) rows.resize(height);
+      if (rows.size() < d.image_height) rows.resize(d.image_height);
       for (JDIMENSION r = 0; r < height; ++r) rows[r] = pixels.data() + r * stride;
       JDIMENSION done = 0;
       while (done < height) done += jpeg_read_scanlines(&d, rows.data() + done, height - done);
@@ -124,6 +132,8 @@ struct JpegDecoder::Impl {
     out->crop_w = cw;
     out->crop_h = ch;
     out->scale_denom = denom;
+    out->image_width = static_cast<int>(d.image_width);
+    out->image_height = static_cast<int>(d.image_height);
     return true;
   }
 

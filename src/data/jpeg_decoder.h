@@ -41,6 +41,7 @@ struct DecodedRegion {
   size_t stride = 0;
   double crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;
   int scale_denom = 1;  // DCT downscaling used: 1, 2, 4 or 8
+  int image_width = 0, image_height = 0;  // the whole image, undecoded: bounds any region of it
 };
 
 class JpegDecoder {

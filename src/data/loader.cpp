@@ -168,8 +168,12 @@ void ImageLoader::worker_main(int /*id*/) {
   name_and_pin("dlperf-loader", cfg_.cores);
   try {
     auto w = sink_->make_worker();
+    // Scratch sized up front (the largest shard member, at least 2 MiB), so that a thread's
+    // first meeting with a large file does not allocate in steady state.
     std::vector<uint8_t> buf;
+    buf.reserve(std::max<size_t>(2u << 20, dataset_.max_sample_bytes()));
     std::string path;
+    path.reserve(4096);
     while (true) {
       Task t;
       {

@@ -15,11 +15,24 @@ Normalization imagenet_normalization() {
   return n;
 }
 
-void Resampler::taps(double in0, double len, int lo, int hi, int out, Taps& t) {
+void Resampler::reserve(const ImageBatchFormat& f, int max_source) {
+  for (auto* t : {&h_, &v_}) {
+    const auto out = static_cast<size_t>(t == &h_ ? f.width : f.height);
+    t->start.reserve(out);
+    t->count.reserve(out);
+    t->weight.reserve(out * static_cast<size_t>(2 * ((max_source + static_cast<int>(out) - 1) / static_cast<int>(out)) + 1));
+  }
+  row_.reserve(static_cast<size_t>(max_source) * 3);
+  out_.reserve(static_cast<size_t>(f.width) * 3);
+}
+
+void Resampler::taps(double in0, double len, int lo, int hi, int out, int bound, Taps& t) {
   const double scale = len / out;
   const double filterscale = std::max(scale, 1.0);
   const double support = filterscale;  // the triangle filter's support is 1
   t.max_count = static_cast<int>(std::ceil(support)) * 2 + 1;
+  const int max_bound = static_cast<int>(std::ceil(std::max(1.0, static_cast<double>(std::max(bound, hi)) / out))) * 2 + 1;
+  t.weight.reserve(static_cast<size_t>(out) * static_cast<size_t>(std::max(max_bound, t.max_count)));
   t.start.resize(static_cast<size_t>(out));
   t.count.resize(static_cast<size_t>(out));
   t.weight.assign(static_cast<size_t>(out) * static_cast<size_t>(t.max_count), 0.0f);
@@ -99,8 +112,8 @@ void Resampler::run(const DecodedRegion& src, bool flip, const ImageBatchFormat&
   const int x_hi = std::min(src.width, std::max(x_lo + 1, static_cast<int>(std::ceil(src.crop_x + src.crop_w))));
   const int y_lo = std::max(0, static_cast<int>(std::floor(src.crop_y)));
   const int y_hi = std::min(src.height, std::max(y_lo + 1, static_cast<int>(std::ceil(src.crop_y + src.crop_h))));
-  taps(src.crop_x, src.crop_w, x_lo, x_hi, ow, h_);
-  taps(src.crop_y, src.crop_h, y_lo, y_hi, oh, v_);
+  taps(src.crop_x, src.crop_w, x_lo, x_hi, ow, src.image_width, h_);
+  taps(src.crop_y, src.crop_h, y_lo, y_hi, oh, src.image_height, v_);
   // Source columns the horizontal taps read: only those are filtered vertically.
   int col_lo = h_.start[0], col_hi = h_.start[0] + 1;
   for (int x = 0; x < ow; ++x) {
@@ -108,7 +121,7 @@ void Resampler::run(const DecodedRegion& src, bool flip, const ImageBatchFormat&
     col_hi = std::max(col_hi, h_.start[static_cast<size_t>(x)] + h_.count[static_cast<size_t>(x)]);
   }
   const size_t span = static_cast<size_t>(col_hi - col_lo) * 3;
-  if (row_.size() < span) row_.resize(span);
+  if (row_.size() < span) row_.resize(std::max(span, static_cast<size_t>(std::max(src.image_width, src.width)) * 3));
   if (out_.size() < static_cast<size_t>(ow) * 3) out_.resize(static_cast<size_t>(ow) * 3);
 
   for (int y = 0; y < oh; ++y) {

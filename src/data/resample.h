@@ -26,6 +26,9 @@ Normalization imagenet_normalization();
 
 class Resampler {
  public:
+  // Reserves the buffers for `format` and sources up to `max_source` pixels wide or high, so
+  // run() does not allocate for such images.
+  void reserve(const ImageBatchFormat& format, int max_source = 1024);
   // Writes one image (fmt.height x fmt.width) at `image` (the start of that image in the
   // batch: its 3 planes in nchw, its rows of RGB pixels in nhwc).
   void run(const DecodedRegion& src, bool flip, const ImageBatchFormat& fmt, const Normalization& norm, void* image);
@@ -37,8 +40,9 @@ class Resampler {
     int max_count = 0;
   };
   // PIL's precompute_coeffs for the triangle filter over the source interval [in0, in0 + len)
-  // of [lo, hi), `out` outputs.
-  static void taps(double in0, double len, int lo, int hi, int out, Taps& t);
+  // of [lo, hi), `out` outputs. `bound`: the largest source length this Taps will see, so its
+  // capacity is reserved once (no allocation per image in steady state).
+  static void taps(double in0, double len, int lo, int hi, int out, int bound, Taps& t);
 
  private:
   Taps h_, v_;

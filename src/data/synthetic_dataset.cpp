@@ -19,11 +19,16 @@ namespace fs = std::filesystem;
 namespace dlperf::data {
 namespace {
 
-// Value noise: a coarse grid of random values, bilinearly interpolated to (h, w).
-void add_value_noise(std::vector<float>& img, int w, int h, int cells_x, float amplitude, SplitMix& rng) {
+// Value noise: a coarse grid of random values, bilinearly interpolated to (h, w). As in
+// photographs, most of the variation is in brightness (`luma`, the same in every channel) and
+// less in colour (`chroma`, per channel).
+void add_value_noise(std::vector<float>& img, int w, int h, int cells_x, float luma, float chroma, SplitMix& rng) {
   const int cells_y = std::max(1, cells_x * h / w);
   std::vector<float> grid(static_cast<size_t>((cells_x + 1) * (cells_y + 1) * 3));
-  for (auto& g : grid) g = static_cast<float>(rng.uniform() * 2.0 - 1.0) * amplitude;
+  for (size_t i = 0; i < grid.size(); i += 3) {
+    const auto l = static_cast<float>(rng.uniform() * 2.0 - 1.0) * luma;
+    for (size_t c = 0; c < 3; ++c) grid[i + c] = l + static_cast<float>(rng.uniform() * 2.0 - 1.0) * chroma;
+  }
   for (int y = 0; y < h; ++y) {
     const float gy = static_cast<float>(y) * cells_y / h;
     const int y0 = static_cast<int>(gy);
@@ -61,8 +66,8 @@ std::vector<uint8_t> synthetic_image(const SyntheticDatasetSpec& s, int cls, int
                          static_cast<float>(60 * std::cos(hue + 2.094395))};
   std::vector<float> img(static_cast<size_t>(w) * h * 3);
   for (size_t i = 0; i < img.size(); ++i) img[i] = 128.0f + cast[i % 3];
-  add_value_noise(img, w, h, 4, 50, rng);   // large shapes and shading
-  add_value_noise(img, w, h, 24, 20, rng);  // mid-size structure
+  add_value_noise(img, w, h, 4, 50, 15, rng);  // large shapes and shading
+  add_value_noise(img, w, h, 24, 20, 6, rng);  // mid-size structure
   // A few solid ellipses: sharp edges, as objects have.
   for (int e = 0; e < 6; ++e) {
     const double cx = rng.uniform() * w, cy = rng.uniform() * h, rx = 10 + rng.uniform() * w / 6, ry = 10 + rng.uniform() * h / 6;
