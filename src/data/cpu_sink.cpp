@@ -17,6 +17,13 @@ void CpuImagePipeline::run(std::span<const uint8_t> jpeg, const ImageBatchFormat
   resampler_.run(region, c.flip, format, augment.norm, image);
 }
 
+void CpuImagePipeline::run(std::span<const uint8_t> jpeg, const AugmentChoice& c, const ImageBatchFormat& format,
+                           const Normalization& norm, void* image) {
+  decoder_.read_header(jpeg.data(), jpeg.size());
+  const DecodedRegion region = decoder_.decode(c.crop, static_cast<int>(format.width), static_cast<int>(format.height));
+  resampler_.run(region, c.flip, format, norm, image);
+}
+
 namespace {
 
 class CpuWorker final : public SinkWorker {

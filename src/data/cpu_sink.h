@@ -50,6 +50,9 @@ class CpuImagePipeline {
  public:
   explicit CpuImagePipeline(const ImageBatchFormat& format) { resampler_.reserve(format); }
   void run(std::span<const uint8_t> jpeg, const ImageBatchFormat& format, const Augmentation& augment, SplitMix& rng, void* image);
+  // The same with the crop and flip already drawn (the GPU path's CPU fallback).
+  void run(std::span<const uint8_t> jpeg, const AugmentChoice& choice, const ImageBatchFormat& format, const Normalization& norm,
+           void* image);
 
  private:
   JpegDecoder decoder_;

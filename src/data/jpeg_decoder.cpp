@@ -69,6 +69,7 @@ struct JpegDecoder::Impl {
     out->width = static_cast<int>(d.image_width);
     out->height = static_cast<int>(d.image_height);
     out->components = d.num_components;
+    out->progressive = d.progressive_mode != 0;
     return true;
   }
 

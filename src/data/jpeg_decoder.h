@@ -31,6 +31,7 @@ struct DecodeError : std::runtime_error {
 struct JpegHeader {
   int width = 0, height = 0;
   int components = 0;  // 1 greyscale, 3 YCbCr/RGB, 4 CMYK/YCCK
+  bool progressive = false;
 };
 
 // Decoded 8-bit RGB pixels covering a crop, and where the crop lies inside them (in decoded
