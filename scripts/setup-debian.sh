@@ -5,11 +5,12 @@
 #   scripts/setup-debian.sh            build and run
 #   scripts/setup-debian.sh --tests    also what the test suite needs (GoogleTest; Slurm, munge, Lmod and
 #                                      python3-yaml for the jobs and slurm suites)
+# libjpeg-turbo comes as two packages: the libjpeg API (decoding) and TurboJPEG (encoding).
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libboost-program-options-dev)
+          libboost-program-options-dev libjpeg62-turbo-dev libturbojpeg0-dev)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml)
 fi

@@ -88,6 +88,13 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
                        "each run is appended to \\${DLPERF_RESULTS:-results.h5} in the submit directory");
+  if (j.real_data)
+    o << "# Real images: DLPERF_DATA names the training set (ImageNet's train/<class>/*.JPEG folder tree, or\n"
+      << "# WebDataset .tar shards), on a file system every node reads.\n"
+      << "if [ -z \"${DLPERF_DATA:-}\" ]; then\n"
+      << "  echo \"" << file << " reads real images: submit it with DLPERF_DATA=/path/to/imagenet sbatch $0\" >&2\n"
+      << "  exit 2\n"
+      << "fi\n";
   o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
     << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
   load_environment(o, p);
@@ -118,8 +125,14 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
     << "  srun --mpi=" << p.srun_mpi << " dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
     << " --precision " << j.precision << " \\\n"
-    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup
-    << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup;
+  if (!j.real_data) o << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  // Real data: on GPUs every core of the task decodes; on the CPU backend one core decodes
+  // (~1,000 ImageNet images/s, far above a socket's training rate) and the rest compute.
+  else if (gpu) o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  else
+    o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --threads $((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))"
+      << " --loader-threads 1 \\\n";
   if (!j.extra_args.empty()) {
     o << "     ";
     for (const auto& a : j.extra_args) o << ' ' << a;
@@ -168,25 +181,32 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("submit_all.sh", from)
     << "# Submits the benchmark matrix, then reduce.sh once every job has ended (--dependency=afterany).\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|all] [sbatch options...]    (default gpu; run it where results\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|data|all] [sbatch options...]    (default gpu; run it where results\n"
     << "#   should go: every job appends to ${DLPERF_RESULTS:-results.h5} in the current directory)\n"
+    << "#   data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
     << "which=${1:-gpu}\n"
-    << "case $which in gpu|cpu|all) shift || true ;; -*) which=gpu ;; *) echo \"usage: $0 [gpu|cpu|all] [sbatch options...]\" >&2; exit 2 ;; esac\n"
+    << "case $which in gpu|cpu|data|all) shift || true ;; -*) which=gpu ;; *) echo \"usage: $0 [gpu|cpu|data|all] [sbatch options...]\" >&2; exit 2 ;; esac\n"
     << "command -v sbatch >/dev/null || { echo \"submit_all.sh: sbatch not found: run it on a Slurm login node\" >&2; exit 2; }\n\n"
     << "gpu_jobs=(";
   bool first = true;
   for (const auto& j : jobs)
-    if (j.config.backend == Backend::cuda) o << (first ? "" : " ") << j.name << ".sh", first = false;
+    if (j.config.backend == Backend::cuda && !j.real_data) o << (first ? "" : " ") << j.name << ".sh", first = false;
   o << ")\ncpu_jobs=(";
   first = true;
   for (const auto& j : jobs)
-    if (j.config.backend == Backend::cpu) o << (first ? "" : " ") << j.name << ".sh", first = false;
+    if (j.config.backend == Backend::cpu && !j.real_data) o << (first ? "" : " ") << j.name << ".sh", first = false;
+  o << ")\ndata_jobs=(";
+  first = true;
+  for (const auto& j : jobs)
+    if (j.real_data) o << (first ? "" : " ") << j.name << ".sh", first = false;
   o << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
+    << "  data) scripts=(\"${data_jobs[@]}\")\n"
+    << "        [ -n \"${DLPERF_DATA:-}\" ] || { echo \"submit_all.sh data: set DLPERF_DATA to the ImageNet training set\" >&2; exit 2; } ;;\n"
     << "  all) scripts=(\"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"
     << "esac\n"
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"

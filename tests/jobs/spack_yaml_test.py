@@ -51,6 +51,7 @@ required = {
     "hdf5": [],
     "boost": ["+program_options"],
     "onednn": [],
+    "libjpeg-turbo": [],
     "cmake": [],
 }
 for name, variants in required.items():
@@ -96,7 +97,7 @@ if classes:
             a = node.args[0]
             if isinstance(a, ast.Constant):
                 deps.add(a.value.split("@")[0].split("+")[0].split("~")[0].split()[0])
-    for d in ("mpi", "hdf5", "boost", "onednn", "cmake", "cuda", "cudnn", "nccl"):
+    for d in ("mpi", "hdf5", "boost", "onednn", "libjpeg-turbo", "cmake", "cuda", "cudnn", "nccl"):
         check(d in deps, f"package.py: depends_on('{d}...') missing")
     names = {n.name for n in ast.walk(classes[0]) if isinstance(n, ast.FunctionDef)}
     check("cmake_args" in names, "package.py: cmake_args missing")

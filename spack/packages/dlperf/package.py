@@ -24,6 +24,7 @@ class Dlperf(CMakePackage, CudaPackage):
     depends_on("hdf5~mpi")
     depends_on("boost+program_options")
     depends_on("onednn")
+    depends_on("libjpeg-turbo@2.0:")  # libjpeg API (jpeg_crop_scanline) and TurboJPEG
     depends_on("googletest", type="build", when="+tests")
     depends_on("cuda@11.8:", when="+cuda")
     depends_on("cudnn@8.9:", when="+cuda")
