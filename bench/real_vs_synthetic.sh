@@ -81,7 +81,7 @@ fi
 find "$data" -type f -iname '*.jp*g' -exec cat {} + >/dev/null
 if [[ -z $log_dir ]]; then log_dir=$(mktemp -d "${TMPDIR:-/tmp}/dlperf-real-vs-synthetic.XXXXXX"); else mkdir -p "$log_dir"; fi
 results="$log_dir/results.tsv"
-printf 'data\trepeat\tsamples_per_s\tdata_wait_ms\tother_cpu_percent\n' >"$results"
+printf 'data\trepeat\tsamples_per_s\tdata_wait_ms\tstep_ms\tother_cpu_percent\n' >"$results"
 
 echo "ResNet-50 v1.5, CPU backend, $precision: real JPEGs vs synthetic data"
 echo "  machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $cores cores; $threads compute threads (pinned),"\
@@ -108,9 +108,10 @@ run_one() {  # synthetic|real REPEAT
   fi
   if [[ -z $value ]]; then echo "  [repeat $rep] $kind: FAILED (see $log)" >&2; failed=1; return; fi
   wait=$(grep -oE 'data wait median [0-9.]+ ms' "$log" | awk '{print $4}') || true
+  step=$(grep -oE 'median step [0-9.]+ ms' "$log" | awk '{print $3}') || true
   other=$((t1 > t0 ? 100 * (b1 - b0 - (c1 - c0)) / (t1 - t0) : 0)); ((other >= 0)) || other=0
   if ((other > 10)); then flag="  <- other processes used ${other}% of the CPUs"; contended=$((contended + 1)); fi
-  printf '%s\t%s\t%s\t%s\t%s\n' "$kind" "$rep" "$value" "${wait:-0}" "$other" >>"$results"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$rep" "$value" "${wait:-0}" "${step:-0}" "$other" >>"$results"
   printf '  [repeat %s] %-9s %8.2f samples/s%s%s\n' "$rep" "$kind" "$value" "${wait:+, data wait $wait ms}" "$flag"
 }
 for ((rep = 1; rep <= repeats; rep++)); do
@@ -118,7 +119,7 @@ for ((rep = 1; rep <= repeats; rep++)); do
 done
 echo
 awk -F'\t' '
-  NR > 1 { n[$1]++; v[$1, n[$1]] = $3 }
+  NR > 1 { n[$1]++; v[$1, n[$1]] = $3; if ($1 == "real" && $5 > 0) { share[++ns] = $4 / $5 } }
   function median(k,   i, j, t, a, m) {
     m = n[k]; if (m == 0) return -1
     for (i = 1; i <= m; i++) a[i] = v[k, i]
@@ -129,6 +130,9 @@ awk -F'\t' '
     s = median("synthetic"); r = median("real")
     printf "| data | samples/s (median) |\n|---|---|\n| synthetic | %.2f |\n| real JPEGs | %.2f |\n", s, r
     if (s > 0 && r > 0) printf "real / synthetic = %.3f (%+.1f%%)\n", r / s, 100 * (r / s - 1)
+    # What real data adds to a step, measured inside each run: robust to a busy machine.
+    for (i = 2; i <= ns; i++) { t = share[i]; for (j = i - 1; j >= 1 && share[j] > t; j--) share[j + 1] = share[j]; share[j + 1] = t }
+    if (ns > 0) printf "data wait of the real-data runs: median %.3f%% of the median step\n", 100 * share[int((ns + 1) / 2)]
   }' "$results"
 ((contended == 0)) || echo "WARNING: $contended measurement(s) ran alongside other work: rerun on an idle machine for the record."
 exit $failed
