@@ -6,21 +6,25 @@
 # (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the
 # fabric and the file system and disturb each other's numbers. --concurrent submits them all
 # at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.
-#   jobs/submit_all.sh [gpu|cpu|all] [--concurrent] [sbatch options...]    (default gpu)
+# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.
+#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: $0 [gpu|cpu|all] [--concurrent] [sbatch options...]"
+usage="usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options...]"
 which=gpu
 concurrent=0
-case ${1:-} in gpu|cpu|all) which=$1; shift ;; -h|--help) echo "$usage"; exit 0 ;; -*|'') ;; *) echo "$usage" >&2; exit 2 ;; esac
+case ${1:-} in gpu|cpu|data|all) which=$1; shift ;; -h|--help) echo "$usage"; exit 0 ;; -*|'') ;; *) echo "$usage" >&2; exit 2 ;; esac
 if [ "${1:-}" = --concurrent ]; then concurrent=1; shift; fi
 command -v sbatch >/dev/null || { echo "submit_all.sh: sbatch not found: run it on a Slurm login node" >&2; exit 2; }
 
 gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_4n8g.sh vgg16_1n1g.sh vgg16_1n2g.sh vgg16_1n4g.sh vgg16_1n8g.sh vgg16_2n8g.sh vgg16_4n8g.sh bert_base_1n1g.sh bert_base_1n2g.sh bert_base_1n4g.sh bert_base_1n8g.sh bert_base_2n8g.sh bert_base_4n8g.sh)
 cpu_jobs=(rn50_cpu_1n1r.sh rn50_cpu_1n2r.sh rn50_cpu_2n2r.sh rn50_cpu_4n2r.sh vgg16_cpu_1n1r.sh vgg16_cpu_1n2r.sh vgg16_cpu_2n2r.sh vgg16_cpu_4n2r.sh bert_base_cpu_1n1r.sh bert_base_cpu_1n2r.sh bert_base_cpu_2n2r.sh bert_base_cpu_4n2r.sh)
+data_jobs=(rn50_data_1n1g.sh rn50_data_1n2g.sh rn50_data_1n4g.sh rn50_data_1n8g.sh rn50_data_2n8g.sh rn50_data_4n8g.sh rn50_data_cpu_1n1r.sh rn50_data_cpu_1n2r.sh rn50_data_cpu_2n2r.sh rn50_data_cpu_4n2r.sh)
 case $which in
   gpu) scripts=("${gpu_jobs[@]}") ;;
   cpu) scripts=("${cpu_jobs[@]}") ;;
+  data) scripts=("${data_jobs[@]}")
+        [ -n "${DLPERF_DATA:-}" ] || { echo "submit_all.sh data: set DLPERF_DATA to the ImageNet training set" >&2; exit 2; } ;;
   all) scripts=("${gpu_jobs[@]}" "${cpu_jobs[@]}") ;;
 esac
 [ ${#scripts[@]} -gt 0 ] || { echo "submit_all.sh: the matrix has no $which jobs" >&2; exit 2; }

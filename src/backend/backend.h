@@ -11,6 +11,7 @@
 
 #include "backend/ops.h"
 #include "backend/tensor.h"
+#include "core/host_memory.h"
 
 namespace dlperf {
 
@@ -107,6 +108,9 @@ class Backend {
   // (where planning is needed; the CPU backend records the reorder it will run).
   virtual void plan_convert(const Tensor& src, const Tensor& dst) { (void)src, (void)dst; }
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
+  // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
+  // copies), 64-byte aligned on the CPU. Safe to call from any thread.
+  virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
   virtual void synchronize() = 0;                               // wait for all queued work
   // The queue ops run on, for a communicator that must order itself after them (CUDA: the

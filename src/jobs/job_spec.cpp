@@ -237,7 +237,7 @@ Matrix load_matrix(const IniFile& f) {
       if (have.name == n) mx.fail("models", "lists '" + n + "' twice");
     const IniSection* sec = f.find(n);
     if (!sec) throw_bad_input(f.where(0) + ": model " + n + " is in [matrix] models but has no [" + n + "] section with batch_per_device");
-    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time"});
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time", "real_data"});
     ModelSettings s{n, k->train_model, k->title};
     if (!r.has("batch_per_device")) r.fail("batch_per_device", "is missing in [" + n + "]: samples per device per iteration, e.g. 128");
     s.batch_per_device = r.integer("batch_per_device", 0, 1, 1 << 20);
@@ -256,6 +256,10 @@ Matrix load_matrix(const IniFile& f) {
       if (!why.empty())
         (s.extra_args.empty() ? mx : r).fail("extra_args", "is refused by dlperf-train for " + n + (gpu ? "" : " (CPU backend)") + ": " + why);
     }
+    const std::string real = r.str("real_data", "no");
+    if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
+    if (real == "yes" && n == "bert_base") r.fail("real_data", "is for the image models (rn50, vgg16)");
+    s.real_data = real == "yes";
     m.models.push_back(std::move(s));
   }
   if (m.configurations.empty() && m.cpu_configurations.empty())
@@ -268,9 +272,12 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
   for (Backend b : {Backend::cuda, Backend::cpu}) {
     const bool gpu = b == Backend::cuda;
     for (const auto& model : m.models)
+      for (bool real : {false, true})
       for (const auto& c : gpu ? m.configurations : m.cpu_configurations) {
+        if (real && !model.real_data) continue;
         JobSpec j;
-        j.name = model.name + (gpu ? "_" : "_cpu_") + c.tag();
+        j.real_data = real;
+        j.name = model.name + (real ? "_data" : "") + (gpu ? "_" : "_cpu_") + c.tag();
         j.model = &model;
         j.config = c;
         j.slurm = gpu ? p.gpu : p.cpu;

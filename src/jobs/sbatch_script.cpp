@@ -89,6 +89,13 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
                        "its runs go to results.d/" + j.name + "_<job id>.h5 in the submit directory");
+  if (j.real_data)
+    o << "# Real images: DLPERF_DATA names the training set (ImageNet's train/<class>/*.JPEG folder tree, or\n"
+      << "# WebDataset .tar shards), on a file system every node reads.\n"
+      << "if [ -z \"${DLPERF_DATA:-}\" ]; then\n"
+      << "  echo \"" << file << " reads real images: submit it with DLPERF_DATA=/path/to/imagenet sbatch $0\" >&2\n"
+      << "  exit 2\n"
+      << "fi\n";
   o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
     << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
   load_environment(o, p);
@@ -125,8 +132,14 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
     << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
     << " --precision " << j.precision << " \\\n"
-    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup
-    << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup;
+  if (!j.real_data) o << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  // Real data: on GPUs every core of the task decodes; on the CPU backend one core decodes
+  // (~1,000 ImageNet images/s, far above a socket's training rate) and the rest compute.
+  else if (gpu) o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  else
+    o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --threads $((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))"
+      << " --loader-threads 1 \\\n";
   if (!j.extra_args.empty()) {
     o << "     ";
     for (const auto& a : j.extra_args) o << ' ' << a;
@@ -178,10 +191,10 @@ std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& f
 }
 
 std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from) {
-  const auto list = [&](Backend b) {
+  const auto list = [&](Backend b, bool real_data) {
     std::string names;
     for (const auto& j : jobs)
-      if (j.config.backend == b) names += (names.empty() ? "" : " ") + j.name + ".sh";
+      if (j.config.backend == b && j.real_data == real_data) names += (names.empty() ? "" : " ") + j.name + ".sh";
     return names;
   };
   std::ostringstream o;
@@ -191,20 +204,24 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "# (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the\n"
     << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
     << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|all] [--concurrent] [sbatch options...]    (default gpu)\n"
+    << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "usage=\"usage: $0 [gpu|cpu|all] [--concurrent] [sbatch options...]\"\n"
+    << "usage=\"usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options...]\"\n"
     << "which=gpu\n"
     << "concurrent=0\n"
-    << "case ${1:-} in gpu|cpu|all) which=$1; shift ;; -h|--help) echo \"$usage\"; exit 0 ;; -*|'') ;; *) echo \"$usage\" >&2; exit 2 ;; esac\n"
+    << "case ${1:-} in gpu|cpu|data|all) which=$1; shift ;; -h|--help) echo \"$usage\"; exit 0 ;; -*|'') ;; *) echo \"$usage\" >&2; exit 2 ;; esac\n"
     << "if [ \"${1:-}\" = --concurrent ]; then concurrent=1; shift; fi\n"
     << "command -v sbatch >/dev/null || { echo \"submit_all.sh: sbatch not found: run it on a Slurm login node\" >&2; exit 2; }\n\n"
-    << "gpu_jobs=(" << list(Backend::cuda) << ")\n"
-    << "cpu_jobs=(" << list(Backend::cpu) << ")\n"
+    << "gpu_jobs=(" << list(Backend::cuda, false) << ")\n"
+    << "cpu_jobs=(" << list(Backend::cpu, false) << ")\n"
+    << "data_jobs=(" << list(Backend::cuda, true) << (list(Backend::cuda, true).empty() || list(Backend::cpu, true).empty() ? "" : " ") << list(Backend::cpu, true) << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
+    << "  data) scripts=(\"${data_jobs[@]}\")\n"
+    << "        [ -n \"${DLPERF_DATA:-}\" ] || { echo \"submit_all.sh data: set DLPERF_DATA to the ImageNet training set\" >&2; exit 2; } ;;\n"
     << "  all) scripts=(\"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"
     << "esac\n"
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,28 @@ namespace dlperf {
 // Called during backward once every parameter gradient of `layer` is written.
 using GradReadyFn = std::function<void(const Layer& layer)>;
 
-// The host-side inputs of one step; a data source fills them, the model copies them in.
+// The exact format of one of a model's input tensors: dims, element type and layout. A data
+// source that writes an input this way (the image loader) makes loading it one plain copy.
+struct InputSpec {
+  Dims dims;                          // (N, 3, H, W) for images
+  DType dtype = DType::f32;
+  Layout layout = Layout::canonical;  // canonical: NCHW; channels_last: stored as NHWC
+  bool operator==(const InputSpec&) const = default;
+};
+
+// Bytes of one input in exactly its InputSpec format: host memory (pinned on CUDA), or device
+// memory when a GPU decoder produced them.
+struct RawInput {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  InputSpec spec;
+};
+
+// The inputs of one step; a data source fills them, the model copies them in.
 struct HostBatch {
-  std::map<std::string, std::vector<float>> floats;    // "images": (N, 3, H, W)
+  std::map<std::string, std::vector<float>> floats;    // "images": (N, 3, H, W), canonical f32, converted on load
   std::map<std::string, std::vector<int32_t>> ints;    // "labels": (N)
+  std::map<std::string, RawInput> raw;                 // "images" in Model::raw_input("images"), instead of floats
 };
 
 class Model {
@@ -29,6 +48,9 @@ class Model {
   virtual std::vector<Layer*> layers() = 0;       // every layer with parameters, forward order
 
   virtual void load(const HostBatch& batch) = 0;  // copy one batch into the input tensors
+  // The format in which the model takes input `name` as HostBatch::raw bytes; nullopt when it
+  // does not (then it takes floats/ints).
+  virtual std::optional<InputSpec> raw_input(const std::string& /*name*/) const { return std::nullopt; }
   virtual void forward() = 0;                     // through the loss
   virtual float loss() = 0;                       // the last forward's loss (synchronises)
   // loss_scale multiplies the loss gradient (fp16 loss scaling; 1 otherwise).

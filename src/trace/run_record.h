@@ -38,7 +38,6 @@ struct RunInfo {
   int64_t num_classes = 0;      // classifier outputs; 0 for models without one (BERT)
   int64_t max_predictions = 0;  // BERT's masked positions per sequence; 0 otherwise
   std::string optimizer;        // "sgd", "adamw", "lamb"
-  std::string data_source;      // "synthetic", or the absolute path of the data read
   int64_t parameter_count = 0;  // trainable parameters of the model as built
   std::vector<std::string> settings;  // every dlperf-train option as "name=value", effective values
   int64_t nodes = 1;
@@ -48,6 +47,10 @@ struct RunInfo {
   int64_t iterations = 0;  // planned iterations, warm-up included
   int64_t warmup = 0;      // planned warm-up iterations
   int64_t threads_per_rank = 0;
+  std::string data_source;     // "synthetic", "folder" (ImageNet-style tree), "tar" (WebDataset shards), "hdf5" (BERT shards)
+  std::string data_path;       // --data as given, "" for synthetic data
+  std::string decoder;         // image decoder: "cpu", "gpu" (nvJPEG); "" without image files
+  int64_t loader_threads = 0;  // image loader threads per rank, 0 without image files
   std::string start_time_utc;  // ISO 8601, "2026-11-21T21:40:00Z"
   std::string end_time_utc;
   std::vector<std::string> hosts;  // per rank
@@ -74,6 +77,12 @@ struct IterationTiming {
   float phase_seconds[kPhaseCount] = {};  // data, forward, backward, exposed communication, optimizer
   float comm_seconds = 0;  // total time gradient allreduces were in flight (overlapped or not)
   float loss = 0;
+  // The rank's image loader (0 with generated data): batches it had ready when the step asked
+  // for this one, and images decoded and compressed bytes read since the start, at the end of
+  // the iteration (differences over time give images/s and bytes/s).
+  int64_t data_queue_depth = 0;
+  int64_t data_images = 0;
+  int64_t data_bytes_read = 0;
 };
 
 struct RankTrace {
@@ -82,6 +91,7 @@ struct RankTrace {
   uint64_t param_checksum = 0;     // ParamStore::checksum() after the last iteration; 0: not recorded
   double clock_offset = 0;         // s added to this rank's clock to get rank 0's
   int64_t peak_memory_bytes = 0;   // peak resident (CPU) or device (GPU) memory
+  int64_t data_bad_samples = 0;    // samples the rank's loader skipped as unreadable or corrupt
   std::vector<IterationTiming> iterations;  // completed iterations, in order
 };
 

@@ -9,10 +9,13 @@
 //     iterations_completed i64 (R)   rows past a rank's count are NaN
 //     settings         str (n)       "name=value" per dlperf-train option (1.2)
 //     local_rank       i64 (R)       since 1.2     param_checksum u64 (R)  since 1.2, 0 = none
+//     data_queue_depth i64 (I, R)    data_images i64 (I, R)   data_bytes_read i64 (I, R)   since 1.2
+//     data_bad_samples i64 (R)       rows past a rank's count are -1; absent in older files: zeros
 #include "trace/trace_schema.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -49,6 +52,8 @@ constexpr StringField kStringFields[] = {
     {"gpu_topology", &RunInfo::gpu_topology},
     {"optimizer", &RunInfo::optimizer},
     {"data_source", &RunInfo::data_source},
+    {"data_path", &RunInfo::data_path},
+    {"decoder", &RunInfo::decoder},
 };
 constexpr IntField kIntFields[] = {
     {"batch_per_device", &RunInfo::batch_per_device},
@@ -65,6 +70,18 @@ constexpr IntField kIntFields[] = {
     {"num_classes", &RunInfo::num_classes},
     {"max_predictions", &RunInfo::max_predictions},
     {"parameter_count", &RunInfo::parameter_count},
+    {"loader_threads", &RunInfo::loader_threads},
+};
+
+// The loader's per-iteration counters (schema 1.2), int64 (I, R).
+struct LoaderField {
+  const char* name;
+  int64_t IterationTiming::*member;
+};
+constexpr LoaderField kLoaderFields[] = {
+    {"data_queue_depth", &IterationTiming::data_queue_depth},
+    {"data_images", &IterationTiming::data_images},
+    {"data_bytes_read", &IterationTiming::data_bytes_read},
 };
 
 // The planned kernels as four string datasets of one length K: kernel_op, kernel_pass,
@@ -159,14 +176,16 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   std::vector<float> phases(I * R * kPhaseCount, static_cast<float>(nan)), comm(I * R, static_cast<float>(nan)),
       loss(I * R, static_cast<float>(nan));
   std::vector<double> offset(R);
-  std::vector<int64_t> peak(R), completed(R), local_rank(R);
+  std::vector<int64_t> peak(R), completed(R), local_rank(R), bad(R);
   std::vector<uint64_t> checksum(R);
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, -1));
   for (size_t r = 0; r < R; ++r) {
     const RankTrace& rank = record.ranks[r];
     offset[r] = rank.clock_offset;
     peak[r] = rank.peak_memory_bytes;
     local_rank[r] = rank.local_rank;
     checksum[r] = rank.param_checksum;
+    bad[r] = rank.data_bad_samples;
     completed[r] = static_cast<int64_t>(rank.iterations.size());
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       const IterationTiming& it = rank.iterations[i];
@@ -175,6 +194,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
       std::copy(it.phase_seconds, it.phase_seconds + kPhaseCount, &phases[(i * R + r) * kPhaseCount]);
       comm[i * R + r] = it.comm_seconds;
       loss[i * R + r] = it.loss;
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) loader[f][i * R + r] = it.*kLoaderFields[f].member;
     }
   }
   const hsize_t hI = I, hR = R, hP = kPhaseCount;
@@ -189,6 +209,9 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
   h5::write_rows(group, "local_rank", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, local_rank.data());
   h5::write_rows(group, "param_checksum", H5T_NATIVE_UINT64, H5T_STD_U64LE, {hR}, checksum.data());
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    h5::write_rows(group, kLoaderFields[f].name, H5T_NATIVE_INT64, H5T_STD_I64LE, {hI, hR}, loader[f].data());
+  h5::write_rows(group, "data_bad_samples", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, bad.data());
 }
 
 RunRecord read_run_group(hid_t group) {
@@ -238,6 +261,12 @@ RunRecord read_run_group(hid_t group) {
   if (h5::has_link(group, "local_rank")) h5::read_all(group, "local_rank", H5T_NATIVE_INT64, {hR}, local_rank.data());
   if (h5::has_link(group, "param_checksum"))
     h5::read_all(group, "param_checksum", H5T_NATIVE_UINT64, {hR}, checksum.data());
+  // Schema 1.2 datasets; an older run has none of them (zeros).
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, 0));
+  std::vector<int64_t> bad(R, 0);
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    if (h5::has_link(group, kLoaderFields[f].name)) h5::read_all(group, kLoaderFields[f].name, H5T_NATIVE_INT64, {hI, hR}, loader[f].data());
+  if (h5::has_link(group, "data_bad_samples")) h5::read_all(group, "data_bad_samples", H5T_NATIVE_INT64, {hR}, bad.data());
 
   record.ranks.resize(R);
   for (size_t r = 0; r < R; ++r) {
@@ -247,6 +276,7 @@ RunRecord read_run_group(hid_t group) {
     rank.peak_memory_bytes = peak[r];
     rank.local_rank = local_rank[r];
     rank.param_checksum = checksum[r];
+    rank.data_bad_samples = bad[r];
     if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
       throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
     rank.iterations.resize(static_cast<size_t>(completed[r]));
@@ -257,6 +287,7 @@ RunRecord read_run_group(hid_t group) {
       std::copy_n(&phases[(i * R + r) * kPhaseCount], kPhaseCount, it.phase_seconds);
       it.comm_seconds = comm[i * R + r];
       it.loss = loss[i * R + r];
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) it.*kLoaderFields[f].member = loader[f][i * R + r];
     }
   }
   return record;

@@ -102,17 +102,23 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
   int rank = 0, size = 1;
   DLPERF_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   DLPERF_CHECK_MPI(MPI_Comm_size(comm, &size));
-  // Each iteration travels as doubles: start, end, 5 phases, comm, loss.
-  constexpr int kPer = 4 + kPhaseCount;
+  // Each iteration travels as doubles: start, end, 5 phases, comm, loss, then the loader's
+  // queue depth, images and bytes (exact as doubles up to 2^53).
+  constexpr int kHeader = 3;
+  constexpr int kPer = 7 + kPhaseCount;
   std::vector<double> flat;
   flat.push_back(mine.clock_offset);
   flat.push_back(static_cast<double>(mine.peak_memory_bytes));
+  flat.push_back(static_cast<double>(mine.data_bad_samples));
   for (const auto& it : mine.iterations) {
     flat.push_back(it.start);
     flat.push_back(it.end);
     for (float p : it.phase_seconds) flat.push_back(p);
     flat.push_back(it.comm_seconds);
     flat.push_back(it.loss);
+    flat.push_back(static_cast<double>(it.data_queue_depth));
+    flat.push_back(static_cast<double>(it.data_images));
+    flat.push_back(static_cast<double>(it.data_bytes_read));
   }
   const int n = static_cast<int>(flat.size());
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
@@ -135,13 +141,17 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     RankTrace t;
     t.clock_offset = p[0];
     t.peak_memory_bytes = static_cast<int64_t>(p[1]);
-    for (int i = 2; i + kPer <= c; i += kPer) {
+    t.data_bad_samples = static_cast<int64_t>(p[2]);
+    for (int i = kHeader; i + kPer <= c; i += kPer) {
       IterationTiming it;
       it.start = p[i];
       it.end = p[i + 1];
       for (int k = 0; k < kPhaseCount; ++k) it.phase_seconds[k] = static_cast<float>(p[i + 2 + k]);
       it.comm_seconds = static_cast<float>(p[i + 2 + kPhaseCount]);
       it.loss = static_cast<float>(p[i + 3 + kPhaseCount]);
+      it.data_queue_depth = static_cast<int64_t>(p[i + 4 + kPhaseCount]);
+      it.data_images = static_cast<int64_t>(p[i + 5 + kPhaseCount]);
+      it.data_bytes_read = static_cast<int64_t>(p[i + 6 + kPhaseCount]);
       t.iterations.push_back(it);
     }
     out.push_back(std::move(t));

@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -85,11 +86,52 @@ std::string value_text(const std::string& name, const boost::any& v) {
                        std::source_location::current());
 }
 
+// The real-image options: checked here, before MPI starts, so bad input never starts a job.
+void validate_image_options(const po::variables_map& vm, const std::string& decoder, const std::string& max_bad, TrainOptions& o) {
+  const bool is_bert = o.model == "bert_base";
+  if (decoder == "cpu") o.decoder = ImageDecoder::cpu;
+  else if (decoder == "gpu") o.decoder = ImageDecoder::gpu;
+  else throw_usage_error("--decoder '" + decoder + "' is unknown: use cpu or gpu");
+  if (o.decoder == ImageDecoder::gpu && o.backend != BackendKind::cuda)
+    throw_usage_error("--decoder gpu decodes with nvJPEG on the cuda backend: add --backend cuda, or use --decoder cpu");
+  if (o.loader_threads < 0) throw_usage_error("--loader-threads must be 0 (automatic) or more");
+  require_positive("prefetch", o.prefetch);
+  // --max-bad-samples: "N" or "P%".
+  try {
+    size_t used = 0;
+    if (!max_bad.empty() && max_bad.back() == '%') {
+      const double p = std::stod(max_bad.substr(0, max_bad.size() - 1), &used);
+      if (used + 1 != max_bad.size() || !(p >= 0 && p <= 100)) throw std::invalid_argument(max_bad);
+      o.max_bad_fraction = p / 100.0;
+      o.max_bad_count = -1;
+    } else {
+      const long long n = std::stoll(max_bad, &used);
+      if (used != max_bad.size() || n < 0) throw std::invalid_argument(max_bad);
+      o.max_bad_count = n;
+    }
+  } catch (const std::exception&) {
+    throw_usage_error("--max-bad-samples takes a count (like 10) or a percentage (like 0.1%), got '" + max_bad + "'");
+  }
+  const bool image_flags = !vm["loader-threads"].defaulted() || !vm["prefetch"].defaulted() || !vm["decoder"].defaulted() ||
+                           !vm["max-bad-samples"].defaulted() || o.loader_only;
+  if (is_bert && image_flags)
+    throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only are for image models (resnet50, vgg16)");
+  if (o.data.empty() && image_flags && !is_bert)
+    throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only need --data (real images)");
+  if (o.loader_only && !o.output.empty())
+    throw_usage_error("--loader-only prints its measurement and writes no trace: drop --output");
+  // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found
+  // when rank 0 indexes it (the same one-line error, exit 2, nothing written).
+  std::error_code ec;
+  if (!o.data.empty() && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
+    throw_usage_error("--data " + o.data + ": no such file or directory");
+}
+
 }  // namespace
 
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
-  std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3";
-  po::options_description general("dlperf-train: trains a network on synthetic data and measures samples/s");
+  std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3", decoder = "cpu", max_bad = "0.1%";
+  po::options_description general("dlperf-train: trains a network on synthetic or real data and measures samples/s");
   // clang-format off
   general.add_options()
     ("help,h", "print this help and exit")
@@ -134,8 +176,19 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   bert.add_options()
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
     ("max-predictions", po::value(&o.max_predictions)->default_value(o.max_predictions), "masked-LM predictions per sequence")
-    ("data", po::value(&o.data), "NVIDIA BERT pretraining shards (an .hdf5 file or a directory of them); default: synthetic tokens")
     ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "BERT: hidden and attention dropout probability; VGG16: classifier dropout (default 0.5)");
+  po::options_description images("Real images (--model resnet50 or vgg16)");
+  images.add_options()
+    ("data", po::value(&o.data), "images: an ImageNet-style folder tree (DIR or DIR/train holding <class>/*.JPEG) or WebDataset tar "
+                                 "shards (a folder of .tar, one .tar, or a pattern like train-{000000..000146}.tar); bert_base: NVIDIA "
+                                 "pretraining shards (an .hdf5 file or a directory of them). Default: synthetic data")
+    ("loader-threads", po::value(&o.loader_threads)->default_value(o.loader_threads), "image decoding threads per rank (0: the rank's "
+                                                                                        "cores not used by --threads, at least 1)")
+    ("prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches decoded ahead of the training step")
+    ("decoder", po::value(&decoder)->default_value(decoder), "cpu (libjpeg-turbo in the loader threads) or gpu (nvJPEG; cuda backend)")
+    ("max-bad-samples", po::value(&max_bad)->default_value(max_bad), "fail when a rank skips more corrupt or unreadable images than this: "
+                                                                     "a count, or a percentage of the rank's share of an epoch")
+    ("loader-only", po::bool_switch(&o.loader_only), "measure the image loader alone (images/s), no model: is storage or decoding the limit?");
   po::options_description reduced("Reduced networks (tests)");
   reduced.add_options()
     ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
@@ -149,7 +202,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on
   po::options_description all;
-  all.add(general).add(optim).add(bert).add(dist).add(reduced);
+  all.add(general).add(optim).add(images).add(bert).add(dist).add(reduced);
 
   po::variables_map vm;
   try {
@@ -243,7 +296,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
-  if (!o.data.empty() && !is_bert) throw_usage_error("--data reads BERT pretraining shards: use it with --model bert_base");
+  validate_image_options(vm, decoder, max_bad, o);
   if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))
     throw_usage_error("--lock-timeout must be 0 to 604800 seconds (got " + float_text(o.lock_timeout_s) + ")");
   if (!(o.max_loss_growth == 0 || (o.max_loss_growth > 1 && o.max_loss_growth <= 1e12)))

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "train/data_source.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
@@ -38,11 +39,18 @@ struct TrainOptions {
   int64_t max_predictions = 20;
   std::string optimizer;        // sgd, adamw, lamb; "" before parsing picks the model's default
   float clip_grad_norm = 0.0f;  // global gradient-norm clip; 0: off
-  std::string data;             // pretraining shards (file or directory); "": synthetic data
+  std::string data;             // BERT: pretraining shards; CNNs: image folder tree or tar shards; "": synthetic data
   float dropout = 0.1f;          // BERT's hidden/attention dropout; VGG's classifier dropout (default 0.5)
   int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
   // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
   int64_t vgg_width = 64, vgg_hidden = 4096;
+  // Real images (--data with resnet50 / vgg16)
+  int loader_threads = 0;           // 0: the rank's cores not used for compute (at least 1)
+  int prefetch = 3;                 // batches decoded ahead of the step
+  ImageDecoder decoder = ImageDecoder::cpu;
+  double max_bad_fraction = 0.001;  // of the rank's share of an epoch ...
+  int64_t max_bad_count = -1;       // ... or this many (>= 0), per rank
+  bool loader_only = false;         // measure the loader alone, no model
   // distributed run and traces
   std::string output;           // results file (HDF5); "" writes none
   double bucket_mb = 25.0;      // gradient bucket size

@@ -20,7 +20,9 @@
 #include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"
+#include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/loader_only.h"
 #include "train/param_store.h"
 #include "train/registry.h"
 
@@ -33,7 +35,7 @@ std::string with_commas(int64_t v) {
   return s;
 }
 
-RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t parameters) {
+RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t parameters, const data::Dataset* dataset) {
   RunInfo info = describe_environment(w);
   info.model = o.model;
   info.precision = to_string(o.precision);
@@ -47,7 +49,6 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.seq_len = images ? 0 : o.seq_len;
   info.max_predictions = images ? 0 : o.max_predictions;
   info.optimizer = o.optimizer;
-  info.data_source = o.data.empty() ? "synthetic" : std::filesystem::absolute(o.data).lexically_normal().string();
   info.parameter_count = parameters;
   for (const auto& [name, value] : o.settings) info.settings.push_back(name + "=" + value);
   info.repeat_index = o.repeat_index;
@@ -55,6 +56,7 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.warmup = o.warmup;
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
+  describe_data(o, w, dataset, info);
   return info;
 }
 
@@ -70,10 +72,15 @@ void report_kernels(const std::vector<PlannedKernel>& kernels, const std::string
     for (const auto& k : kernels)
       out << "  " << k.op << "  " << k.pass << "  " << k.shape << "  " << k.impl << (k.reference ? "  <- REFERENCE" : "") << "\n";
   out << std::flush;
+  // One line on stderr however many there are (a job's error file stays readable); the
+  // first names where, --plan-only lists them all.
   for (const auto& k : kernels)
-    if (k.reference)
-      std::cerr << "dlperf-train: WARNING: " << k.op << " " << k.pass << " " << k.shape << " runs the reference implementation "
-                << k.impl << " on " << (isa.empty() ? "this machine" : isa) << ": this run measures a fallback, not the machine\n";
+    if (k.reference) {
+      std::cerr << "dlperf-train: WARNING: " << reference << " of " << kernels.size() << " kernels run reference implementations on "
+                << (isa.empty() ? "this machine" : isa) << " (first: " << k.op << " " << k.pass << " " << k.shape << " " << k.impl
+                << "; --plan-only lists them): this run measures a fallback, not the machine\n";
+      break;
+    }
 }
 
 std::vector<KernelRecord> kernel_records(const std::vector<PlannedKernel>& kernels) {
@@ -191,11 +198,15 @@ double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64
 }
 
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
+  if (o.loader_only) return run_loader_only(session, o, out);
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
   check_ranks_agree(world, o.settings);  // before anything is built or exchanged
+  // The dataset first: a missing or empty one is a usage error before anything is built.
+  std::shared_ptr<const data::Dataset> dataset;
+  if (uses_image_files(o)) dataset = share_dataset(world, o.data, o.num_classes);
   std::string pinning;
   if (o.pin_threads) {
     // Before the backend starts its thread pool, so every compute thread inherits the cores.
@@ -203,7 +214,10 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
 #if defined(DLPERF_WITH_CUDA)
     if (o.backend == BackendKind::cuda) near = gpu_locality_by_local_rank(w.local_size);
 #endif
-    pinning = pin_local_ranks(world, w, o.threads, near).how;
+    note_start_cores();
+    const PinPlan plan = pin_local_ranks(world, w, o.threads, near);
+    note_compute_pinning(plan);
+    pinning = plan.how;
   }
 
   auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
@@ -222,14 +236,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     return s;
   }
   model->init_params(o.seed);
-  auto data = make_data(o, w.rank);
+  std::unique_ptr<DataSource> data;
+  if (dataset) data = make_image_data(o, w, dataset, *model->raw_input("images"), *be);
+  else data = make_data(o, w.rank);
   check_parameter_counts_agree(world, store.parameter_count());
 
   RunSummary s;
   s.parameter_count = store.parameter_count();
   Recorder rec;
   if (root) {
-    rec.record.info = make_run_info(w, o, store.parameter_count());
+    rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
     rec.record.info.cpu_isa = be->isa();
     rec.record.kernels = kernel_records(kernels);
   }
@@ -266,6 +282,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
     if (!pinning.empty()) out << "\npinned: " << pinning;
+    out << "\ndata: " << data_banner(o, w, dataset.get(), *model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
     report_kernels(kernels, be->isa(), false, out);
@@ -292,7 +309,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.flush();
   };
   try {
-    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, boundary, root ? &out : nullptr,
+    trainer.run(*data, exchange.get(), mine, boundary, root ? &out : nullptr,
                 after_iteration);
   } catch (const DivergedError& e) {
     // Every rank threw at the same boundary: gather what was measured (the diverging
@@ -316,6 +333,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   }
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be->peak_memory_bytes();
+  mine.data_bad_samples = data->stats().bad_samples;
   rec.collect(world, mine, w);
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
@@ -349,6 +367,9 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
   out << replica_summary(checksums, w.hosts);
+  if (dataset)
+    out << loader_summary(ranks, o.warmup, data->stats(), loader_threads(o, w),
+                          mine.iterations.empty() ? 0.0 : mine.iterations.back().end - mine.iterations.front().start);
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,

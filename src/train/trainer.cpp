@@ -23,7 +23,7 @@ std::string format_eta(double seconds) {
 }
 }  // namespace
 
-void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
+void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
                   std::ostream* progress, const IterationFn& after_iteration) {
   const int world = exchange ? exchange->world_size() : 1;
   const bool scaling = cfg_.loss_scale.mode != LossScaling::none;
@@ -49,8 +49,9 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     if (stop_here() || it == cfg_.iterations) break;
     IterationTiming t;
     t.start = steady_seconds();
-    model_.load(data());
+    model_.load(data.next());
     be_.synchronize();
+    data.release();  // the model holds its own copy now
     double mark = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::data)] = static_cast<float>(mark - t.start);
 
@@ -101,6 +102,10 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     else
       why[0] = '\0';
     if (diverged.empty()) diverged = why;
+    const DataStats ds = data.stats();
+    t.data_queue_depth = ds.queue_depth;
+    t.data_images = ds.images;
+    t.data_bytes_read = ds.bytes_read;
     trace.iterations.push_back(t);
     if (after_iteration) after_iteration(trace);
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "trace/run_record.h"
+#include "train/data_source.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
@@ -57,7 +58,6 @@ struct BoundaryFlags {
   bool diverged = false;
 };
 
-using DataFn = std::function<const HostBatch&()>;
 using IterationFn = std::function<void(const RankTrace&)>;  // after each iteration (periodic trace flush)
 // Combines this rank's flags with every rank's (an allreduce in a distributed run, adding
 // the stop signal); empty: this rank decides alone and never stops early.
@@ -85,8 +85,9 @@ class Trainer {
   // Runs the iterations, appending to trace. At each iteration boundary asks `boundary` (may
   // be empty): on stop, returns early and trace holds what was measured; on divergence,
   // throws DivergedError (trace holds the diverging iteration). progress may be null (ranks
-  // other than 0).
-  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
+  // other than 0). The data phase is the time the step waits for its input: the source's
+  // next() (the loader's queue) and the copy into the model's input tensors.
+  void run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
            std::ostream* progress, const IterationFn& after_iteration = {});
 
  private:

@@ -36,7 +36,12 @@ echo "== 1b. SIGUSR1 during start-up (Slurm's --signal can come that early): a c
 "$train" "${small[@]}" --image-size 32 --iterations 100000 --warmup 2 --print-every 0 --output "$dir/early.h5" \
   >"$dir/early.log" 2>&1 &
 job=$!
-sleep 0.2
+# As soon as the program can catch it: its handler is installed in main's first instruction,
+# but loading the shared libraries before main takes a variable time on a loaded machine, and a
+# signal then kills any program (SigCgt bit 9 = SIGUSR1 caught).
+waited=0
+caught() { local m; m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null); [ -n "$m" ] && (( 0x$m & 512 )); }
+until caught "$job" || [ "$waited" -ge 200 ]; do sleep 0.05; waited=$((waited + 1)); done
 kill -USR1 "$job"
 wait "$job"; rc=$?
 [ "$rc" -eq 4 ] || { bad "SIGUSR1 at start-up: exit $rc, want 4 (138: killed by the signal)"; cat "$dir/early.log"; }
@@ -47,7 +52,8 @@ echo "== 2. --lr 1e9 diverges"
 rc=$?
 cat "$dir/div.err"
 [ "$rc" -eq 5 ] || bad "diverged: exit $rc, want 5"
-[ "$(wc -l <"$dir/div.err")" -eq 1 ] || bad "diverged: want one line on stderr"
+# One line of error (a tiny network may add one WARNING line about reference kernels).
+[ "$(grep -vc 'WARNING' "$dir/div.err")" -eq 1 ] || bad "diverged: want one error line on stderr"
 grep -q 'the run diverged' "$dir/div.err" || bad "diverged: no reason"
 [ "$(status_of "$dir/div.h5" 1 status)" = failed ] || bad "diverged: status $(status_of "$dir/div.h5" 1 status), want failed"
 status_of "$dir/div.h5" 1 status_reason | grep -q 'diverged' || bad "diverged: no reason recorded"

@@ -171,6 +171,33 @@ TEST(Jobs, OnePerModelAndConfigurationThenCpuVariants) {
   EXPECT_EQ(jobs[5].batch_per_device, 64);  // cpu batch defaults to the GPU one
 }
 
+// real_data = yes adds <model>_data_* jobs that read $DLPERF_DATA (refusing to start without
+// it), kept out of submit_all.sh's gpu/cpu sets and submitted with `data`.
+TEST(Jobs, RealDataVariantsReadDlperfData) {
+  std::string text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes");
+  const auto jobs = expand_jobs(profile(), matrix(text));
+  std::vector<std::string> names;
+  for (const auto& j : jobs) names.push_back(j.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"rn50_1n1g", "rn50_4n8g", "rn50_data_1n1g", "rn50_data_4n8g", "bert_base_1n1g",
+                                             "bert_base_4n8g", "rn50_cpu_2n2r", "rn50_data_cpu_2n2r", "bert_base_cpu_2n2r"}));
+  const std::string g = render_sbatch(profile(), jobs[3], {"p.ini", "m.ini"});
+  EXPECT_NE(g.find("if [ -z \"${DLPERF_DATA:-}\" ]; then"), std::string::npos) << g;
+  EXPECT_NE(g.find("--data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\""), std::string::npos) << g;
+  const std::string c = render_sbatch(profile(), jobs[7], {"p.ini", "m.ini"});
+  EXPECT_NE(c.find("--loader-threads 1"), std::string::npos) << c;
+  EXPECT_EQ(render_sbatch(profile(), jobs[0], {"p.ini", "m.ini"}).find("DLPERF_DATA"), std::string::npos);
+  const std::string all = render_submit_all(jobs, {"p.ini", "m.ini"});
+  EXPECT_NE(all.find("data_jobs=(rn50_data_1n1g.sh rn50_data_4n8g.sh rn50_data_cpu_2n2r.sh)"), std::string::npos) << all;
+  EXPECT_NE(all.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)"), std::string::npos) << all;
+  text = kMatrix;
+  text.replace(text.find("extra_args = --seq-len 128"), 26, "extra_args = --seq-len 128\nreal_data = yes");
+  EXPECT_NE(matrix_error(text).find("real_data"), std::string::npos);
+  text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = maybe");
+  EXPECT_NE(matrix_error(text).find("yes or no"), std::string::npos);
+}
+
 TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
   const Profile p = profile(std::string(kProfile) + "");
   Matrix m = matrix();

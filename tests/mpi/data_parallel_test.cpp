@@ -63,7 +63,7 @@ TEST(DataParallel, ReplicasEndBitIdentical) {
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 77 + static_cast<uint64_t>(world().rank));  // own data per rank
   Trainer trainer(*model, *be, sgd, tc);
   RankTrace trace;
-  trainer.run([&]() -> const HostBatch& { return data.next(); }, &exchange, trace, {}, nullptr);
+  trainer.run(data, &exchange, trace, {}, nullptr);
 
   const uint64_t after = fnv1a(store.values().data(), store.size());
   EXPECT_NE(after, initial) << "training changed nothing";

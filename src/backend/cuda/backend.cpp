@@ -96,6 +96,12 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
 
+HostMemory CudaBackend::host_memory(size_t bytes) {
+  void* p = nullptr;
+  DLPERF_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  return HostMemory(p, [](void* q) { (void)cudaFreeHost(q); });
+}
+
 // The high-water mark of the backend's own allocations (tensors, buffers, parameter copies,
 // workspaces); cuDNN's and cuBLAS's internal allocations are not included.
 int64_t CudaBackend::peak_memory_bytes() const { return ctx_->memory.peak.load(); }

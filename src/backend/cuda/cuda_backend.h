@@ -28,6 +28,7 @@ class CudaBackend final : public Backend {
   TensorPtr tensor_like(const Tensor& t) override;
   void convert(const Tensor& src, Tensor& dst) override;
   std::unique_ptr<Buffer> buffer(size_t elems) override;
+  HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
   void synchronize() override;
   void* stream_handle() override { return stream(); }  // NCCL orders itself after this stream

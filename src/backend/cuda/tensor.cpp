@@ -45,6 +45,13 @@ void CudaTensor::write_indices(std::span<const int32_t> in) {
   ctx_->sync();
 }
 
+void CudaTensor::write_bytes(const void* src, size_t bytes) {
+  DLPERF_ASSERT(bytes == mem_.bytes(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
+  // cudaMemcpyDefault: unified addressing tells host (pinned or pageable) from device sources.
+  DLPERF_CHECK(cudaMemcpyAsync(data(), src, bytes, cudaMemcpyDefault, ctx_->s()));
+  ctx_->sync();  // the caller may reuse `src` on return
+}
+
 void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, mem_.bytes(), ctx_->s())); }
 
 const CudaTensor& dev(const Tensor& t) { return static_cast<const CudaTensor&>(t); }

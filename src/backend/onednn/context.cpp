@@ -111,6 +111,14 @@ void CpuTensor::write_indices(std::span<const int32_t> in) {
   std::memcpy(mem_.get_data_handle(), in.data(), in.size_bytes());
 }
 
+void CpuTensor::write_bytes(const void* src, size_t bytes) {
+  const md& d = mem_.get_desc();
+  DLPERF_ASSERT(bytes == d.get_size(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
+  DLPERF_ASSERT(d == plain_md(dims(), dtype()) || (dims().size() == 4 && d == md(dims(), to_dnnl(dtype()), tag::nhwc)),
+                "write_bytes needs a dense canonical or channels-last tensor");
+  std::memcpy(mem_.get_data_handle(), src, bytes);
+}
+
 bool CpuTensor::same_layout(const Tensor& other) const {
   return dims() == other.dims() && dtype() == other.dtype() && desc() == cpu(other).desc();
 }

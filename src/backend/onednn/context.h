@@ -70,6 +70,7 @@ class CpuTensor final : public Tensor {
   void read(std::span<float> out) const override;
   void write(std::span<const float> in) override;
   void write_indices(std::span<const int32_t> in) override;
+  void write_bytes(const void* src, size_t bytes) override;
   void zero() override;
   bool same_layout(const Tensor& other) const override;
 

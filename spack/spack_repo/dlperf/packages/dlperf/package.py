@@ -34,7 +34,7 @@ class Dlperf(CMakePackage, CudaPackage):
     depends_on("onednn@2.6:2 cpu_runtime=omp")
     depends_on("hwloc@2:")  # topology: core pinning, the node's description
     depends_on("nlohmann-json@3:")  # dlperf-reduce's JSON input and output
-    depends_on("libjpeg-turbo")  # decoding real ImageNet-style data
+    depends_on("libjpeg-turbo@2.0:")  # libjpeg API (jpeg_crop_scanline) and TurboJPEG
     depends_on("googletest", type=("build", "test"), when="+tests")
 
     with when("+cuda"):
