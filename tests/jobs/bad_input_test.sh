@@ -47,7 +47,7 @@ expect_bad "batch_per_device is missing in [vgg16]" --profile "$profile" --matri
 expect_bad "extra_args '\$(rm' may only use" --profile "$profile" --matrix "$(edited m6.ini "$matrix" 's/^extra_args = .*/extra_args = $(rm -rf x)/')"
 # extra_args go through dlperf-train's own option parser when the scripts are generated
 # (issue 18 row 11), not when a queued job finally starts.
-expect_bad "m7.ini:27: extra_args is refused by dlperf-train for bert_base: unrecognised option '--bogus-flag'" \
+expect_bad "m7.ini:29: extra_args is refused by dlperf-train for bert_base: unrecognised option '--bogus-flag'" \
   --profile "$profile" --matrix "$(edited m7.ini "$matrix" 's/^extra_args = .*/extra_args = --seq-len 128 --bogus-flag/')"
 expect_bad "extra_args is refused by dlperf-train for rn50: --seq-len does not apply to --model resnet50" \
   --profile "$profile" --matrix "$(edited m8.ini "$matrix" 's/^\[rn50\]$/[rn50]\nextra_args = --seq-len 64/')"
