@@ -58,6 +58,7 @@ constexpr IntField kIntFields[] = {
     {"warmup", &RunInfo::warmup},
     {"threads_per_rank", &RunInfo::threads_per_rank},
     {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
+    {"conv_autotune", &RunInfo::conv_autotune},
 };
 
 // The planned kernels as four string datasets of one length K: kernel_op, kernel_pass,

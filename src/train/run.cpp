@@ -36,6 +36,7 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
   info.warmup = o.warmup;
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
+  info.conv_autotune = o.conv_autotune ? 1 : 0;
   return info;
 }
 
@@ -111,7 +112,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   if (o.pin_threads && o.backend == BackendKind::cpu)
     pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
 
-  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
+  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank, o.conv_autotune});
   auto model = make_model(o, *be);
   ParamStore store(*be, model->layers());
   auto optimizer = make_optimizer(o, *be, store);

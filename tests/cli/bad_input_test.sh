@@ -31,6 +31,10 @@ expect_usage_error() {  # flag-to-mention, then the arguments
 expect_usage_error --model --model resnet101
 expect_usage_error --backend --backend tpu
 expect_usage_error --precision --precision fp8
+# tf32 and fp16 are CUDA precisions: the CPU backend says so in the fp16 error's style
+expect_usage_error "--precision tf32 is for the cuda backend" --backend cpu --precision tf32
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision fp16
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision amp
 expect_usage_error --batch-size --batch-size 0
 expect_usage_error --batch-size --batch-size -4
 expect_usage_error --iterations --iterations 0
@@ -49,6 +53,9 @@ expect_usage_error --bucket-mb --bucket-mb 0
 for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \
   --lr --momentum --weight-decay --label-smoothing --print-every --output; do
   grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
+done
+for p in fp32 tf32 bf16 fp16; do  # --help names all four precisions
+  grep -q -- "$p" "$dir/help" || { echo "FAIL: --help lacks precision $p"; failures=$((failures + 1)); }
 done
 "$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }
 
