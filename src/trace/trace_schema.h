@@ -12,7 +12,7 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 2;  // 1.1: cpu_isa, kernel_* datasets; 1.2: conv_autotune
+inline constexpr int kMinor = 1;  // 1.1: cpu_isa, kernel_* datasets, conv_autotune
 inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.0"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";

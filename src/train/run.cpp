@@ -150,7 +150,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o);
-    rec.record.info.cpu_isa = be->isa();
+    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be->isa();  // a GPU's sm_XX is in its kernel lines
     rec.record.kernels = kernel_records(kernels);
     if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and

@@ -103,10 +103,11 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
 
+std::vector<PlannedKernel> CudaBackend::planned_kernels() const { return ctx_->kernels; }
+std::string CudaBackend::isa() const { return "sm_" + std::to_string(ctx_->props.major * 10 + ctx_->props.minor); }
+
 // The high-water mark of the backend's own allocations (tensors, buffers, parameter copies,
 // workspaces); cuDNN's and cuBLAS's internal allocations are not included.
-std::vector<PlannedKernel> CudaBackend::planned_kernels() const { return ctx_->kernels; }
-
 int64_t CudaBackend::peak_memory_bytes() const { return ctx_->memory.peak.load(); }
 void CudaBackend::synchronize() { ctx_->sync(); }
 

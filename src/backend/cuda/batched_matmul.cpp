@@ -34,7 +34,9 @@ class CudaBatchedMatmul final : public BatchedMatmul {
     const std::string shape = "(" + std::to_string(s.batch) + " x " + std::to_string(s.m) + " x " + std::to_string(s.k) + ") x (" +
                               std::to_string(s.k) + " x " + std::to_string(s.n) + ") " + to_string(t) + (dense ? "" : " head-interleaved");
     for (const char* pass : {"forward", "backward"})
-      ctx_->record_kernel("batched_matmul", pass, shape, dense ? "cublas strided batched" : "cublas pointer-array batched (one call)");
+      ctx_->record_kernel("batched_matmul", pass, shape,
+                          std::string(dense ? "cublas strided batched" : "cublas pointer-array batched (one call)") + ", " +
+                              ctx_->gemm_math_name(t));
   }
 
   void forward(const Tensor& a, const Tensor& b, Tensor& c) override {

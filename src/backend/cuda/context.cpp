@@ -73,15 +73,26 @@ cublasComputeType_t Context::gemm_compute(DType in) const {
   return tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
-void Context::record_kernel(std::string op, std::string pass, std::string shape, std::string impl) {
-  kernels.push_back({std::move(op), std::move(pass), std::move(shape), std::move(impl), false});
+std::string Context::gemm_math_name(DType in) const {
+  if (in != DType::f32) return "tensor cores, f32 accumulation";
+  return tf32() ? "tf32 tensor cores" : "f32 pedantic";
 }
 
-void Context::warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why) {
+void Context::record_kernel(std::string op, std::string pass, std::string shape, std::string impl, MathUnits units) {
+  // fp32 asks for IEEE f32 (no tensor cores); every other precision is benchmarked for its
+  // tensor-core kernels, so a convolution without them measures a fallback.
+  const bool reference = precision != Precision::fp32 && units == MathUnits::cuda_cores;
+  if (units == MathUnits::tensor_cores) impl += " [tensor cores]";
+  if (units == MathUnits::cuda_cores) impl += " [no tensor cores]";
+  kernels.push_back({std::move(op), std::move(pass), std::move(shape), std::move(impl), reference});
+}
+
+void Context::warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why,
+                            MathUnits units) {
   if (warned_.insert(pass + '\n' + fallback).second)  // later ones of the same kind: in the kernel record only
     std::cerr << "dlperf: warning: " << op << " " << pass << " " << shape << ": " << why << "; using " << fallback << " instead\n"
               << std::flush;
-  record_kernel(std::move(op), std::move(pass), std::move(shape), fallback + " (fallback)");
+  record_kernel(std::move(op), std::move(pass), std::move(shape), fallback + " (fallback)", units);
 }
 
 std::string shape_str(const Dims& dims, DType t, bool nhwc) {

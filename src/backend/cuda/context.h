@@ -44,6 +44,10 @@ class SharedArea {
   DeviceMemory mem_;
 };
 
+// Which units a planned kernel's products run on, as its library reports it: not_matmul for
+// bandwidth-bound kernels (normalisations, element-wise), where tensor cores do not apply.
+enum class MathUnits : uint8_t { not_matmul, tensor_cores, cuda_cores };
+
 struct Context {
   Context(int device_ordinal, Precision precision, bool conv_autotune);
   ~Context();
@@ -74,12 +78,18 @@ struct Context {
   cudnnMathType_t conv_math(DType data) const;
   cublasComputeType_t gemm_compute(DType in) const;
 
+  // The cuBLAS math asked for in-dtype GEMMs, for kernel records ("f32 pedantic", "tf32
+  // tensor cores", "tensor cores, f32 accumulation"); cuBLAS does not say which kernel it runs.
+  std::string gemm_math_name(DType in) const;
   // Every kernel planned, for Backend::planned_kernels() (printed, and stored in the trace):
-  // op = the layer's name (or the op's kind), pass = "forward", "backward_data", ...
-  void record_kernel(std::string op, std::string pass, std::string shape, std::string impl);
+  // op = the layer's name (or the op's kind), pass = "forward", "backward_data", ... A
+  // convolution passes the units its engine runs on: under tf32/bf16/fp16 one without tensor
+  // cores is recorded as a reference kernel (run.cpp warns: the run measures a fallback).
+  void record_kernel(std::string op, std::string pass, std::string shape, std::string impl, MathUnits units = MathUnits::not_matmul);
   // A fast path that cannot be planned on this GPU / library: records the fallback (marked so
   // in its implementation name) and warns on stderr once per (pass, fallback) with the reason.
-  void warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why);
+  void warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why,
+                     MathUnits units = MathUnits::not_matmul);
   std::vector<PlannedKernel> kernels;
   // cuDNN graph-API plans by shape (conv_graph.cpp); null with a reason where none qualifies.
   std::map<std::string, std::shared_ptr<const GraphPlan>> graph_plans;

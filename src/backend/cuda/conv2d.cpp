@@ -29,11 +29,11 @@ const char* pass_name(ConvDir d) {
 std::unique_ptr<ConvRunner> choose(Context& ctx, const std::string& name, const ConvShape& s, ConvDir d) {
   try {
     auto r = make_graph_conv(ctx, s, d);
-    ctx.record_kernel(name, pass_name(d), s.key(), r->name());
+    ctx.record_kernel(name, pass_name(d), s.key(), r->name(), r->units());
     return r;
   } catch (const Error& e) {
     auto r = make_legacy_conv(ctx, s, d);
-    ctx.warn_fallback(name, pass_name(d), s.key(), r->name(), std::string("no cuDNN graph-API plan: ") + e.what());
+    ctx.warn_fallback(name, pass_name(d), s.key(), r->name(), std::string("no cuDNN graph-API plan: ") + e.what(), r->units());
     return r;
   }
 }
@@ -63,7 +63,7 @@ class CudaConv2d final : public WithParams<Conv2d> {
     if (bias_ && relu_) {
       try {
         fused_ = std::make_unique<ConvBiasRelu>(c, shape_);
-        c.record_kernel(s.name, "forward", shape_.key() + " +bias+relu", fused_->name());
+        c.record_kernel(s.name, "forward", shape_.key() + " +bias+relu", fused_->name(), fused_->units());
       } catch (const Error& e) {
         c.warn_fallback(s.name, "forward", shape_.key() + " +bias+relu", "unfused convolution + bias_relu kernel",
                         std::string("no fused cuDNN engine: ") + e.what());

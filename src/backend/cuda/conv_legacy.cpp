@@ -66,6 +66,13 @@ class LegacyConv final : public ConvRunner {
     }
     // The heuristics' math type for the chosen algorithm, except that fp32 stays FMA.
     DLPERF_CHECK(cudnnSetConvolutionMathType(conv_, strict_f32 ? CUDNN_FMA_MATH : chosen));
+    // The heuristics list each algorithm once per math type it runs under: TENSOR_OP (and
+    // ALLOW_CONVERSION) entries are tensor-core kernels; DEFAULT on f32 data permits TF32 only
+    // under --precision tf32. A DEFAULT entry on f16/bf16 data is counted as CUDA cores (the
+    // conservative reading: it is then flagged as a reference kernel).
+    const bool tc = !strict_f32 && (chosen == CUDNN_TENSOR_OP_MATH || chosen == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                                    (chosen == CUDNN_DEFAULT_MATH && s.dtype == DType::f32 && ctx.tf32()));
+    units_ = tc ? MathUnits::tensor_cores : MathUnits::cuda_cores;
     if (d == ConvDir::fwd)
       DLPERF_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, x_, w_, conv_, y_, fwd_, &ws_));
     else if (d == ConvDir::bwd_data)
@@ -75,6 +82,7 @@ class LegacyConv final : public ConvRunner {
   }
 
   std::string name() const override { return "cudnn_legacy algo " + std::to_string(algo_); }
+  MathUnits units() const override { return units_; }
   size_t workspace() const override { return ws_; }
 
   void run(Context& ctx, const void* a, const void* b, void* out) override {
@@ -103,6 +111,7 @@ class LegacyConv final : public ConvRunner {
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   int algo_ = 0;
+  MathUnits units_ = MathUnits::cuda_cores;
   size_t ws_ = 0;
 };
 

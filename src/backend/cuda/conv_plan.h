@@ -38,6 +38,7 @@ class ConvRunner {
  public:
   virtual ~ConvRunner() = default;
   virtual std::string name() const = 0;  // "cudnn_graph engine 12", "cudnn_legacy algo 1"
+  virtual MathUnits units() const = 0;   // as cuDNN reports it for the chosen engine / algorithm
   virtual size_t workspace() const = 0;  // bytes of Context::workspace it needs
   // fwd: a = x, b = w, out = y;  bwd_data: a = dy, b = w, out = dx;  bwd_filter: a = x, b = dy, out = dw.
   // Overwrites out (beta = 0).
@@ -52,6 +53,7 @@ class ConvBiasRelu {
  public:
   ConvBiasRelu(Context& ctx, const ConvShape& s);
   std::string name() const;
+  MathUnits units() const;
   size_t workspace() const;
   void run(Context& ctx, const void* x, const void* w, const void* bias, void* y);
 

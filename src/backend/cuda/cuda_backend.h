@@ -36,6 +36,8 @@ class CudaBackend final : public Backend {
   // Channels-last in every precision: cuDNN's tensor-core convolutions (f16, bf16, TF32) and
   // the fused batch norm + add + ReLU kernels are NHWC; NCHW would add transposes around them.
   Layout image_layout() const override { return Layout::channels_last; }
+  // The GPU's compute capability as its kernels are compiled for it: "sm_90" on an H100.
+  std::string isa() const override;
   // What each op planned: cuDNN graph engine or legacy algorithm, cuBLASLt epilogue or the
   // fallback, dlperf's own kernels; a fast path that could not be planned names its fallback.
   std::vector<PlannedKernel> planned_kernels() const override;

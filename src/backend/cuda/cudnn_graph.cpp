@@ -201,6 +201,7 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
     p.plan_ = std::move(plan);
     p.workspace_ = static_cast<size_t>(ws);
     p.name_ = "engine " + std::to_string(info.index);
+    p.tensor_cores_ = info.note[CUDNN_NUMERICAL_NOTE_TENSOR_CORE];
     seen.push_back(info.index);
     candidates.push_back(std::move(p));
   }

@@ -108,6 +108,7 @@ class GraphPlan {
   GraphPlan() = default;
   size_t workspace() const { return workspace_; }
   const std::string& name() const { return name_; }  // "engine 12", "engine 12 autotuned of 8"
+  bool tensor_cores() const { return tensor_cores_; }  // the engine has CUDNN_NUMERICAL_NOTE_TENSOR_CORE
   // Runs the plan on the context's stream: data pointers by unique id, the shared workspace.
   void execute(Context& ctx, VariantPackCache& cache, const std::vector<std::pair<int64_t, void*>>& data) const;
 
@@ -118,6 +119,7 @@ class GraphPlan {
   std::shared_ptr<BackendDesc> config_, plan_;
   size_t workspace_ = 0;
   std::string name_;
+  bool tensor_cores_ = false;
 };
 
 // Asks cuDNN's heuristics (mode A, then the fallback list) for engine configurations of the

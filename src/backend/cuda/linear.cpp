@@ -28,15 +28,15 @@ class CudaLinear final : public WithParams<Linear> {
     dw_ = std::make_unique<LtGemm>(*ctx_, GemmShape{true, false, out_, in_, m_, 1}, out_, in_, in_, dtype_, DType::f32, LtEpilogue::bgrad);
     const std::string shape = shape_str(xd, dtype_) + " -> " + std::to_string(out_);
     if (fwd_->valid()) {
-      ctx_->record_kernel(s.name, "forward", shape, "cublaslt bias epilogue");
+      ctx_->record_kernel(s.name, "forward", shape, "cublaslt bias epilogue, " + ctx_->gemm_math_name(dtype_));
     } else {
-      ctx_->warn_fallback(s.name, "forward", shape, "cublas gemm + dlperf:add_bias", fwd_->why_not());
+      ctx_->warn_fallback(s.name, "forward", shape, "cublas gemm + dlperf:add_bias, " + ctx_->gemm_math_name(dtype_), fwd_->why_not());
       fwd_.reset();
     }
     if (dw_->valid()) {
-      ctx_->record_kernel(s.name, "backward_weights", shape, "cublaslt bgradb epilogue");
+      ctx_->record_kernel(s.name, "backward_weights", shape, "cublaslt bgradb epilogue, " + ctx_->gemm_math_name(dtype_));
     } else {
-      ctx_->warn_fallback(s.name, "backward_weights", shape, "cublas gemm + column sums", dw_->why_not());
+      ctx_->warn_fallback(s.name, "backward_weights", shape, "cublas gemm + column sums, " + ctx_->gemm_math_name(dtype_), dw_->why_not());
       dw_.reset();
     }
     if (!fwd_ || !dw_) ctx_->ones(dtype_, m_);

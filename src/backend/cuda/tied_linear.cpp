@@ -37,15 +37,15 @@ class CudaTiedLinear final : public WithParams<Linear> {
     de_ = std::make_unique<LtGemm>(*ctx_, GemmShape{true, false, vp_, c_, m_, 1}, vp_, c_, c_, dtype_, DType::f32, LtEpilogue::bgrad);
     const std::string shape = shape_str(x.dims(), dtype_) + " -> " + std::to_string(v_) + " padded to " + std::to_string(vp_);
     if (fwd_->valid()) {
-      ctx_->record_kernel(s.name, "forward", shape, "cublaslt bias epilogue");
+      ctx_->record_kernel(s.name, "forward", shape, "cublaslt bias epilogue, " + ctx_->gemm_math_name(dtype_));
     } else {
-      ctx_->warn_fallback(s.name, "forward", shape, "cublas gemm + dlperf:add_bias", fwd_->why_not());
+      ctx_->warn_fallback(s.name, "forward", shape, "cublas gemm + dlperf:add_bias, " + ctx_->gemm_math_name(dtype_), fwd_->why_not());
       fwd_.reset();
     }
     if (de_->valid()) {
-      ctx_->record_kernel(s.name, "backward_weights", shape, "cublaslt bgradb epilogue");
+      ctx_->record_kernel(s.name, "backward_weights", shape, "cublaslt bgradb epilogue, " + ctx_->gemm_math_name(dtype_));
     } else {
-      ctx_->warn_fallback(s.name, "backward_weights", shape, "cublas gemm + column sums", de_->why_not());
+      ctx_->warn_fallback(s.name, "backward_weights", shape, "cublas gemm + column sums, " + ctx_->gemm_math_name(dtype_), de_->why_not());
       de_.reset();
     }
     if (!fwd_ || !de_) ctx_->ones(dtype_, m_);
