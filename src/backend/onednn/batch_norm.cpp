@@ -89,11 +89,14 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
       const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
       auto hint = dnnl::eltwise_forward::primitive_desc(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, y_md, 0.0f, 0.0f), ctx_->engine);
-      relu_bwd_ = dnnl::eltwise_backward(
-          dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, y_md, y_md, 0.0f, 0.0f), ctx_->engine, hint));
+      const auto pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, y_md, y_md, 0.0f, 0.0f), ctx_->engine, hint);
+      relu_bwd_ = dnnl::eltwise_backward(pd);
+      record_kernel(*ctx_, spec_.name, "backward_relu", shape_of(x_dims_, dtype_), pd);
     }
-    add_ = dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, y_md, z_md, y_md), attr, ctx_->engine));
-    to_z_ = PlannedReorder(*ctx_, y_md, z_md);
+    const auto add_pd = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, y_md, z_md, y_md), attr, ctx_->engine);
+    add_ = dnnl::binary(add_pd);
+    record_kernel(*ctx_, spec_.name, "forward_add", shape_of(x_dims_, dtype_), add_pd);
+    to_z_ = PlannedReorder(*ctx_, y_md, z_md, spec_.name + " residual gradient");
     if (to_z_.needed()) d_ = dnnl::memory(y_md, ctx_->engine);
   }
 
