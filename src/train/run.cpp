@@ -41,8 +41,9 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
 }
 
 // One line on what the library chose for every planned kernel, and a warning naming each
-// reference implementation: a run with one in its timed loop measures oneDNN's fallback, not
-// the machine. With --plan-only, the whole list.
+// reference implementation: a run with one in its timed loop measures a library's fallback
+// (oneDNN's ref:*, a convolution cuDNN runs without tensor cores under tf32/bf16/fp16), not
+// the machine. isa: the CPU ISA or the GPU's sm_XX. With --plan-only, the whole list.
 void report_kernels(const std::vector<PlannedKernel>& kernels, const std::string& isa, bool list, std::ostream& out) {
   if (kernels.empty()) return;
   size_t reference = 0;

@@ -197,7 +197,7 @@ class GraphConv final : public ConvRunner {
  public:
   GraphConv(Context& ctx, const ConvShape& s, ConvDir d) : dir_(d), plan_(cached_plan(ctx, s, d, false)) {}
   std::string name() const override { return "cudnn_graph " + plan_->name(); }
-  MathUnits units() const override { return plan_->tensor_cores() ? MathUnits::tensor_cores : MathUnits::cuda_cores; }
+  MathUnits units() const override { return plan_->units(); }
   size_t workspace() const override { return plan_->workspace(); }
   void run(Context& ctx, const void* a, const void* b, void* out) override { plan_->execute(ctx, cache_, bindings(dir_, a, b, out)); }
 
@@ -213,7 +213,7 @@ std::unique_ptr<ConvRunner> make_graph_conv(Context& ctx, const ConvShape& s, Co
 
 ConvBiasRelu::ConvBiasRelu(Context& ctx, const ConvShape& s) : plan_(cached_plan(ctx, s, ConvDir::fwd, true)) {}
 std::string ConvBiasRelu::name() const { return "cudnn_graph conv+bias+relu " + plan_->name(); }
-MathUnits ConvBiasRelu::units() const { return plan_->tensor_cores() ? MathUnits::tensor_cores : MathUnits::cuda_cores; }
+MathUnits ConvBiasRelu::units() const { return plan_->units(); }
 size_t ConvBiasRelu::workspace() const { return plan_->workspace(); }
 void ConvBiasRelu::run(Context& ctx, const void* x, const void* w, const void* bias, void* y) {
   plan_->execute(ctx, cache_, {{kX, const_cast<void*>(x)}, {kW, const_cast<void*>(w)}, {kBias, const_cast<void*>(bias)}, {kY, y}});

@@ -108,7 +108,8 @@ class GraphPlan {
   GraphPlan() = default;
   size_t workspace() const { return workspace_; }
   const std::string& name() const { return name_; }  // "engine 12", "engine 12 autotuned of 8"
-  bool tensor_cores() const { return tensor_cores_; }  // the engine has CUDNN_NUMERICAL_NOTE_TENSOR_CORE
+  // tensor_cores when the engine has CUDNN_NUMERICAL_NOTE_TENSOR_CORE.
+  MathUnits units() const { return tensor_cores_ ? MathUnits::tensor_cores : MathUnits::cuda_cores; }
   // Runs the plan on the context's stream: data pointers by unique id, the shared workspace.
   void execute(Context& ctx, VariantPackCache& cache, const std::vector<std::pair<int64_t, void*>>& data) const;
 
