@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Training throughput of dlperf-train against PyTorch, side by side in one invocation, on the
-# machine it runs on: ResNet-50 v1.5, VGG16 and BERT-base, fp32 and bf16.
+# machine it runs on: ResNet-50 v1.5, VGG16 and BERT-base, fp32 and bf16 on the CPU, or with
+# --device cuda on one GPU in fp16, bf16, tf32 and fp32 (see "On a GPU" below).
 #
 # Same machine, same threads (OMP_NUM_THREADS and torch.set_num_threads), same shapes, synthetic
 # data, the same recipe on both sides:
@@ -26,40 +27,53 @@
 # The header names the CPU model, the ISA oneDNN runs on (as dlperf-train reports it), and the
 # library versions, so a table says what it ran on.
 #
-# Usage: bench/vs_pytorch.sh [--model resnet50,vgg16,bert_base] [--quick] [options]  (--help)
+# On a GPU (--device cuda): dlperf-train --backend cuda against bench/pytorch_cuda_train.py on
+# the same GPU: torchvision's models in channels_last, eager, cudnn.benchmark, SGD; HuggingFace
+# BertForPreTraining with SDPA attention and fused AdamW (transformers must be installed); the
+# same batch (256 ResNet-50, 128 VGG16, 64 BERT), sequence and masked positions. Precisions as
+# dlperf names them: fp16 (PyTorch: autocast + GradScaler), bf16 (autocast), tf32 (TF32 allowed
+# in cuDNN and cuBLAS) and fp32 (TF32 off on both sides). PyTorch timings bracket the timed
+# steps with torch.cuda.synchronize(); dlperf's are its own (its summary line). BERT also runs
+# dlperf with LAMB (no PyTorch built-in), reported against dlperf's AdamW. The header names the
+# GPU (nvidia-smi), driver, CUDA and cuDNN on both sides. PyTorch runs as
+# `env -u LD_LIBRARY_PATH $PYTHON`, so a packed dlperf build's library path (source
+# .gpu/env.sh, ../shared/tools/gpu-pack) cannot hand torch another cuDNN; dlperf-train is taken
+# from PATH when DLPERF_TRAIN is not set.
+#
+# Usage: bench/vs_pytorch.sh [--model resnet50,vgg16,bert_base] [--device cuda] [--quick] [options]  (--help)
 # Exit status: 0 all measurements succeeded; 1 one failed (its log is named); 2 bad usage or a
 # missing tool (dlperf-train not built, PyTorch not installed).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PYTHON=${PYTHON:-/usr/bin/python3}            # Debian's Python: python3-torch lives there
-DLPERF_TRAIN=${DLPERF_TRAIN:-build/src/dlperf-train}
-[[ $DLPERF_TRAIN = /* ]] || DLPERF_TRAIN="$ROOT/$DLPERF_TRAIN"
+DLPERF_TRAIN_SET=${DLPERF_TRAIN:+1}
 
 usage() {
   cat <<EOF
 Usage: $0 [options]
   --model LIST       comma list of resnet50,vgg16,bert_base (default: all three)
-  --device D         cpu (default)
-  --batch-size B     per-step batch (default: resnet50 32, vgg16 16, bert_base 16)
+  --device D         cpu (default) or cuda (one GPU; see the top of this script)
+  --batch-size B     per-step batch (default cpu: resnet50 32, vgg16 16, bert_base 16;
+                     cuda: resnet50 256, vgg16 128, bert_base 64)
   --image-size S     CNN input size (default 224; --quick: resnet50 112, vgg16 64)
   --num-classes C    CNN classes (default 1000)
   --seq-len S        BERT tokens per sequence (default 128)
-  --iterations N     measured training steps per measurement (default 5; --quick 3)
-  --warmup W         untimed training steps first (default 2; --quick 1)
+  --iterations N     measured training steps per measurement (default cpu 5, cuda 50; --quick 3, cuda 10)
+  --warmup W         untimed training steps first (default cpu 2, cuda 20; --quick 1, cuda 5)
   --threads T        OMP_NUM_THREADS and torch.set_num_threads (default: all cores, $(nproc))
   --repeats R        interleaved repeats; medians are reported (default 3)
-  --precisions LIST  comma list of fp32,bf16 (default fp32,bf16)
+  --precisions LIST  comma list of fp32,bf16 (default fp32,bf16); cuda: of fp16,bf16,tf32,fp32
+                     (default all four)
   --formats LIST     PyTorch memory formats for the CNNs, comma list of nchw,channels_last
-                     (default both)
+                     (default cpu: both; cuda: channels_last)
   --quick            small, fast configuration (CNNs at a reduced image size, a reduced BERT:
                      2 layers, hidden 256, 4 heads, vocabulary 8192) to check the script works;
                      explicit options win over it whatever their order
   --pytorch-only     measure PyTorch only (no dlperf-train needed)
   --log-dir DIR      keep each run's output and results.tsv there (default: a new temporary dir)
   -h, --help         this text
-Environment: DLPERF_TRAIN (default build/src/dlperf-train, relative to the repository root),
-PYTHON (default /usr/bin/python3).
+Environment: DLPERF_TRAIN (default build/src/dlperf-train, relative to the repository root; cuda:
+dlperf-train on PATH if there is one), PYTHON (default cpu /usr/bin/python3, cuda python3).
 EOF
 }
 
@@ -90,7 +104,21 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-[[ $device = cpu ]] || die_usage "--device accepts cpu (got '$device')"
+[[ $device =~ ^(cpu|cuda)$ ]] || die_usage "--device accepts cpu or cuda (got '$device')"
+if [[ $device = cuda ]]; then
+  PYTHON=${PYTHON:-python3}  # the GPU machine's PyTorch
+  if [[ -z $DLPERF_TRAIN_SET ]] && command -v dlperf-train >/dev/null 2>&1; then DLPERF_TRAIN=$(command -v dlperf-train); fi
+  if [[ $quick = 1 ]]; then : "${iterations:=10}" "${warmup:=5}"; fi
+  : "${iterations:=50}" "${warmup:=20}" "${precisions:=fp16,bf16,tf32,fp32}" "${formats:=channels_last}"
+  PRECISION_RE='^(fp16|bf16|tf32|fp32)$' PRECISION_NAMES="fp16,bf16,tf32,fp32"
+else
+  PYTHON=${PYTHON:-/usr/bin/python3}  # Debian's Python: python3-torch lives there
+  PRECISION_RE='^(fp32|bf16)$' PRECISION_NAMES="fp32,bf16"
+fi
+DLPERF_TRAIN=${DLPERF_TRAIN:-build/src/dlperf-train}
+[[ $DLPERF_TRAIN = /* ]] || DLPERF_TRAIN="$ROOT/$DLPERF_TRAIN"
+# PyTorch on the GPU runs without the library path of a packed dlperf build (another cuDNN).
+if [[ $device = cuda ]]; then PY=(env -u LD_LIBRARY_PATH "$PYTHON"); else PY=("$PYTHON"); fi
 if [[ $quick = 1 ]]; then
   : "${iterations:=3}" "${warmup:=1}"
 fi
@@ -107,12 +135,14 @@ IFS=, read -r -a MODELS <<<"$models"
 IFS=, read -r -a PRECISIONS <<<"$precisions"
 IFS=, read -r -a FORMATS <<<"$formats"
 for m in "${MODELS[@]}"; do [[ $m =~ ^(resnet50|vgg16|bert_base)$ ]] || die_usage "--model accepts resnet50,vgg16,bert_base (got '$m')"; done
-for p in "${PRECISIONS[@]}"; do [[ $p =~ ^(fp32|bf16)$ ]] || die_usage "--precisions accepts fp32,bf16 (got '$p')"; done
+for p in "${PRECISIONS[@]}"; do [[ $p =~ $PRECISION_RE ]] || die_usage "--precisions accepts $PRECISION_NAMES on $device (got '$p')"; done
 for f in "${FORMATS[@]}"; do [[ $f =~ ^(nchw|channels_last)$ ]] || die_usage "--formats accepts nchw,channels_last (got '$f')"; done
 
 # The shapes of one model: batch, image size (CNNs) and the reduced BERT of --quick.
 model_batch() {
-  if [[ -n $batch ]]; then echo "$batch"; else case $1 in resnet50) echo 32 ;; *) echo 16 ;; esac; fi
+  if [[ -n $batch ]]; then echo "$batch"; return; fi
+  if [[ $device = cuda ]]; then case $1 in resnet50) echo 256 ;; vgg16) echo 128 ;; *) echo 64 ;; esac
+  else case $1 in resnet50) echo 32 ;; *) echo 16 ;; esac; fi
 }
 model_image() {
   if [[ -n $image ]]; then echo "$image"; return; fi
@@ -128,10 +158,17 @@ done
 BERT_QUICK_DLPERF=(--bert-layers 2 --bert-hidden 256 --bert-heads 4 --bert-intermediate 1024 --bert-vocab 8192)
 BERT_QUICK_PYTORCH=(--layers 2 --hidden 256 --heads 4 --intermediate 1024 --vocab 8192)
 
-if ! "$PYTHON" -c 'import torch, torchvision' 2>/dev/null; then
+if ! "${PY[@]}" -c 'import torch, torchvision' 2>/dev/null; then
   echo "error: PyTorch is not importable by $PYTHON. Install it with:" >&2
   echo "  apt-get install -y python3-torch python3-torchvision libopenblas0-pthread" >&2
   exit 2
+fi
+if [[ $device = cuda ]]; then
+  "${PY[@]}" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "error: $PYTHON's PyTorch sees no CUDA device (torch.cuda.is_available() is False)" >&2; exit 2; }
+  if [[ ,$models, = *,bert_base,* ]] && ! "${PY[@]}" -c 'import transformers' 2>/dev/null; then
+    echo "error: --device cuda --model bert_base needs HuggingFace transformers importable by $PYTHON" >&2; exit 2
+  fi
 fi
 if [[ $pytorch_only = 0 && ! -x $DLPERF_TRAIN ]]; then
   echo "error: dlperf-train not found at $DLPERF_TRAIN. Build it from the repository root with:" >&2
@@ -155,18 +192,26 @@ family=$(lscpu 2>/dev/null | sed -n 's/^CPU family: *//p' | head -1)
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
 features=""
 for f in avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile; do [[ " $flags " = *" $f "* ]] && features+="${features:+ }$f"; done
-torch_version=$("$PYTHON" -c 'import torch; print(torch.__version__)')
-torch_onednn=$("$PYTHON" -c 'import re, torch; m = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show()); print(m.group(1) if m else "?")')
+torch_version=$("${PY[@]}" -c 'import torch; print(torch.__version__)')
+torch_onednn=$("${PY[@]}" -c 'import re, torch; m = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show()); print(m.group(1) if m else "?")')
 backend_line=""
 if [[ $pytorch_only = 0 ]]; then
-  # dlperf-train's own account of the ISA oneDNN dispatches to (one tiny fp32 run).
-  backend_line=$("$DLPERF_TRAIN" --model resnet50 --batch-size 1 --image-size 32 --num-classes 2 --iterations 1 --warmup 0 \
-                   --resnet-blocks 1,1,1,1 --resnet-width 8 --threads "$threads" --print-every 0 2>&1 | sed -n 's/^backend: //p' | head -1) || true
+  # dlperf-train's own account of the ISA oneDNN dispatches to, or of the GPU (one tiny fp32 run).
+  backend_line=$("$DLPERF_TRAIN" --model resnet50 --backend "$device" --batch-size 1 --image-size 32 --num-classes 2 --iterations 1 \
+                   --warmup 0 --resnet-blocks 1,1,1,1 --resnet-width 8 --threads "$threads" --print-every 0 2>&1 |
+                 sed -n 's/^backend: //p' | head -1) || true
 fi
 echo "Training throughput, synthetic data: dlperf-train vs PyTorch, side by side"
 echo "  machine: ${cpu:-unknown CPU} (${vendor:-?}, family ${family:-?}), $(nproc) cores; ${features:-no AVX2/AVX-512}"
+if [[ $device = cuda ]]; then
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1) || true
+  echo "  GPU: ${gpu:-$("${PY[@]}" -c 'import torch; print(torch.cuda.get_device_name())')} (nvidia-smi: name, memory, driver)"
+  echo "  PyTorch $torch_version, CUDA $("${PY[@]}" -c 'import torch; print(torch.version.cuda)'), cuDNN" \
+       "$("${PY[@]}" -c 'import torch; print(torch.backends.cudnn.version())') (env -u LD_LIBRARY_PATH $PYTHON), formats: ${FORMATS[*]}"
+else
+  echo "  PyTorch $torch_version with oneDNN $torch_onednn ($PYTHON), formats: ${FORMATS[*]}"
+fi
 [[ -z $backend_line ]] || echo "  dlperf: $backend_line ($DLPERF_TRAIN)"
-echo "  PyTorch $torch_version with oneDNN $torch_onednn ($PYTHON), formats: ${FORMATS[*]}"
 echo "  threads $threads (OMP_NUM_THREADS, torch.set_num_threads); per measurement: $warmup warm-up + $iterations timed"
 echo "  iterations (fresh process); $repeats interleaved repeats; medians"
 echo "  date: $(date -u +%Y-%m-%d); logs: $log_dir"
@@ -202,9 +247,20 @@ build_cmd() {
     dlperf/vgg16)
       CMD=("$DLPERF_TRAIN" --model vgg16 --batch-size "$b" --image-size "$s" --num-classes "$classes" --momentum 0.9
            --weight-decay 5e-4 --label-smoothing 0 --dropout 0.5) ;;
-    dlperf/bert_base)
-      CMD=("$DLPERF_TRAIN" --model bert_base --optimizer adamw --batch-size "$b" --seq-len "$seq")
+    dlperf/bert_base | dlperf_lamb/bert_base)
+      CMD=("$DLPERF_TRAIN" --model bert_base --optimizer "$([[ $tool = dlperf ]] && echo adamw || echo lamb)" --batch-size "$b" --seq-len "$seq")
       [[ $quick = 0 ]] || CMD+=("${BERT_QUICK_DLPERF[@]}") ;;
+    pytorch/*) [[ $device = cpu ]] || {
+      CMD=("${PY[@]}" "$ROOT/bench/pytorch_cuda_train.py" --model "$model" --batch-size "$b" --iterations "$iterations"
+           --warmup "$warmup")
+      if [[ $model = bert_base ]]; then
+        CMD+=(--seq-len "$seq"); [[ $quick = 0 ]] || CMD+=("${BERT_QUICK_PYTORCH[@]}")
+      else
+        CMD+=(--image-size "$s" --num-classes "$classes" --momentum 0.9)
+        [[ $model = resnet50 ]] || CMD+=(--weight-decay 5e-4 --label-smoothing 0)
+      fi
+      CMD+=(--precision "$prec")
+      return; } ;;&
     pytorch/resnet50 | pytorch/vgg16)
       CMD=("$PYTHON" "$ROOT/bench/pytorch_train.py" --model "$model" --batch-size "$b" --image-size "$s"
            --num-classes "$classes" --memory-format "$fmt" --iterations "$iterations" --warmup "$warmup" --momentum 0.9)
@@ -215,7 +271,7 @@ build_cmd() {
       [[ $quick = 0 ]] || CMD+=("${BERT_QUICK_PYTORCH[@]}") ;;
   esac
   CMD+=(--precision "$prec" --threads "$threads")
-  [[ $tool = pytorch ]] || CMD+=(--backend cpu "${steps[@]}" --print-every 0)
+  [[ $tool = pytorch ]] || CMD+=(--backend "$device" "${steps[@]}" --print-every 0)
 }
 
 failed=0
@@ -250,6 +306,8 @@ order=()
 for model in "${MODELS[@]}"; do
   for prec in "${PRECISIONS[@]}"; do
     [[ $pytorch_only = 1 ]] || order+=("$model dlperf $prec -")
+    # LAMB has no PyTorch built-in: on the GPU dlperf's LAMB is measured beside its AdamW.
+    [[ $pytorch_only = 1 || $device != cuda || $model != bert_base ]] || order+=("$model dlperf_lamb $prec -")
     if [[ $model = bert_base ]]; then
       order+=("$model pytorch $prec -")
     else
@@ -307,6 +365,24 @@ for model in "${MODELS[@]}"; do
       }
     }' "$results"
 done
+if [[ $device = cuda && $pytorch_only = 0 && ,$models, = *,bert_base,* ]]; then
+  echo "bert_base, dlperf LAMB (the default optimizer) against dlperf AdamW (the column above):"
+  awk -F'\t' -v precs="${PRECISIONS[*]}" '
+    NR > 1 && $1 == "bert_base" && ($2 == "dlperf" || $2 == "dlperf_lamb") { k = $2 SUBSEP $3; n[k]++; v[k, n[k]] = $6 }
+    function median(k,   i, j, t, a, m) {
+      m = n[k]; if (m == 0) return -1
+      for (i = 1; i <= m; i++) a[i] = v[k, i]
+      for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+    }
+    END {
+      np = split(precs, P, " ")
+      for (p = 1; p <= np; p++) {
+        l = median("dlperf_lamb" SUBSEP P[p]); w = median("dlperf" SUBSEP P[p])
+        printf "  %-9s lamb %12s   lamb/adamw %s\n", P[p], l < 0 ? "failed" : sprintf("%.2f", l), (l > 0 && w > 0) ? sprintf("%.3f", l / w) : "n/a"
+      }
+    }' "$results"
+fi
 echo "(each cell: median over repeats of batch*iterations/elapsed; raw values in $results)"
 if ((contended > 0 || busy > 10)); then
   echo "WARNING: $contended measurement(s) ran alongside other work (more than ${OTHER_LOAD_LIMIT}% of the CPUs" \

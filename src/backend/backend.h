@@ -17,7 +17,11 @@ namespace dlperf {
 
 enum class BackendKind : uint8_t { cpu, cuda };
 enum class Layout : uint8_t { canonical, channels_last };
-enum class Precision : uint8_t { fp32, bf16, fp16 };  // fp16: mixed precision with loss scaling
+// fp32: IEEE f32 everywhere (no TF32 in any convolution or GEMM). tf32: f32 data, TF32 tensor-core
+// math allowed in convolutions and GEMMs (what NVIDIA's "FP32" A100/H100 figures mean; CUDA
+// only). bf16: bf16 compute, f32 master weights. fp16: f16 compute with dynamic loss scaling,
+// f32 master weights (CUDA only; "amp" on the command line).
+enum class Precision : uint8_t { fp32, bf16, fp16, tf32 };
 const char* to_string(BackendKind k);
 const char* to_string(Precision p);
 DType compute_dtype(Precision p);
@@ -42,6 +46,9 @@ struct SgdStep {
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   bool first_step = false;
+  // When not null, a factor on grad_scale that lives in the backend's memory (the device's on
+  // CUDA): global-norm clipping computed without a host round trip (Backend::clip_coefficient).
+  const float* scale_by = nullptr;
 };
 
 // One fused Adam-family step over a contiguous range (one parameter, or neighbours of equal
@@ -54,6 +61,14 @@ struct AdamStep {
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   int64_t step = 1;
+  const float* scale_by = nullptr;  // as SgdStep::scale_by
+};
+// One parameter of a multi-tensor Adam-family step: a range of the flat buffers (a ParamStore
+// entry) and whether weight decay applies to it.
+struct ParamSegment {
+  size_t offset = 0, count = 0;
+  bool decay = false;
+  bool operator==(const ParamSegment&) const = default;
 };
 // LAMB's per-parameter norms (You et al. 2019, "Large Batch Optimization for Deep Learning"):
 // the trust ratio is ||w|| / ||u + wd w||.
@@ -77,6 +92,7 @@ struct BackendOptions {
   Precision precision = Precision::fp32;
   int threads = 0;       // CPU: compute threads per rank (0 = library default)
   int device = 0;        // CUDA: device ordinal (the local rank)
+  bool conv_autotune = false;  // CUDA: time the top cuDNN engine configurations per convolution at plan time
 };
 
 class Backend {
@@ -128,6 +144,8 @@ class Backend {
   std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) { return add(a, a, fuse_relu); }  // b in a's layout
   virtual std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& spec, const Tensor& logits) = 0;
   virtual std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& spec, const Tensor& x) = 0;
+  // Dropout + residual add + layer norm (a: the dropout's input; planned for its shape and dtype).
+  virtual std::unique_ptr<DropoutAddNorm> dropout_add_norm(const AddNormSpec& spec, const Tensor& a) = 0;
   virtual std::unique_ptr<Embedding> embedding(const EmbeddingSpec& spec, const Tensor& ids) = 0;
   virtual std::unique_ptr<Dropout> dropout(float p, const Tensor& x) = 0;
   virtual std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& spec, DType dtype) = 0;
@@ -139,6 +157,13 @@ class Backend {
   // embedding so that its own backward, which must come later in the step, adds to it: the
   // gradient is the sum of both uses.
   virtual std::unique_ptr<Linear> tied_linear(const LinearSpec& spec, Embedding& tied, const Tensor& x) = 0;
+
+  // Low-precision runs: rebuild the compute copies (f16/bf16, channels-last filters) of every
+  // layer's weights from the f32 master values; once per step, before forward. The CUDA
+  // backend converts all of them in one launch; the default asks each layer.
+  virtual void refresh_compute_weights(std::span<Layer* const> layers) {
+    for (Layer* l : layers) l->refresh_compute_weights();
+  }
 
   // ---- fused optimizer updates over flat buffer ranges ----
   virtual void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) = 0;
@@ -154,9 +179,29 @@ class Backend {
   // Sum of squares of a range, accumulated in double (global gradient norm for clipping).
   virtual double sum_squares(std::span<const float> x) = 0;
 
+  // Multi-tensor forms over the flat buffers w, g, m, v (and LAMB's update scratch), every
+  // segment at once; s.weight_decay applies to the segments that decay. The defaults loop over
+  // the segments with the calls above; the CUDA backend runs each in a fixed number of launches
+  // whatever the number of tensors, with LAMB's norms and trust ratios kept on the device.
+  // AdamW: adamw_step per segment.
+  virtual void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s);
+  // LAMB (You et al. 2019; apex FusedLAMB without nvlamb): per segment u = Adam direction
+  // + wd w, trust ratio r = ||w|| / ||u|| (1 when either is 0 or the segment does not decay),
+  // w -= lr r u. `update` is scratch of the buffers' size.
+  virtual void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                         const AdamStep& s);
+  // Global-norm clipping (torch.nn.utils.clip_grad_norm_) without a host round trip: with
+  // n = ||g|| * grad_scale, stores coef = max_norm / (n + 1e-6) when n > max_norm, else 1, in
+  // the backend's memory and returns its address for SgdStep/AdamStep::scale_by (valid until
+  // the next call). The default computes it on the host (CPU: that is the backend's memory).
+  virtual const float* clip_coefficient(std::span<const float> g, float grad_scale, float max_norm);
+
  protected:
   explicit Backend(BackendOptions o) : options_(o) {}
   BackendOptions options_;
+
+ private:
+  float clip_coef_ = 1.0f;  // the default clip_coefficient's result
 };
 
 // Creates the backend of the given kind; a usage error when it is not built in or the

@@ -217,9 +217,10 @@ Matrix load_matrix(const IniFile& f) {
   m.configurations = read_configurations(mx, "configurations", 'g', "1n1g 1n2g 1n4g 1n8g 2n8g 4n8g");
   m.cpu_configurations = read_configurations(mx, "cpu_configurations", 'r', "");
   m.precision = mx.str("precision", m.precision);
-  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16") mx.fail("precision", "'" + m.precision + "' is unknown: use fp32, bf16 or fp16");
+  if (m.precision != "fp32" && m.precision != "tf32" && m.precision != "bf16" && m.precision != "fp16")
+    mx.fail("precision", "'" + m.precision + "' is unknown: use fp32, tf32, bf16 or fp16");
   m.cpu_precision = mx.str("cpu_precision", m.cpu_precision);
-  if (m.cpu_precision != "fp32" && m.cpu_precision != "bf16") mx.fail("cpu_precision", "'" + m.cpu_precision + "' is unknown: use fp32 or bf16 (fp16 is GPU only)");
+  if (m.cpu_precision != "fp32" && m.cpu_precision != "bf16") mx.fail("cpu_precision", "'" + m.cpu_precision + "' is unknown: use fp32 or bf16 (tf32 and fp16 are GPU only)");
   m.repeats = mx.integer("repeats", m.repeats, 1, 1000);
   m.iterations = mx.integer("iterations", m.iterations, 1, 100000000);
   m.warmup = mx.integer("warmup", m.warmup, 0, 100000000);

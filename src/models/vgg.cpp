@@ -13,9 +13,10 @@
 // torchvision's AdaptiveAvgPool2d((7, 7)) before the flatten is the identity at 224x224 (the
 // map is already 7x7) and is left out; at other sizes the classifier takes the map as it is.
 //
-// Each ReLU runs in place on its convolution's (or linear's) output, so a layer keeps one
-// tensor, and its backward is given that output: relu'(x) = [x > 0] = [relu(x) > 0], so the
-// saved output is as good as the input for the mask (the same mask PyTorch's in-place ReLU uses).
+// The features' ReLUs are fused into their convolutions (Conv2dSpec::fuse_relu: one fused kernel
+// on cuDNN where an engine offers it, a post-op on oneDNN); the classifier's run in place on
+// their linear's output. Either way a layer keeps one tensor, and backward masks with that
+// output: relu'(x) = [x > 0] = [relu(x) > 0], the same mask PyTorch's in-place ReLU uses.
 #include "models/vgg.h"
 
 #include "core/error.h"
@@ -28,9 +29,8 @@ namespace {
 constexpr int kCfgD[] = {1, 1, 0, 2, 2, 0, 4, 4, 4, 0, 8, 8, 8, 0, 8, 8, 8, 0};
 
 struct ConvLayer {
-  std::unique_ptr<Conv2d> conv;
-  std::unique_ptr<Activation> relu;
-  TensorPtr out;  // relu(conv(x)), in place
+  std::unique_ptr<Conv2d> conv;  // with its ReLU fused
+  TensorPtr out;                 // relu(conv(x) + b)
 };
 
 // One stage of the feature extractor: a convolution with its ReLU, or a max pool.
@@ -56,9 +56,10 @@ class Vgg final : public Model {
     const DType t = be.dtype();
     images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
     labels_ = be.tensor({c.batch}, DType::s32);
-    // Low precision: the images in the compute dtype, in the layout the backend's fast
-    // convolutions want from the first layer on (NHWC for AMX / tensor cores).
-    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, be.image_layout());
+    // Images in the compute dtype and the layout the backend's fast convolutions want from the
+    // first layer on (NHWC for AMX / tensor cores; CUDA: channels-last in every precision).
+    const Layout layout = be.image_layout();
+    x_ = t == DType::f32 && layout == Layout::canonical ? nullptr : be.tensor(images_->dims(), t, layout);
     const Tensor* cur = &input();
     int64_t channels = 3, index = 0;  // index: torchvision's position in nn.Sequential
     for (int v : kCfgD) {
@@ -70,9 +71,8 @@ class Vgg final : public Model {
       } else {
         const int64_t out_c = v * c.width;
         s->conv = std::make_unique<ConvLayer>();
-        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true, index > 0}, *cur);
+        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true, index > 0, true}, *cur);
         s->conv->out = s->conv->conv->make_output();
-        s->conv->relu = be.activation(ActivationKind::relu, *s->conv->out);
         channels = out_c;
         index += 2;
       }
@@ -136,7 +136,6 @@ class Vgg final : public Model {
     for (auto& s : stages_) {
       if (s->conv) {
         s->conv->conv->forward(*cur, *s->conv->out);
-        s->conv->relu->forward(*s->conv->out, *s->conv->out);
       } else {
         s->pool->forward(*cur, *s->pool_out);
       }
@@ -173,7 +172,7 @@ class Vgg final : public Model {
     fc0_->backward(*flat_, dh0, &dflat);
     ready(*fc0_);
     // Features: gradients alternate between two buffers per shape; a stage reads dy while
-    // writing dx. ReLU's backward runs in place on its gradient.
+    // writing dx. Each convolution applies its fused ReLU's mask itself.
     Tensor* dy = &cache_.like("d_io0", stages_.back()->out());
     be_.convert(dflat, *dy);
     for (size_t i = stages_.size(); i-- > 0;) {
@@ -185,7 +184,6 @@ class Vgg final : public Model {
         DLPERF_ASSERT(dx->same_layout(x), "gradient scratch in the layout of its activation");
       }
       if (s.conv) {
-        s.conv->relu->backward(*s.conv->out, *dy, *dy);
         s.conv->conv->backward(x, *dy, dx);
         ready(*s.conv->conv);
       } else {
@@ -221,7 +219,7 @@ class Vgg final : public Model {
   Backend& be_;
   VggConfig cfg_;
   TensorCache cache_;
-  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype (bf16 runs)
+  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype and preferred layout (null: images_ as they are)
   std::vector<std::unique_ptr<Stage>> stages_;
   std::unique_ptr<Linear> fc0_, fc3_, fc6_;
   std::unique_ptr<Activation> relu0_, relu3_;

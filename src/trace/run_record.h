@@ -27,7 +27,7 @@ const char* to_string(Phase p);
 // Attributes of a run: everything needed to reproduce and judge it.
 struct RunInfo {
   std::string model;       // "resnet50", "vgg16", "bert_base"
-  std::string precision;   // "fp32", "bf16", "fp16"
+  std::string precision;   // "fp32", "tf32", "bf16", "fp16"
   std::string backend;     // "cpu", "cuda"
   std::string variant;     // free-form configuration tag, "" by default (e.g. "static_loss_scale")
   int64_t batch_per_device = 0;
@@ -65,6 +65,7 @@ struct RunInfo {
   std::string command_line;
   std::string nccl_transport;  // "IB", "Socket", "P2P", "SHM", ... "" when NCCL is not used
   std::string gpu_topology;    // nvidia-smi topo -m style text, "" when not known
+  int64_t conv_autotune = 0;   // 1: convolution plans chosen by timing (--conv-autotune, CUDA)
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };

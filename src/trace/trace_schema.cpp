@@ -71,6 +71,7 @@ constexpr IntField kIntFields[] = {
     {"max_predictions", &RunInfo::max_predictions},
     {"parameter_count", &RunInfo::parameter_count},
     {"loader_threads", &RunInfo::loader_threads},
+    {"conv_autotune", &RunInfo::conv_autotune},
 };
 
 // The loader's per-iteration counters (schema 1.2), int64 (I, R).

@@ -6,7 +6,9 @@
 // decay, u = m_hat / (sqrt(v_hat) + eps) + wd * w, scaled per parameter (one ParamStore entry)
 // by the trust ratio ||w|| / ||u||; like FusedLAMB without nvlamb, parameters without weight
 // decay (biases, LayerNorm) take ratio 1.
-// The fused element loops are backend kernels (Backend::adamw_step, lamb_update, lamb_apply).
+// Both step every parameter at once through the backend's multi-tensor calls
+// (Backend::adamw_step / lamb_step over ParamSegments): on CUDA a fixed number of launches per
+// step, LAMB's per-tensor norms and trust ratios computed and applied on the device.
 #pragma once
 
 #include "train/optimizer.h"
@@ -24,18 +26,14 @@ class AdamW final : public Optimizer {
  public:
   AdamW(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "adamw"; }
-  void step(float lr, float grad_scale) override;
+  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
 
  private:
-  struct Range {
-    size_t begin, end;
-    bool decay;
-  };
   Backend& be_;
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_;
-  std::vector<Range> ranges_;
+  std::vector<ParamSegment> ranges_;  // neighbouring parameters of equal decay merged
   int64_t t_ = 0;
 };
 
@@ -43,32 +41,33 @@ class Lamb final : public Optimizer {
  public:
   Lamb(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "lamb"; }
-  void step(float lr, float grad_scale) override;
+  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
 
  private:
   Backend& be_;
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_, update_;
+  std::vector<ParamSegment> params_;  // one per ParamStore entry: each has its own trust ratio
   int64_t t_ = 0;
 };
 
 // Clip by global norm (torch.nn.utils.clip_grad_norm_): when ||g * grad_scale|| over every
-// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||; folded
-// into grad_scale, so the inner optimizer reads each gradient once.
+// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||. The
+// factor is computed in the backend's memory (Backend::clip_coefficient) and handed to the
+// inner optimizer as scale_by, so the inner kernels read each gradient once and the host
+// never waits for the norm.
 class ClipGradNorm final : public Optimizer {
  public:
   ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm);
   std::string name() const override { return inner_->name(); }
-  void step(float lr, float grad_scale) override;
-  float last_norm() const { return last_norm_; }  // before clipping
+  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
 
  private:
   Backend& be_;
   ParamStore& store_;
   std::unique_ptr<Optimizer> inner_;
   float max_norm_;
-  float last_norm_ = 0.0f;
 };
 
 }  // namespace dlperf

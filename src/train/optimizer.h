@@ -34,15 +34,17 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale).
-  virtual void step(float lr, float grad_scale) = 0;
+  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale); so does
+  // *scale_by when not null, a factor in the backend's memory (Backend::clip_coefficient:
+  // global-norm clipping on the device, without a host round trip).
+  virtual void step(float lr, float grad_scale, const float* scale_by = nullptr) = 0;
 };
 
 class Sgd final : public Optimizer {
  public:
   Sgd(Backend& be, ParamStore& store, SgdConfig c);
   std::string name() const override { return "sgd"; }
-  void step(float lr, float grad_scale) override;
+  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
 
  private:
   struct Range {

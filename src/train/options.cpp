@@ -138,7 +138,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("version", "print the version and exit")
     ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
-    ("precision", po::value(&precision)->default_value(precision), "fp32, bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
+    ("precision", po::value(&precision)->default_value(precision), "fp32 (IEEE fp32, no TF32), tf32 (fp32 with TF32 convolutions and GEMMs; cuda), bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
     ("image-size", po::value(&o.image_size)->default_value(o.image_size), "input height and width")
     ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
@@ -148,7 +148,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
     ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
-                                                 "the cpu backend), and exit without training");
+                                                 "the cpu backend), and exit without training")
+    ("conv-autotune", po::bool_switch(&o.conv_autotune), "cuda: time the top cuDNN engine configurations of each convolution shape at plan time and keep the fastest (default: cuDNN's heuristics' first choice)");
   po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; VGG16: SGD with momentum, the VGG paper's "
                                  "recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()
@@ -230,7 +231,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (precision == "fp32") o.precision = Precision::fp32;
   else if (precision == "bf16") o.precision = Precision::bf16;
   else if (precision == "fp16" || precision == "amp") o.precision = Precision::fp16;
-  else throw_usage_error("--precision '" + precision + "' is unknown: use fp32 or bf16 (fp16 on cuda)");
+  else if (precision == "tf32") o.precision = Precision::tf32;
+  else throw_usage_error("--precision '" + precision + "' is unknown: use fp32 or bf16 (tf32 and fp16 on cuda)");
   if (schedule == "cosine") o.lr_schedule = LrScheduleKind::cosine;
   else if (schedule == "constant") o.lr_schedule = LrScheduleKind::constant;
   else throw_usage_error("--lr-schedule '" + schedule + "' is unknown: use cosine or constant");

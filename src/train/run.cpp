@@ -57,12 +57,14 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
   describe_data(o, w, dataset, info);
+  info.conv_autotune = o.conv_autotune ? 1 : 0;
   return info;
 }
 
 // One line on what the library chose for every planned kernel, and a warning naming each
-// reference implementation: a run with one in its timed loop measures oneDNN's fallback, not
-// the machine. With --plan-only, the whole list.
+// reference implementation: a run with one in its timed loop measures a library's fallback
+// (oneDNN's ref:*, a convolution cuDNN runs without tensor cores under tf32/bf16/fp16), not
+// the machine. isa: the CPU ISA or the GPU's sm_XX. With --plan-only, the whole list.
 void report_kernels(const std::vector<PlannedKernel>& kernels, const std::string& isa, bool list, std::ostream& out) {
   if (kernels.empty()) return;
   size_t reference = 0;
@@ -220,7 +222,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     pinning = plan.how;
   }
 
-  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
+  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank, o.conv_autotune});
   auto model = make_model(o, *be);
   ParamStore store(*be, model->layers());
   auto optimizer = make_optimizer(o, *be, store);
@@ -246,7 +248,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
-    rec.record.info.cpu_isa = be->isa();
+    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be->isa();  // a GPU's sm_XX is in its kernel lines
     rec.record.kernels = kernel_records(kernels);
   }
   if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {

@@ -55,7 +55,7 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
     double mark = steady_seconds();
     t.phase_seconds[static_cast<int>(Phase::data)] = static_cast<float>(mark - t.start);
 
-    for (Layer* l : layers) l->refresh_compute_weights();
+    be_.refresh_compute_weights(layers);
     model_.forward();
     t.loss = model_.loss();
     double now = steady_seconds();

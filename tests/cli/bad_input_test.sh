@@ -31,6 +31,10 @@ expect_usage_error() {  # flag-to-mention, then the arguments
 expect_usage_error --model --model resnet101
 expect_usage_error --backend --backend tpu
 expect_usage_error --precision --precision fp8
+# tf32 and fp16 are CUDA precisions: the CPU backend says so in the fp16 error's style
+expect_usage_error "--precision tf32 is for the cuda backend" --backend cpu --precision tf32
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision fp16
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision amp
 expect_usage_error --batch-size --batch-size 0
 expect_usage_error --batch-size --batch-size -4
 expect_usage_error --iterations --iterations 0
@@ -62,7 +66,7 @@ for opt in --model --backend --precision --batch-size --image-size --num-classes
   grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
 done
 # Every precision the parser accepts is named where --precision is described.
-for p in fp32 bf16 fp16; do
+for p in fp32 tf32 bf16 fp16; do
   sed -n '/--precision/,/--batch-size/p' "$dir/help" | grep -qw "$p" || { echo "FAIL: --help does not list $p for --precision"; failures=$((failures + 1)); }
 done
 "$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }

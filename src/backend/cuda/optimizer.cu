@@ -9,7 +9,8 @@ namespace dlperf::cuda {
 namespace {
 
 __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, int64_t count, float lr,
-                           float momentum, float weight_decay, float grad_scale, bool first_step) {
+                           float momentum, float weight_decay, float grad_scale, const float* scale_by, bool first_step) {
+  if (scale_by) grad_scale *= *scale_by;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const float wi = w[i];
     const float d = g[i] * grad_scale + weight_decay * wi;
@@ -22,9 +23,9 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, f
 }  // namespace
 
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
-                       float grad_scale, bool first_step, cudaStream_t s) {
+                       float grad_scale, const float* scale_by, bool first_step, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, first_step);
+  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, scale_by, first_step);
   return launched();
 }
 
@@ -35,8 +36,11 @@ cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float 
 namespace dlperf::cuda {
 namespace {
 
-__device__ __forceinline__ float adam_update(const AdamParams& p, float g, float& m, float& v) {
-  const float gs = g * p.grad_scale;
+__device__ __forceinline__ float grad_factor(const AdamParams& p) { return p.scale_by ? p.grad_scale * *p.scale_by : p.grad_scale; }
+
+// gscale: grad_factor(p), read once per thread.
+__device__ __forceinline__ float adam_update(const AdamParams& p, float gscale, float g, float& m, float& v) {
+  const float gs = g * gscale;
   m = p.beta1 * m + (1.0f - p.beta1) * gs;
   v = p.beta2 * v + (1.0f - p.beta2) * gs * gs;
   return (m * p.c1) / (sqrtf(v * p.c2) + p.eps);
@@ -46,9 +50,10 @@ __device__ __forceinline__ float adam_update(const AdamParams& p, float g, float
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (count); i += int64_t{gridDim.x} * blockDim.x)
 
 __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p) {
+  const float gscale = grad_factor(p);
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
-    const float u = adam_update(p, g[i], mi, vi);
+    const float u = adam_update(p, gscale, g[i], mi, vi);
     m[i] = mi;
     v[i] = vi;
     w[i] -= p.lr * (u + p.weight_decay * w[i]);
@@ -72,9 +77,10 @@ __device__ double block_sum_f64(double v) {
 __global__ void lamb_update_kernel(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
                                    double* partial) {
   double w_sq = 0.0, u_sq = 0.0;
+  const float gscale = grad_factor(p);
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
-    const float u = adam_update(p, g[i], mi, vi) + p.weight_decay * w[i];
+    const float u = adam_update(p, gscale, g[i], mi, vi) + p.weight_decay * w[i];
     m[i] = mi;
     v[i] = vi;
     update[i] = u;
@@ -114,6 +120,71 @@ __global__ void finish_sums(const double* partial, int blocks, double* sums) {
   }
 }
 
+__global__ void clip_coef_kernel(const double* sums, float grad_scale, float max_norm, float* coef) {
+  const double n = sqrt(sums[0]) * grad_scale;
+  *coef = n > max_norm ? static_cast<float>(max_norm / (n + 1e-6)) : 1.0f;
+}
+
+// Multi-tensor AdamW: one block per task.
+__global__ void adamw_multi_kernel(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
+                                   AdamParams p) {
+  const OptTask t = tasks[blockIdx.x];
+  const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
+  const float gscale = grad_factor(p);
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+    float mi = m[i], vi = v[i];
+    const float u = adam_update(p, gscale, g[i], mi, vi);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= p.lr * (u + wd * w[i]);
+  }
+}
+
+// LAMB, 1: moments, u = direction + wd w, and the task's f64 sums of w^2 and u^2.
+__global__ void lamb_multi_moments(const float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                                   const OptTask* tasks, AdamParams p, double* partial) {
+  const OptTask t = tasks[blockIdx.x];
+  const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
+  const float gscale = grad_factor(p);
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+    float mi = m[i], vi = v[i];
+    const float wi = w[i];
+    const float u = adam_update(p, gscale, g[i], mi, vi) + wd * wi;
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = u;
+    w_sq += static_cast<double>(wi) * wi;
+    u_sq += static_cast<double>(u) * u;
+  }
+  w_sq = block_sum_f64(w_sq);
+  u_sq = block_sum_f64(u_sq);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = w_sq;
+    partial[2 * blockIdx.x + 1] = u_sq;
+  }
+}
+
+// LAMB, 2: one thread per segment adds its tasks' sums in order: ratio = ||w|| / ||u||.
+__global__ void lamb_multi_ratio(const OptSegment* segments, int64_t segment_count, const double* partial, float* ratio) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k >= segment_count) return;
+  const OptSegment sg = segments[k];
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int64_t t = sg.first_task; t < sg.first_task + sg.tasks; ++t) {
+    w_sq += partial[2 * t];
+    u_sq += partial[2 * t + 1];
+  }
+  ratio[k] = sg.decay && w_sq > 0.0 && u_sq > 0.0 ? static_cast<float>(sqrt(w_sq / u_sq)) : 1.0f;
+}
+
+// LAMB, 3: w -= lr * ratio * u.
+__global__ void lamb_multi_apply(float* w, const float* update, const OptTask* tasks, const float* ratio, float lr) {
+  const OptTask t = tasks[blockIdx.x];
+  const float step = lr * ratio[t.segment];
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) w[i] -= step * update[i];
+}
+
 __global__ void axpy_kernel(float* w, const float* update, int64_t count, float step) {
   DLPERF_GRID_STRIDE(i, count) { w[i] -= step * update[i]; }
 }
@@ -144,6 +215,33 @@ cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* 
 cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
   axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step);
+  return launched();
+}
+
+cudaError_t launch_clip_coefficient(const float* g, int64_t count, float grad_scale, float max_norm, double* partial, double* sums,
+                                    float* coef, cudaStream_t s) {
+  const cudaError_t e = launch_sum_squares(g, count, partial, sums, s);
+  if (e != cudaSuccess) return e;
+  clip_coef_kernel<<<1, 1, 0, s>>>(sums, grad_scale, max_norm, coef);
+  return launched();
+}
+
+cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
+                               int64_t task_count, AdamParams p, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  adamw_multi_kernel<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, v, segments, tasks, p);
+  return launched();
+}
+
+cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, double* partial,
+                              float* ratio, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>(task_count);
+  lamb_multi_moments<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, partial);
+  lamb_multi_ratio<<<static_cast<unsigned>((segment_count + kThreads - 1) / kThreads), kThreads, 0, s>>>(segments, segment_count, partial,
+                                                                                                        ratio);
+  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, tasks, ratio, p.lr);
   return launched();
 }
 

@@ -63,8 +63,9 @@ class CpuBackend final : public Backend {
     if (o.precision == Precision::bf16 && !has_native_bf16(isa))
       throw_usage_error(std::string("--precision bf16 needs a CPU with AVX512-BF16 or AMX (this one offers ") + isa_name(isa) +
                         "); use --precision fp32");
-    if (o.precision == Precision::fp16)
-      throw_usage_error("--precision fp16 is for the cuda backend; the cpu backend runs fp32 or bf16");
+    if (o.precision == Precision::fp16 || o.precision == Precision::tf32)
+      throw_usage_error(std::string("--precision ") + to_string(o.precision) +
+                        " is for the cuda backend; the cpu backend runs fp32 or bf16");
   }
 
   BackendKind kind() const override { return BackendKind::cpu; }
@@ -125,6 +126,9 @@ class CpuBackend final : public Backend {
     return make_cross_entropy(ctx_, s, logits);
   }
   std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override { return make_layer_norm(ctx_, s, x); }
+  std::unique_ptr<DropoutAddNorm> dropout_add_norm(const AddNormSpec& s, const Tensor& a) override {
+    return make_dropout_add_norm(ctx_, s, a);
+  }
   std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override { return make_embedding(ctx_, s, ids, dtype()); }
   std::unique_ptr<Dropout> dropout(float p, const Tensor& x) override { return make_dropout(ctx_, p, x); }
   std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& s, DType t) override {
@@ -142,7 +146,7 @@ class CpuBackend final : public Backend {
     const float* __restrict gp = g.data();
     float* __restrict mp = m.data();
     const int64_t n = static_cast<int64_t>(w.size());
-    const float lr = s.lr, mu = s.momentum, wd = s.weight_decay, scale = s.grad_scale;
+    const float lr = s.lr, mu = s.momentum, wd = s.weight_decay, scale = s.grad_scale * (s.scale_by ? *s.scale_by : 1.0f);
     if (s.first_step) {
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < n; ++i) {
@@ -162,6 +166,9 @@ class CpuBackend final : public Backend {
   }
 
   // Adam-family kernels (see AdamStep in backend.h): one pass over the range each, f32 state.
+  // The multi-tensor forms (Backend::adamw_step / lamb_step over segments) are the defaults:
+  // on the CPU a loop over tensors costs no synchronisation.
+  using Backend::adamw_step;
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                   const AdamStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
@@ -221,7 +228,7 @@ class CpuBackend final : public Backend {
   // Adam's moment update and bias-corrected step direction for one element.
   struct Moments {
     explicit Moments(const AdamStep& s)
-        : b1(s.beta1), b2(s.beta2), eps(s.eps), scale(s.grad_scale),
+        : b1(s.beta1), b2(s.beta2), eps(s.eps), scale(s.grad_scale * (s.scale_by ? *s.scale_by : 1.0f)),
           c1(1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.step)))),
           c2(1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.step)))) {}
     float update(float grad, float& m, float& v) const {
