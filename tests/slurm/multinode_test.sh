@@ -9,9 +9,10 @@
 #            over 2 or 4 hosts with local ranks 0,1 on each, every rank's host is in the trace,
 #            the replicas are bit-identical, and the reduce step prints the table.
 #   fabric   2 nodes, every link shaped with tc (tbf) to HIGH and then LOW bandwidth:
-#            dlperf-comm's bus bandwidth (1 rank per node) within TOLERANCE of the link, and
-#            the 2-node job's exposed communication up and scaling efficiency down at LOW,
-#            its communication time no faster than the link allows.
+#            dlperf-comm's bus bandwidth (1 rank per node, its nccl-tests-shaped row) within
+#            TOLERANCE of the link, and the 2-node job's exposed communication up and scaling
+#            efficiency down at LOW (dlperf-reduce over the jobs' default results.d files), its
+#            communication time no faster than the link allows.
 #   faults   2 nodes: a rank on the second node killed (SIGKILL) inside MPI start-up, one
 #            killed mid-run, then the second node's switch port taken down mid-allreduce: each
 #            job ends within --timeout plus Slurm's step teardown, the error names the lost
@@ -215,13 +216,16 @@ extra_args = $rn50_small
 INI
   "$jobs_exe" --profile "$dir/profile.ini" --matrix "$dir/matrix.ini" --output-dir "$dir/gen"
 
+  # Each job's runs in its own results.d/<job>_<job id>.h5, as the scripts write them by default.
   echo "== baseline: 1 node x 1 rank (no traffic between nodes)"
-  local id state out
-  id=$(DLPERF_RESULTS=$work/base.h5 submit "$dir/gen/rn50_cpu_1n1r.sh")
+  local id state out base
+  id=$(submit "$dir/gen/rn50_cpu_1n1r.sh")
   netns_cluster_wait_job "$id" 300
   state=$NETNS_CLUSTER_JOB_STATE
   echo "rn50_cpu_1n1r.sh job $id: $state"
   [ "$state" = COMPLETED ]
+  base=$work/results.d/rn50_cpu_1n1r_$id.h5
+  [ -f "$base" ] || { echo "job $id wrote no $base" >&2; return 1; }
 
   local rate bits bytes comm busbw ratio params
   for rate in "$high" "$low"; do
@@ -236,22 +240,27 @@ INI
              --iters 8 --warmup 2 --timeout 60)
     echo "$comm"
     # 2 ranks: busbw = algbw = size / time, from the in-place time column (the gradients' case;
-    # it has more digits than the GB/s columns). Rows: size count time algbw busbw #wrong, or
-    # nccl-tests' size count type redop root, then time algbw busbw #wrong out of place and in place.
-    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / (NF >= 13 ? $10 : $3) / 1e3 }')
-    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print NF >= 13 ? $9 + $13 : $6 }')" = 0 ]  # #wrong
+    # it has more digits than the GB/s columns). nccl-tests' row: size count type redop root,
+    # then time algbw busbw #wrong out of place and in place. Exactly one such row (one size),
+    # no element wrong in either case, and the summary line's verdict.
+    [ "$(echo "$comm" | grep -Ec '^ *[0-9]+ +[0-9]+ +float +sum +-?[0-9]+( +[0-9.]+){3} +[0-9]+( +[0-9.]+){3} +[0-9]+ *$')" -eq 1 ] ||
+      { echo "dlperf-comm printed no single nccl-tests-shaped row for $bytes bytes" >&2; return 1; }
+    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / $10 / 1e3 }')
+    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print $9 + $13 }')" = 0 ]  # #wrong
+    echo "$comm" | grep -q '^# dlperf-comm result: .* wrong=0 status=PASS$'
     ratio=$(awk -v b="$busbw" -v r="$bits" 'BEGIN { printf "%.3f", b * 8e9 / r }')
     echo "bus bandwidth $busbw GB/s = $ratio x the link's $rate (accepted: $min_ratio .. $max_ratio)"
     awk -v x="$ratio" -v lo="$min_ratio" -v hi="$max_ratio" 'BEGIN { exit !(x >= lo && x <= hi) }'
 
-    id=$(DLPERF_RESULTS=$work/fabric-$rate.h5 submit "$dir/gen/rn50_cpu_2n1r.sh")
+    id=$(submit "$dir/gen/rn50_cpu_2n1r.sh")
     netns_cluster_wait_job "$id" 300
     state=$NETNS_CLUSTER_JOB_STATE
     echo "rn50_cpu_2n1r.sh job $id at $rate: $state"
     [ "$state" = COMPLETED ]
     out=$work/dlperf_rn50_cpu_2n1r_$id.out
     params=$(sed -n 's/^parameters: \([0-9,]*\)$/\1/p' "$out" | head -1 | tr -d ,)
-    "$reduce_exe" --warmup 2 --window 10 "$work/base.h5" "$work/fabric-$rate.h5" >"$work/reduce-$rate.md"
+    [ -n "$params" ] || { echo "no 'parameters: N' line in $out: no floor for the communication time" >&2; return 1; }
+    "$reduce_exe" --warmup 2 --window 10 "$base" "$work/results.d/rn50_cpu_2n1r_$id.h5" >"$work/reduce-$rate.md"
     sed -n '/^| node_num/,/^$/p' "$work/reduce-$rate.md"
   done
   netns_cluster_shape none
