@@ -4,12 +4,13 @@ would read them: every run complete, spread over the expected number of hosts wi
 number of ranks on each, local ranks 0..R-1 on every host, every rank's host named in the trace,
 the data-parallel replicas bit-identical after training (one parameter checksum per rank).
 
-  check_multinode_runs.py [--host-regex RE] [--incomplete N] --expect MODEL:NODES:RANKS_PER_NODE:RUNS ... FILE...
+  check_multinode_runs.py [--host-regex RE] [--job-id ID] [--incomplete N] --expect MODEL:NODES:RANKS_PER_NODE:RUNS ... FILE...
 
 Each --expect asks for exactly RUNS complete runs of MODEL on NODES x RANKS_PER_NODE; a run
 matching no --expect is an error. --incomplete N: exactly N runs are not complete (a fault
-ended them); they are listed with their status and reason, not checked further. Prints one
-line per run; exits 1 with the reasons on failure.
+ended them); they are listed with their status and reason, not checked further. --job-id ID:
+every run (complete or not) was run by Slurm job ID, as in a job's own results.d/<job>_<ID>.h5.
+Prints one line per run; exits 1 with the reasons on failure.
 """
 import argparse
 import collections
@@ -23,7 +24,7 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def check_run(name, run, host_re):
+def check_run(name, run, host_re, job_id):
     """Returns (key, problems, summary) for one run group."""
     a = run.attrs
     model, nodes, per_node, world = text(a["model"]), int(a["nodes"]), int(a["devices_per_node"]), int(a["world_size"])
@@ -36,6 +37,8 @@ def check_run(name, run, host_re):
         problems.append(f"world_size {world} != nodes {nodes} x devices_per_node {per_node}")
     if not text(a["slurm_job_id"]):
         problems.append("no slurm_job_id: not run under Slurm")
+    elif job_id is not None and text(a["slurm_job_id"]) != job_id:
+        problems.append(f"slurm_job_id {text(a['slurm_job_id'])}: not job {job_id}, whose file this is")
     for needed in ("rank_host", "local_rank", "param_checksum", "iterations_completed"):
         if needed not in run:
             problems.append(f"dataset {needed} missing")
@@ -79,6 +82,7 @@ def main():
     ap.add_argument("--host-regex", default=r".+")
     ap.add_argument("--expect", action="append", default=[], help="MODEL:NODES:RANKS_PER_NODE:RUNS")
     ap.add_argument("--incomplete", type=int, default=0, help="runs a fault ended (not complete)")
+    ap.add_argument("--job-id", help="the Slurm job every run must come from")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     expected = {}
@@ -94,8 +98,10 @@ def main():
                 if status != "complete" and incomplete < args.incomplete:
                     incomplete += 1
                     print(f"{path}:{name}: {status} (not checked): {text(run.attrs['status_reason'])}")
+                    if args.job_id is not None and text(run.attrs["slurm_job_id"]) != args.job_id:
+                        failures.append(f"{path}:{name}: slurm_job_id {text(run.attrs['slurm_job_id'])}, not job {args.job_id}")
                     continue
-                key, problems, summary = check_run(name, run, args.host_regex)
+                key, problems, summary = check_run(name, run, args.host_regex, args.job_id)
                 counts[key] += 1
                 if key not in expected:
                     problems.append(f"unexpected configuration {key}")

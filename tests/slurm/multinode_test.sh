@@ -5,17 +5,22 @@
 # the generated job scripts submitted with sbatch as a user would. One mode per CTest test:
 #
 #   jobs     4 nodes: the multi-node CPU-backend jobs (*_cpu_2n2r.sh, *_cpu_4n2r.sh, every
-#            model) through submit_all.sh: each job completes, its runs are complete and spread
-#            over 2 or 4 hosts with local ranks 0,1 on each, every rank's host is in the trace,
-#            the replicas are bit-identical, and the reduce step prints the table.
+#            model) through submit_all.sh, one after another: each job completes and writes
+#            its own results.d/<job>_<job id>.h5 (the default), whose runs are complete and
+#            spread over 2 or 4 hosts with local ranks 0,1 on each, every rank's host is in the
+#            trace, the replicas are bit-identical, and reduce.sh prints the table of the whole
+#            results.d and writes results.csv, .json, .svg.
 #   fabric   2 nodes, every link shaped with tc (tbf) to HIGH and then LOW bandwidth:
-#            dlperf-comm's bus bandwidth (1 rank per node) within TOLERANCE of the link, and
-#            the 2-node job's exposed communication up and scaling efficiency down at LOW,
-#            its communication time no faster than the link allows.
+#            dlperf-comm's bus bandwidth (1 rank per node, its nccl-tests-shaped row) within
+#            TOLERANCE of the link, and the 2-node job's exposed communication up and scaling
+#            efficiency down at LOW (dlperf-reduce over the jobs' default results.d files), its
+#            communication time no faster than the link allows.
 #   faults   2 nodes: a rank on the second node killed (SIGKILL) inside MPI start-up, one
 #            killed mid-run, then the second node's switch port taken down mid-allreduce: each
 #            job ends within --timeout plus Slurm's step teardown, the error names the lost
-#            rank and its host, and the runs before the fault stay complete in the results file.
+#            rank and its host, and the runs before the fault stay complete in the results file
+#            (all three jobs append to one file, DLPERF_RESULTS: the later faults must not
+#            damage the earlier jobs' runs).
 #
 #   multinode_test.sh MODE DLPERF_JOBS DLPERF_TRAIN DLPERF_REDUCE DLPERF_COMM
 # DLPERF_MULTINODE_KEEP=1 keeps the directory (logs, job outputs, results) of a failed run.
@@ -78,7 +83,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # dlperf's programs from this build: the profile's environment is "none" and sbatch passes
-# PATH on (--export=ALL), as it passes the results knob DLPERF_RESULTS.
+# PATH on (--export=ALL), as it passes the results knob DLPERF_RESULTS (the faults mode's).
 PATH="$(dirname "$train_exe"):$(dirname "$reduce_exe"):$(dirname "$comm_exe"):$PATH"
 export PATH
 
@@ -147,7 +152,7 @@ INI
   echo "== submit_all.sh cpu: 3 models x (2n2r, 4n2r), 2 repeats each, then the reduce job"
   local t0=$SECONDS
   (cd "$work" && netns_cluster_exec "$dir/gen/submit_all.sh" cpu --chdir="$work") | tee "$work/submit.log"
-  local script id state nodes out
+  local script id state nodes out model file files=''
   while read -r script id; do
     netns_cluster_wait_job "$id" 600
     state=$NETNS_CLUSTER_JOB_STATE
@@ -160,7 +165,20 @@ INI
     [ "$(grep -c "^replicas: parameters bit-identical on all $((2 * nodes)) ranks" "$out")" -eq 2 ]
     grep -Eq "^\| $nodes \| $((2 * nodes)) \| [0-9]+ \| [0-9.]+ \|" "$out"   # the job's own table
     grep -q "^export UCX_TLS='tcp,sm,self'$" "$dir/gen/$script"
+    # The job's runs, in its own file (the default users get), as h5py reads them: this job's
+    # two runs and nothing else.
+    file=$work/results.d/${script%.sh}_$id.h5
+    [ -f "$file" ] || { echo "job $id wrote no $file" >&2; ls -l "$work/results.d" >&2; return 1; }
+    model=${script%%_cpu_*}
+    [ "$model" != rn50 ] || model=resnet50
+    "$python" "$here/check_multinode_runs.py" --host-regex "m${NETNS_CLUSTER_TAG}n[1-4]" --job-id "$id" \
+      --expect "$model:$nodes:2:2" "$file" </dev/null
+    files+="$file "
   done < <(sed -n 's/^submitted \([^ ]*_cpu_[^ ]*\.sh\) as job \([0-9]*\).*/\1 \2/p' "$work/submit.log")
+  # Six jobs, one results file each and no other (beside them only dlperf-train's .lock files).
+  [ "$(echo "$files" | wc -w)" -eq 6 ] || { echo "6 multi-node jobs expected in submit_all.sh's output" >&2; return 1; }
+  [ "$(find "$work/results.d" -name '*.h5' | sort | tr '\n' ' ')" = "$(echo "$files" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/^ //')" ] ||
+    { echo "results.d/ holds other files than the jobs' own:" >&2; ls -l "$work/results.d" >&2; return 1; }
   id=$(sed -n 's/^submitted reduce.sh as job \([0-9]*\).*/\1/p' "$work/submit.log")
   netns_cluster_wait_job "$id" 120
   state=$NETNS_CLUSTER_JOB_STATE
@@ -172,11 +190,8 @@ INI
   # The throughput table's rows (node_num, gpu_num, batch, samples/s, speedup, efficiency), per model.
   [ "$(grep -Ec '^\| 2 \| 4 \| [0-9]+ \| [0-9.]+ \| [^|]* \| [^|]* \|$' "$out")" -eq 3 ]
   [ "$(grep -Ec '^\| 4 \| 8 \| [0-9]+ \| [0-9.]+ \| [^|]* \| [^|]* \|$' "$out")" -eq 3 ]
-
-  echo "== the runs, as h5py reads them"
-  "$python" "$here/check_multinode_runs.py" --host-regex "m${NETNS_CLUSTER_TAG}n[1-4]" \
-    --expect resnet50:2:2:2 --expect resnet50:4:2:2 --expect vgg16:2:2:2 --expect vgg16:4:2:2 \
-    --expect bert_base:2:2:2 --expect bert_base:4:2:2 "$work/results.h5"
+  # reduce.sh's files beside results.d.
+  [ -s "$work/results.csv" ] && [ -s "$work/results.json" ] && [ -s "$work/results.svg" ]
 }
 
 # Reads one row of dlperf-reduce's markdown: "node_num gpu_num" ($2) of table number $3
@@ -215,13 +230,16 @@ extra_args = $rn50_small
 INI
   "$jobs_exe" --profile "$dir/profile.ini" --matrix "$dir/matrix.ini" --output-dir "$dir/gen"
 
+  # Each job's runs in its own results.d/<job>_<job id>.h5, as the scripts write them by default.
   echo "== baseline: 1 node x 1 rank (no traffic between nodes)"
-  local id state out
-  id=$(DLPERF_RESULTS=$work/base.h5 submit "$dir/gen/rn50_cpu_1n1r.sh")
+  local id state out base
+  id=$(submit "$dir/gen/rn50_cpu_1n1r.sh")
   netns_cluster_wait_job "$id" 300
   state=$NETNS_CLUSTER_JOB_STATE
   echo "rn50_cpu_1n1r.sh job $id: $state"
   [ "$state" = COMPLETED ]
+  base=$work/results.d/rn50_cpu_1n1r_$id.h5
+  [ -f "$base" ] || { echo "job $id wrote no $base" >&2; return 1; }
 
   local rate bits bytes comm busbw ratio params
   for rate in "$high" "$low"; do
@@ -236,22 +254,27 @@ INI
              --iters 8 --warmup 2 --timeout 60)
     echo "$comm"
     # 2 ranks: busbw = algbw = size / time, from the in-place time column (the gradients' case;
-    # it has more digits than the GB/s columns). Rows: size count time algbw busbw #wrong, or
-    # nccl-tests' size count type redop root, then time algbw busbw #wrong out of place and in place.
-    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / (NF >= 13 ? $10 : $3) / 1e3 }')
-    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print NF >= 13 ? $9 + $13 : $6 }')" = 0 ]  # #wrong
+    # it has more digits than the GB/s columns). nccl-tests' row: size count type redop root,
+    # then time algbw busbw #wrong out of place and in place. Exactly one such row (one size),
+    # no element wrong in either case, and the summary line's verdict.
+    [ "$(echo "$comm" | grep -Ec '^ *[0-9]+ +[0-9]+ +float +sum +-?[0-9]+( +[0-9.]+){3} +[0-9]+( +[0-9.]+){3} +[0-9]+ *$')" -eq 1 ] ||
+      { echo "dlperf-comm printed no single nccl-tests-shaped row for $bytes bytes" >&2; return 1; }
+    busbw=$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { printf "%.4f", $1 / $10 / 1e3 }')
+    [ "$(echo "$comm" | awk '$1 ~ /^[0-9]+$/ { print $9 + $13 }')" = 0 ]  # #wrong
+    echo "$comm" | grep -q '^# dlperf-comm result: .* wrong=0 status=PASS$'
     ratio=$(awk -v b="$busbw" -v r="$bits" 'BEGIN { printf "%.3f", b * 8e9 / r }')
     echo "bus bandwidth $busbw GB/s = $ratio x the link's $rate (accepted: $min_ratio .. $max_ratio)"
     awk -v x="$ratio" -v lo="$min_ratio" -v hi="$max_ratio" 'BEGIN { exit !(x >= lo && x <= hi) }'
 
-    id=$(DLPERF_RESULTS=$work/fabric-$rate.h5 submit "$dir/gen/rn50_cpu_2n1r.sh")
+    id=$(submit "$dir/gen/rn50_cpu_2n1r.sh")
     netns_cluster_wait_job "$id" 300
     state=$NETNS_CLUSTER_JOB_STATE
     echo "rn50_cpu_2n1r.sh job $id at $rate: $state"
     [ "$state" = COMPLETED ]
     out=$work/dlperf_rn50_cpu_2n1r_$id.out
     params=$(sed -n 's/^parameters: \([0-9,]*\)$/\1/p' "$out" | head -1 | tr -d ,)
-    "$reduce_exe" --warmup 2 --window 10 "$work/base.h5" "$work/fabric-$rate.h5" >"$work/reduce-$rate.md"
+    [ -n "$params" ] || { echo "no 'parameters: N' line in $out: no floor for the communication time" >&2; return 1; }
+    "$reduce_exe" --warmup 2 --window 10 "$base" "$work/results.d/rn50_cpu_2n1r_$id.h5" >"$work/reduce-$rate.md"
     sed -n '/^| node_num/,/^$/p' "$work/reduce-$rate.md"
   done
   netns_cluster_shape none
@@ -412,6 +435,8 @@ INI
   # registered; the other two faulted repeats left a run that is not complete.
   echo "== the results file: each job's first repeat complete and intact, the faulted ones not complete"
   "$python" "$here/check_multinode_runs.py" --host-regex "m${NETNS_CLUSTER_TAG}n[12]" --expect resnet50:2:2:3 --incomplete 2 "$DLPERF_RESULTS"
+  # DLPERF_RESULTS replaces the per-job files: no job wrote results.d/.
+  [ ! -e "$work/results.d" ] || { echo "DLPERF_RESULTS set, yet the jobs wrote results.d/:" >&2; ls -l "$work/results.d" >&2; return 1; }
 }
 
 main() {
