@@ -9,8 +9,9 @@
 #   3. inside it, as root with an empty environment: `scripts/quickstart.sh` (small settings
 #      through its documented variables) and `scripts/run-tests.sh`, exactly as the README
 #      gives them; every package they need must come from scripts/setup-debian.sh;
-#   4. a test CTest skipped there fails this check unless it only skips for lack of a GPU
-#      (label `cuda`): a skip is how a missing tool would otherwise go unnoticed.
+#   4. a test CTest skipped there fails this check unless it only skips for lack of hardware:
+#      a GPU (label `cuda`) or a CPU instruction set (label `hardware`, e.g. the AMX kernel
+#      check on a CPU without AMX): a skip is how a missing tool would otherwise go unnoticed.
 # CUDA, cuDNN and NCCL are not Debian packages: /usr/local/cuda is bind-mounted read-only, so
 # the CUDA backend is compiled as it is on CI. Everything runs in a private mount and PID
 # namespace (unshare): the mounts (/proc, /sys, /dev, /dev/pts, /dev/shm, /run, CUDA) and the
@@ -205,19 +206,19 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 
-# ---- 4. skips: only tests that need a GPU may skip in the root -------------------------------
+# ---- 4. skips: only tests that need a GPU or an instruction set may skip in the root -------------------------------
 if [[ " $steps " == *" tests "* ]]; then
   skipped=$(sed -n 's/^[[:space:]]*[0-9]\+ - \([^ ]*\) (Skipped)$/\1/p' "$root/tmp/run-tests.log" | sort -u)
-  gpu_only=$(chroot "$root" /usr/bin/ctest --test-dir /src/build-tests -N -L cuda 2>/dev/null |
+  gpu_only=$(chroot "$root" /usr/bin/ctest --test-dir /src/build-tests -N -L '^(cuda|hardware)$' 2>/dev/null |
              sed -n 's/^ *Test *#[0-9]*: \(.*\)$/\1/p' | sort -u)
   unexpected=$(comm -23 <(printf '%s\n' "$skipped" | sed '/^$/d') <(printf '%s\n' "$gpu_only" | sed '/^$/d'))
   if [ -n "$unexpected" ]; then
-    echo "fresh-root: FAILED: these tests skipped in the fresh root but may only skip for lack of a GPU" \
+    echo "fresh-root: FAILED: these tests skipped in the fresh root but may only skip for lack of a GPU or an ISA" \
          "(a tool or package missing from scripts/setup-debian.sh --tests?):" >&2
     mapfile -t names <<<"$unexpected"
     printf '  %s\n' "${names[@]}" >&2
     exit 1
   fi
-  say "skipped in the root (label cuda, no GPU): $(tr '\n' ' ' <<<"$skipped")"
+  say "skipped in the root (labels cuda, hardware: no GPU, or an ISA this CPU lacks): $(tr '\n' ' ' <<<"$skipped")"
 fi
 say "passed: ${steps// / and } on a fresh Debian 12 in $((SECONDS - t_start)) s"
