@@ -185,9 +185,7 @@ for step in $steps; do
       run_in_root /bin/bash -c 'cd /src && scripts/run-tests.sh' 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
       ;;
   esac
-  # CPU time is what a shared or loaded machine cannot inflate: wall time on an idle 2-core
-  # CI machine is about (user + sys) / 2 for the builds plus the tests' own wall time.
-  echo "fresh-root: == $step: exit $rc, $((SECONDS - t0)) s wall; CPU so far (user, sys): $(times | tail -1)"
+  echo "fresh-root: == $step: exit $rc, $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || break
 done
 umount -R "$root$cuda_real" 2>/dev/null || true
