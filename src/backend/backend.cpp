@@ -70,6 +70,18 @@ DType compute_dtype(Precision p) {
   return DType::f32;
 }
 
+void Backend::begin_capture() {
+  throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs; use --backend cuda");
+}
+std::unique_ptr<GraphSegment> Backend::end_capture() {
+  throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs");
+}
+
+#ifndef DLPERF_CUDA_BACKEND
+int cuda_device_count() { return 0; }
+std::vector<std::string> cuda_pci_bus_ids() { return {}; }
+#endif
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::cpu) return onednn::make_cpu_backend(options);
 #ifdef DLPERF_CUDA_BACKEND

@@ -41,6 +41,14 @@ void throw_internal_error(std::string_view condition, const std::string& message
 #include "core/check.h"
 
 namespace dlperf {
+void throw_out_of_memory_error(std::string_view library, std::string_view call, std::string_view detail,
+                               const std::source_location& where) {
+  std::ostringstream os;
+  os << "out of memory: " << library << " " << call << " failed: " << detail << " at " << where.file_name() << ':' << where.line()
+     << " (" << error_identity() << "); use a smaller --batch-size (--find-max-batch finds the largest)";
+  throw OutOfMemoryError(os.str());
+}
+
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;

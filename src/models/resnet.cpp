@@ -183,9 +183,10 @@ class ResNet final : public Model {
     return v;
   }
 
-  void load(const HostBatch& batch) override {
-    images_->write(batch.floats.at("images"));
-    labels_->write_indices(batch.ints.at("labels"));
+  std::vector<Tensor*> inputs() override { return {images_.get(), labels_.get()}; }
+  void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
+    dst[0]->write(batch.floats.at("images"));  // (N, 3, S, S) f32
+    dst[1]->write_indices(batch.ints.at("labels"));  // (N) s32
   }
 
   void forward() override {
@@ -204,8 +205,9 @@ class ResNet final : public Model {
   }
 
   float loss() override { return xent_->loss(); }
+  std::vector<const float*> loss_terms() override { return {xent_->loss_location()}; }
 
-  void backward(float loss_scale, const GradReadyFn& ready) override {
+  void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
     xent_->backward(*dlogits_, loss_scale);
     fc_->backward(*f_, *dlogits_, df_.get());
     ready(*fc_);

@@ -24,7 +24,7 @@ class AdamW final : public Optimizer {
  public:
   AdamW(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "adamw"; }
-  void step(float lr, float grad_scale) override;
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
  private:
   struct Range {
@@ -43,7 +43,7 @@ class Lamb final : public Optimizer {
  public:
   Lamb(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "lamb"; }
-  void step(float lr, float grad_scale) override;
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
  private:
   Backend& be_;
@@ -60,8 +60,12 @@ class ClipGradNorm final : public Optimizer {
  public:
   ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm);
   std::string name() const override { return inner_->name(); }
-  void step(float lr, float grad_scale) override;
-  float last_norm() const { return last_norm_; }  // before clipping
+  // Without a gate: reads the norm back (one host wait) and folds the coefficient into
+  // grad_scale. With a gate the trainer has already folded clipping into it (clip_norm()).
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  float clip_norm() const override { return max_norm_; }
+  bool capturable() const override { return inner_->capturable(); }
+  float last_norm() const { return last_norm_; }  // before clipping, gate-less steps only
 
  private:
   Backend& be_;

@@ -53,7 +53,7 @@ __global__ void xent_total(const float* row_loss, int64_t rows, float* totals) {
 
 template <class T>
 __global__ void xent_backward(const T* logits, const int32_t* labels, const float* lse, const float* totals, int64_t k,
-                              float smoothing, int32_t ignore, float scale, T* dlogits) {
+                              float smoothing, int32_t ignore, float scale, const float* device_scale, T* dlogits) {
   const int64_t r = blockIdx.x;
   const T* x = logits + r * k;
   T* g = dlogits + r * k;
@@ -63,6 +63,7 @@ __global__ void xent_backward(const T* logits, const int32_t* labels, const floa
     for (int64_t j = threadIdx.x; j < k; j += blockDim.x) store(g, j, 0.0f);
     return;
   }
+  if (device_scale) scale *= *device_scale;  // the step gate's loss scale, current at run time
   const float inv = scale / count, l = lse[r], uniform = smoothing / static_cast<float>(k);
   for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
     float d = expf(load(x, j) - l) - uniform;
@@ -92,12 +93,13 @@ cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const i
 
 cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const int32_t* labels, const float* lse,
                                           const float* totals, int64_t rows, int64_t k, float smoothing, int32_t ignore_index,
-                                          float scale, void* dlogits, cudaStream_t s) {
+                                          float scale, const float* device_scale, void* dlogits, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
     xent_backward<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, lse, totals, k,
-                                                                      smoothing, ignore_index, scale, static_cast<T*>(dlogits));
+                                                                      smoothing, ignore_index, scale, device_scale,
+                                                                      static_cast<T*>(dlogits));
     return launched();
   });
 }

@@ -29,8 +29,18 @@ class CudaBackend final : public Backend {
   void convert(const Tensor& src, Tensor& dst) override;
   std::unique_ptr<Buffer> buffer(size_t elems) override;
   int64_t peak_memory_bytes() const override;
+  int64_t device_memory_used_bytes() const override;
+  DeviceFacts device_facts() const override;
   void synchronize() override;
   void* stream_handle() override { return stream(); }  // NCCL orders itself after this stream
+
+  std::unique_ptr<StepRecorder> step_recorder() override;
+  std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> model_inputs) override;
+  void fill(float* dst, size_t count, float value) override;
+  void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) override;
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<GraphSegment> end_capture() override;
 
   std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& s, const Tensor& x) override;
@@ -54,7 +64,7 @@ class CudaBackend final : public Backend {
   // These two return host values: each waits for the stream (one small copy back).
   LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                         std::span<float> update, const AdamStep& s) override;
-  void lamb_apply(std::span<float> w, std::span<const float> update, float step) override;
+  void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) override;
   double sum_squares(std::span<const float> x) override;
 
  private:

@@ -9,7 +9,12 @@ namespace dlperf::cuda {
 namespace {
 
 __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, int64_t count, float lr,
-                           float momentum, float weight_decay, float grad_scale, bool first_step) {
+                           float momentum, float weight_decay, float grad_scale, bool first_step, const float* gate) {
+  if (gate) {  // the step gate (kernels.h): read as the kernel runs, so a captured graph sees the current step's
+    if (gate[kGateSkip] != 0.0f) return;
+    lr *= gate[kGateLr];
+    grad_scale *= gate[kGateGradScale];
+  }
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const float wi = w[i];
     const float d = g[i] * grad_scale + weight_decay * wi;
@@ -22,9 +27,9 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, f
 }  // namespace
 
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
-                       float grad_scale, bool first_step, cudaStream_t s) {
+                       float grad_scale, bool first_step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, first_step);
+  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, first_step, gate);
   return launched();
 }
 
@@ -34,6 +39,18 @@ cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float 
 
 namespace dlperf::cuda {
 namespace {
+
+// Applies the step gate to an Adam step's parameters; false: the step is skipped.
+__device__ __forceinline__ bool gated(AdamParams& p, const float* gate) {
+  if (!gate) return true;
+  if (gate[kGateSkip] != 0.0f) return false;
+  const float t = gate[kGateApplied];  // applied steps, this one included
+  p.lr *= gate[kGateLr];
+  p.grad_scale *= gate[kGateGradScale];
+  p.c1 = 1.0f / (1.0f - powf(p.beta1, t));
+  p.c2 = 1.0f / (1.0f - powf(p.beta2, t));
+  return true;
+}
 
 __device__ __forceinline__ float adam_update(const AdamParams& p, float g, float& m, float& v) {
   const float gs = g * p.grad_scale;
@@ -45,7 +62,8 @@ __device__ __forceinline__ float adam_update(const AdamParams& p, float g, float
 #define DLPERF_GRID_STRIDE(i, count) \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (count); i += int64_t{gridDim.x} * blockDim.x)
 
-__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p) {
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, const float* gate) {
+  if (!gated(p, gate)) return;
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
     const float u = adam_update(p, g[i], mi, vi);
@@ -70,8 +88,9 @@ __device__ double block_sum_f64(double v) {
 }
 
 __global__ void lamb_update_kernel(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
-                                   double* partial) {
+                                   const float* gate, double* partial) {
   double w_sq = 0.0, u_sq = 0.0;
+  if (!gated(p, gate)) count = 0;  // skipped: m and v unchanged, zero norms (every thread still joins the block sums)
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
     const float u = adam_update(p, g[i], mi, vi) + p.weight_decay * w[i];
@@ -114,7 +133,11 @@ __global__ void finish_sums(const double* partial, int blocks, double* sums) {
   }
 }
 
-__global__ void axpy_kernel(float* w, const float* update, int64_t count, float step) {
+__global__ void axpy_kernel(float* w, const float* update, int64_t count, float step, const float* gate) {
+  if (gate) {
+    if (gate[kGateSkip] != 0.0f) return;
+    step *= gate[kGateLr];
+  }
   DLPERF_GRID_STRIDE(i, count) { w[i] -= step * update[i]; }
 }
 
@@ -127,23 +150,24 @@ unsigned reduce_grid(int64_t count) {
 
 }  // namespace
 
-cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, cudaStream_t s) {
+cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, const float* gate,
+                         cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  adamw_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, v, count, p);
+  adamw_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, v, count, p, gate);
   return launched();
 }
 
 cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
-                               double* partial, double* sums, cudaStream_t s) {
+                               const float* gate, double* partial, double* sums, cudaStream_t s) {
   const unsigned blocks = reduce_grid(count);
-  lamb_update_kernel<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, count, p, partial);
+  lamb_update_kernel<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, count, p, gate, partial);
   finish_sums<<<1, kThreads, 0, s>>>(partial, static_cast<int>(blocks), sums);
   return launched();
 }
 
-cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s) {
+cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step);
+  axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step, gate);
   return launched();
 }
 

@@ -33,8 +33,20 @@ md any_md(const Dims& dims, DType dtype) { return md(dims, to_dnnl(dtype), tag::
 
 // ---- CpuTensor -------------------------------------------------------------------------------
 
+void MemoryBudget::charge(int64_t bytes) {
+  if (limit > 0 && used + bytes > limit)
+    throw OutOfMemoryError("out of memory: " + std::to_string(bytes) + " bytes more would exceed --memory-limit-mb " +
+                           std::to_string(limit >> 20) + " (" + std::to_string(used) + " bytes in use); use a smaller --batch-size "
+                           "(--find-max-batch finds the largest)");
+  used += bytes;
+  peak = std::max(peak, used);
+}
+
 CpuTensor::CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc)
-    : Tensor(std::move(dims), dtype), ctx_(std::move(ctx)), mem_(desc, ctx_->engine) {
+    : Tensor(std::move(dims), dtype),
+      ctx_(std::move(ctx)),
+      charge_(ctx_->budget, static_cast<int64_t>(desc.get_size())),
+      mem_(desc, ctx_->engine) {
   zero();  // padded elements of blocked layouts must start (and stay) zero
 }
 
@@ -98,6 +110,7 @@ size_t Param::add_view(const md& layout) {
   View v;
   v.shared = layout == master_;
   if (!v.shared) {
+    v.charge = Charge(ctx_->budget, static_cast<int64_t>(layout.get_size()));
     v.mem = dnnl::memory(layout, ctx_->engine);
     v.from_master = PlannedReorder(*ctx_, master_, layout);
   }
