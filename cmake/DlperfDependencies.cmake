@@ -1,5 +1,5 @@
 # Finds every dependency through CMake's own find modules or the packages' config files.
-# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, OpenMP, Threads.
+# Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, hwloc, OpenMP, Threads, nlohmann-json
 # Optional (DLPERF_CUDA=AUTO): CUDA Toolkit with cuBLAS, cuDNN and NCCL -> the CUDA backend.
 
 find_package(Threads REQUIRED)
@@ -9,6 +9,14 @@ find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(Boost REQUIRED COMPONENTS program_options)
+find_package(nlohmann_json 3.2 REQUIRED)
+# hwloc (>= 2): the node's topology, for pinning ranks to cores and describing the node. Through
+# its pkg-config file, which Debian's libhwloc-dev and Spack's hwloc both install; dlperf_hwloc
+# is the one name the rest of the build links.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc>=2.0)
+add_library(dlperf_hwloc INTERFACE)
+target_link_libraries(dlperf_hwloc INTERFACE PkgConfig::HWLOC)
 
 # dnnl 2.x exports DNNL::dnnl; keep one name for the rest of the build.
 if(TARGET DNNL::dnnl)

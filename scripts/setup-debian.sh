@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libboost-program-options-dev)
+          libboost-program-options-dev libhwloc-dev nlohmann-json3-dev)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml)
 fi

@@ -72,6 +72,7 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
       fs::copy_file(path, tmp, fs::copy_options::overwrite_existing, ec);
       if (ec) throw_usage_error("cannot copy " + path + " to " + tmp + ": " + ec.message());
       file = DLPERF_H5(H5Fopen(tmp.c_str(), H5F_ACC_RDWR, fapl), H5Fclose);
+      trace_schema::upgrade_root(file);  // an older minor version: this writer may add its fields
     } else {
       file = DLPERF_H5(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
       trace_schema::write_root(file);

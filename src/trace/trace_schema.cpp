@@ -75,6 +75,19 @@ void write_root(hid_t file) {
   h5::Handle runs = DLPERF_H5(H5Gcreate2(file, kRunsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
 }
 
+void upgrade_root(hid_t file) {
+  const auto version = h5::read_string_attr_if(file, kVersionAttr).value_or("");
+  const auto dot = version.find('.');
+  int major = 0, minor = 0;
+  try {
+    major = std::stoi(version);
+    minor = dot == std::string::npos ? 0 : std::stoi(version.substr(dot + 1));
+  } catch (const std::exception&) {
+    return;  // check_root has judged the file already
+  }
+  if (major == kMajor && minor < kMinor) h5::write_attr(file, kVersionAttr, version_string());
+}
+
 void check_root(hid_t file, const std::string& path) {
   auto version = h5::read_string_attr_if(file, kVersionAttr);
   if (!version) throw_usage_error(path + ": not a dlperf trace (HDF5 file without a " + kVersionAttr + " attribute)");
@@ -110,6 +123,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   for (const auto& h : (R > 0 ? rank_host : info.hosts))
     if (seen.insert(h).second) distinct.push_back(h);
   h5::write_attr(group, "hosts", distinct);
+  write_step_fields(group, record);
   if (R == 0) return;  // nothing measured yet: attributes only
 
   size_t I = 0;
@@ -157,7 +171,10 @@ RunRecord read_run_group(hid_t group) {
   for (const auto& name : h5::attr_names(group))
     if (name.compare(0, prefix.size(), prefix) == 0)
       info.versions[name.substr(prefix.size())] = h5::read_string_attr(group, name.c_str());
-  if (!h5::has_link(group, "iteration_end")) return record;  // created, never flushed
+  if (!h5::has_link(group, "iteration_end")) {  // created, never flushed
+    read_step_fields(group, record);
+    return record;
+  }
 
   auto dims = h5::dataset_shape(group, "iteration_end");
   if (dims.size() != 2) throw_usage_error("dataset iteration_end is not 2-dimensional");
@@ -196,6 +213,7 @@ RunRecord read_run_group(hid_t group) {
       it.loss = loss[i * R + r];
     }
   }
+  read_step_fields(group, record);
   return record;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
@@ -50,6 +51,13 @@ struct TrainOptions {
   std::string variant;          // free-form configuration tag stored with the run
   bool pin_threads = false;     // pin each rank's threads to a disjoint core range
   int64_t flush_every = 50;     // iterations between trace flushes (a killed job keeps them)
+  // the step on the device (issue 13)
+  CommBackend comm = CommBackend::mpi;  // gradients: nccl (cuda default) or mpi (cpu; cuda: staged through pinned host memory)
+  bool cuda_graph = false;      // capture the step at the end of warm-up, replay it
+  bool data_on_device = false;  // keep one synthetic batch resident on the device
+  int64_t profile_ops = 0;      // time every op over this many measured iterations
+  bool find_max_batch = false;  // search the largest batch per device that trains, report it, exit
+  int64_t memory_limit_mb = 0;  // cpu: MiB of tensors and buffers the backend may hold, as a GPU's memory (0: none)
   std::string command_line;
 };
 

@@ -10,8 +10,10 @@
 #include "trace/async_writer.h"
 #include "train/cluster.h"
 #include "train/gradient_exchange.h"
+#include "train/max_batch.h"
 #include "train/param_store.h"
 #include "train/registry.h"
+#include "train/setup.h"
 
 namespace dlperf {
 namespace {
@@ -77,32 +79,57 @@ double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64
   return longest > 0 ? static_cast<double>(samples) / longest : 0.0;
 }
 
+namespace {
+
+// The gradient communicator for a run of more than one rank (issue 13, items 7 and 8):
+//   cpu              the control communicator itself (host memory, MPI)
+//   cuda, nccl       NCCL on its own stream, ordered after the compute stream; refused when
+//                    ranks of a node outnumber its GPUs (NCCL cannot put two ranks on one GPU)
+//   cuda, mpi        MPI staged through pinned host memory, so ranks may share a GPU
+std::unique_ptr<Communicator> make_gradient_comm(const TrainOptions& o, const WorldInfo& w, MPI_Comm world, const CommOptions& copt,
+                                                 Backend& be) {
+  auto* stream = static_cast<CUstream_st*>(be.stream_handle());
+  if (o.comm == CommBackend::nccl) {
+    const int devices = cuda_device_count();
+    if (w.local_size > devices)
+      throw_usage_error(std::to_string(w.local_size) + " ranks on " + w.this_host + " share " + std::to_string(devices) +
+                        " GPU(s), which NCCL cannot; give each rank its own GPU or use --comm mpi");
+    return make_communicator(CommBackend::nccl, world, w, copt, stream);
+  }
+  return make_staged_communicator(world, w, copt, stream);
+}
+
+}  // namespace
+
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
+  if (o.find_max_batch) {
+    RunSummary s;
+    s.max_batch = find_max_batch(session, o, out);
+    return s;
+  }
   if (o.pin_threads && o.backend == BackendKind::cpu)
     pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
-
-  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank});
-  auto model = make_model(o, *be);
-  ParamStore store(*be, model->layers());
-  model->init_params(o.seed);
-  auto optimizer = make_optimizer(o, *be, store);
-  auto data = make_data(o, w.rank);
 
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
   auto control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
+  TrainingStack stack = build_stack(o, w);
+  Backend& be = stack.be();
+  ParamStore& store = *stack.store;
+
   std::unique_ptr<Communicator> device_comm;
   Communicator* grad_comm = control.get();
   if (o.backend == BackendKind::cuda && w.size > 1) {
-    device_comm = make_communicator(CommBackend::nccl, world, w, copt, static_cast<CUstream_st*>(be->stream_handle()));
+    device_comm = make_gradient_comm(o, w, world, copt, be);
     grad_comm = device_comm.get();
   }
-  // Replicas start equal: rank 0's initial parameters everywhere.
-  grad_comm->broadcast(store.values().data(), store.size(), 0);
+  // Replicas start equal: rank 0's initial parameters everywhere (device memory goes through
+  // NCCL or the staged communicator, never straight to MPI, which only a CUDA-aware MPI takes).
+  if (w.size > 1) grad_comm->broadcast(store.values().data(), store.size(), 0);
   std::unique_ptr<BucketedAllreduce> exchange;
   if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
 
@@ -112,13 +139,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o);
+    add_device_facts(rec.record.info, be.device_facts());
+    rec.record.info.comm_backend = w.size > 1 ? to_string(grad_comm->backend()) : "";
+    if (device_comm && o.comm == CommBackend::mpi) rec.record.info.comm_backend = "mpi_staged";
     if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
     if (o.model != "bert_base") out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
     out << "\n";
-    out << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
+    out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
@@ -126,24 +156,32 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
         << std::flush;
   }
 
-  TrainConfig tc;
-  tc.iterations = o.iterations;
-  tc.warmup = o.warmup;
-  tc.print_every = o.print_every;
-  tc.lr = make_lr_schedule(o, w.size);
-  if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
-  Trainer trainer(*model, *be, *optimizer, tc, &store.grads());
+  const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
+  Trainer trainer(*stack.model, be, *stack.optimizer, tc, &store.grads());
+  if (root) {
+    RunInfo& info = rec.record.info;
+    info.loss_scaling = to_string(tc.loss_scale.mode);
+    info.cuda_graph = o.cuda_graph ? 1 : 0;
+    info.profile_ops = o.profile_ops;
+  }
   // Stops are agreed on by every rank at an iteration boundary (Slurm signals each rank on
   // its own); a lone rank needs no agreement.
   const auto should_stop = [&]() { return w.size > 1 ? any_rank_stopping(*control) : stop_requested().load(); };
+  // NCCL's log names its transport once the first collectives have connected (a flush and the
+  // end of the run read it).
+  const std::function<std::string()> nccl_transport = [c = device_comm.get()] { return c ? c->transport() : std::string(); };
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
     rec.collect(world, t, w.hosts);
+    if (root) {
+      rec.record.info.input_mode = to_string(trainer.input_mode());
+      rec.record.info.nccl_transport = nccl_transport();
+    }
     rec.flush();
   };
   try {
-    trainer.run([&]() -> const HostBatch& { return data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
+    trainer.run([&]() -> const HostBatch& { return stack.data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
                 after_iteration);
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -154,8 +192,17 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     throw;
   }
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
-  mine.peak_memory_bytes = be->peak_memory_bytes();
+  mine.peak_memory_bytes = be.peak_memory_bytes();
+  mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
   rec.collect(world, mine, w.hosts);
+  // NCCL's transport can differ per rank (P2P inside a node, IB between nodes): the union.
+  const std::string transports = join_distinct(gather_strings(world, nccl_transport()));
+  if (root) {
+    RunInfo& info = rec.record.info;
+    info.input_mode = to_string(trainer.input_mode());
+    info.nccl_transport = transports;
+    if (stack.profiler) rec.record.ops = stack.profiler->result(0);
+  }
 
   RunSummary s;
   s.parameter_count = store.parameter_count();
@@ -182,6 +229,13 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  int64_t device_peak = 0;
+  for (const auto& t : ranks) device_peak = std::max(device_peak, t.device_memory_peak_bytes);
+  if (device_peak > 0) {
+    std::snprintf(line, sizeof line, "device memory: peak %.0f MiB in use as the GPU reports it (dlperf's own allocations: %.0f MiB)\n",
+                  static_cast<double>(device_peak) / (1024.0 * 1024.0), static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
+    out << line;
+  }
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,
