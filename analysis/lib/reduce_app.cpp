@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include "compare.h"
 #include "core/error.h"
@@ -76,12 +77,19 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out) {
     else
       baseline = baseline_from_reduction(reduce_runs(read_all({cfg.compare_path}), cfg.method));
   }
-  const Reduction r = reduce_runs(read_all(cfg.inputs), cfg.method);
+  const std::vector<RunRecord> runs = read_all(cfg.inputs);
+  const Reduction r = reduce_runs(runs, cfg.method);
+  // The step views are rendered before anything is written, so bad options write nothing.
+  std::ostringstream ops_text, timeline_text;
+  if (cfg.ops) write_ops_report(ops_text, runs, cfg.ops_options);
+  if (!cfg.timeline_path.empty()) write_timeline(timeline_text, runs, cfg.timeline);
 
   ReportOptions opt;
   opt.cv_warning = cfg.cv_warning;
   opt.reference = cfg.reference_csv.empty() ? nullptr : &reference;
   write_markdown(out, r, cfg.method, opt);
+  out << ops_text.str();
+  if (!cfg.timeline_path.empty()) write_file(cfg.timeline_path, [&](std::ostream& os) { os << timeline_text.str(); });
   if (!cfg.csv_path.empty()) write_file(cfg.csv_path, [&](std::ostream& os) { write_csv(os, r); });
   if (!cfg.json_path.empty()) write_file(cfg.json_path, [&](std::ostream& os) { write_json(os, r); });
   if (!cfg.svg_path.empty()) write_file(cfg.svg_path, [&](std::ostream& os) { write_svg(os, r); });

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reduce.h"
+#include "step_reports.h"
 
 namespace dlperf::analysis {
 
@@ -19,6 +20,10 @@ struct ReduceConfig {
   std::string compare_path;   // results .h5 or DLPerf-shaped .json; "" = no comparison
   double tolerance = 0.95;    // minimum measured/baseline ratio
   std::string reference_csv;  // "" = no reference columns
+  bool ops = false;             // per-op profiles (step_reports.h)
+  OpsOptions ops_options;
+  std::string timeline_path;    // "" = no timeline
+  TimelineOptions timeline;
 };
 
 // Exit codes of dlperf-reduce.
