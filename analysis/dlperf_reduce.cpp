@@ -14,9 +14,12 @@ int main(int argc, char** argv) {
   ReduceConfig cfg;
   po::options_description opts(
       "Usage: dlperf-reduce [options] FILE|DIR ...\n"
-      "Groups runs by configuration (model, precision, batch, backend, variant) and nodes x devices;\n"
-      "throughput per run = samples in the measured window / its wall time on the slowest rank;\n"
-      "median over repeats; speedup vs 1 node x 1 device. Exit: 0 ok, 1 regression, 2 bad input.\n\nOptions");
+      "Groups runs by exact configuration (model, precision, batch, backend, variant and every other\n"
+      "setting that changes the work: image/sequence size, network sizes, optimizer, data, threads,\n"
+      "build, machine) and nodes x devices; throughput per run = samples in the measured window / its\n"
+      "wall time on the slowest rank; median over repeats; speedup vs 1 node x 1 device.\n"
+      "Exit: 0 ok, 1 regression, 2 bad input (nothing written), 3 an output could not be written,\n"
+      "4 report written but unreadable files or runs were skipped (named on stderr; see --skip-bad).\n\nOptions");
   opts.add_options()
       ("help,h", "print this help")
       ("warmup", po::value(&cfg.method.warmup)->default_value(20), "iterations dropped at the start of each run")
@@ -26,12 +29,13 @@ int main(int argc, char** argv) {
       ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE")
       ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg")
       ("compare", po::value(&cfg.compare_path), "baseline results .h5 or DLPerf .json; exit 1 on regression")
-      ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio")
+      ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio, in (0, 1]")
       ("reference", po::value(&cfg.reference_csv)->implicit_value(dlperf::analysis::default_reference_csv(), "shipped"),
        "show published DLPerf V100 figures (optionally from CSV FILE)")
-      ("cv-warning", po::value(&cfg.cv_warning)->default_value(0.05, "0.05"), "warn when a group's coefficient of variation exceeds this")
+      ("cv-warning", po::value(&cfg.cv_warning)->default_value(0.05, "0.05"), "warn when a group's coefficient of variation exceeds this, in [0, 1]")
       ("straggler-threshold", po::value(&cfg.method.straggler_threshold)->default_value(0.05, "0.05"),
-       "a rank is slow in an iteration when its compute exceeds the median by this fraction");
+       "a rank is slow in an iteration when its compute exceeds the median by this fraction, in (0, 1]")
+      ("skip-bad", po::bool_switch(&cfg.skip_bad), "exit 0 even when unreadable files or runs were skipped (they are still named on stderr)");
   std::string timeline_steps;
   po::options_description step("Where a step's time goes (runs with dlperf-train --profile-ops N)");
   step.add_options()
@@ -59,15 +63,15 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
     if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");
-    return dlperf::analysis::run_reduce(cfg, std::cout);
+    return dlperf::analysis::run_reduce(cfg, std::cout, std::cerr);
   } catch (const po::error& e) {
     std::cerr << "dlperf-reduce: " << e.what() << " (see --help)\n";
     return dlperf::analysis::kExitBadInput;
   } catch (const dlperf::Error& e) {
     std::cerr << "dlperf-reduce: " << e.what() << '\n';
-    return e.kind() == dlperf::ErrorKind::usage ? dlperf::analysis::kExitBadInput : 3;
+    return e.kind() == dlperf::ErrorKind::usage ? dlperf::analysis::kExitBadInput : dlperf::analysis::kExitError;
   } catch (const std::exception& e) {
     std::cerr << "dlperf-reduce: " << e.what() << '\n';
-    return 3;
+    return dlperf::analysis::kExitError;
   }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""BERT pretraining training throughput in PyTorch, the competitor side of bench/bert_vs_pytorch.sh.
+"""BERT pretraining training throughput in PyTorch, the competitor side of bench/vs_pytorch.sh --model bert_base.
 
 The same model dlperf trains (HuggingFace BertForPreTraining's structure: post-LN encoder, erf
 GELU, dropout 0.1 on hidden states and attention probabilities, MLM head on the gathered masked

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of dlperf's CNN training benchmarks (bench/resnet50_vs_pytorch.sh, bench/vgg16_vs_pytorch.sh).
+"""PyTorch side of dlperf's CNN training benchmarks (bench/vs_pytorch.sh --model resnet50 or vgg16).
 
 One process measures one configuration: torchvision's resnet50 (ResNet-50 v1.5, the default) or
 vgg16 (`--model vgg16`: configuration D, dropout 0.5 in the classifier), synthetic data

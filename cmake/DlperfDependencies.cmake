@@ -1,5 +1,7 @@
 # Finds every dependency through CMake's own find modules or the packages' config files.
 # Required: MPI, oneDNN, HDF5 (C), Boost.Program_options, hwloc, OpenMP, Threads, nlohmann-json
+# (header-only, dlperf-reduce's baseline JSON reader), libjpeg-turbo (libjpeg API for decoding,
+# TurboJPEG for encoding the synthetic dataset).
 # Optional (DLPERF_CUDA=AUTO): CUDA Toolkit with cuBLAS, cuDNN and NCCL -> the CUDA backend.
 
 find_package(Threads REQUIRED)
@@ -7,6 +9,12 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
+# The oneDNN backend uses the v2 API (operation descriptors such as dnnl::matmul::desc), which
+# oneDNN 3 removed: say so here rather than with hundreds of compile errors.
+if(dnnl_VERSION VERSION_LESS 2.6 OR NOT dnnl_VERSION VERSION_LESS 3)
+  message(FATAL_ERROR "oneDNN ${dnnl_VERSION} found (${dnnl_DIR}); dlperf needs oneDNN 2.6 to 2.x "
+                      "(Debian 12's libdnnl-dev, or Spack's onednn@2.6:2): set dnnl_DIR to one")
+endif()
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(Boost REQUIRED COMPONENTS program_options)
 find_package(nlohmann_json 3.2 REQUIRED)
@@ -17,6 +25,33 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc>=2.0)
 add_library(dlperf_hwloc INTERFACE)
 target_link_libraries(dlperf_hwloc INTERFACE PkgConfig::HWLOC)
+
+# libjpeg-turbo: both of its APIs, found by header and library (its CMake config needs the
+# static libraries too, which distributions ship separately). Debian: libjpeg62-turbo-dev and
+# libturbojpeg0-dev; Spack: libjpeg-turbo.
+find_path(JPEG_TURBO_INCLUDE_DIR turbojpeg.h)
+find_path(JPEG_LIB_INCLUDE_DIR jpeglib.h)
+find_library(JPEG_TURBO_LIBRARY turbojpeg)
+find_library(JPEG_LIB_LIBRARY NAMES jpeg)
+find_file(JPEG_CONFIG_HEADER jconfig.h HINTS ${JPEG_LIB_INCLUDE_DIR} PATH_SUFFIXES ${CMAKE_LIBRARY_ARCHITECTURE})
+set(DLPERF_JPEG_FOUND FALSE)
+set(DLPERF_JPEG_VERSION "")
+if(JPEG_TURBO_INCLUDE_DIR AND JPEG_LIB_INCLUDE_DIR AND JPEG_TURBO_LIBRARY AND JPEG_LIB_LIBRARY AND JPEG_CONFIG_HEADER)
+  file(STRINGS ${JPEG_CONFIG_HEADER} _jv REGEX "^#define LIBJPEG_TURBO_VERSION ")
+  string(REGEX REPLACE "^#define LIBJPEG_TURBO_VERSION +([0-9.]+).*" "\\1" DLPERF_JPEG_VERSION "${_jv}")
+  if(DLPERF_JPEG_VERSION VERSION_LESS 2.0)
+    message(FATAL_ERROR "libjpeg-turbo >= 2.0 is needed (jpeg_crop_scanline, jpeg_skip_scanlines); found '${DLPERF_JPEG_VERSION}' "
+                        "in ${JPEG_CONFIG_HEADER}")
+  endif()
+  set(DLPERF_JPEG_FOUND TRUE)
+  add_library(dlperf_jpeg INTERFACE)
+  target_include_directories(dlperf_jpeg SYSTEM INTERFACE ${JPEG_TURBO_INCLUDE_DIR} ${JPEG_LIB_INCLUDE_DIR})
+  target_link_libraries(dlperf_jpeg INTERFACE ${JPEG_LIB_LIBRARY} ${JPEG_TURBO_LIBRARY})
+else()
+  message(FATAL_ERROR "libjpeg-turbo not found (jpeglib.h: ${JPEG_LIB_INCLUDE_DIR}, turbojpeg.h: ${JPEG_TURBO_INCLUDE_DIR}, "
+                      "libjpeg: ${JPEG_LIB_LIBRARY}, libturbojpeg: ${JPEG_TURBO_LIBRARY}). Debian: apt-get install libjpeg62-turbo-dev "
+                      "libturbojpeg0-dev (scripts/setup-debian.sh); Spack: libjpeg-turbo; or set CMAKE_PREFIX_PATH")
+endif()
 
 # dnnl 2.x exports DNNL::dnnl; keep one name for the rest of the build.
 if(TARGET DNNL::dnnl)
@@ -85,5 +120,24 @@ if(NOT DLPERF_CUDA STREQUAL "OFF")
     add_library(dlperf_cuda_deps INTERFACE)
     target_include_directories(dlperf_cuda_deps SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
     target_link_libraries(dlperf_cuda_deps INTERFACE CUDA::cudart CUDA::cublas CUDA::cublasLt ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  endif()
+endif()
+
+# ---- nvJPEG (--decoder gpu) -------------------------------------------------------------
+# Part of the CUDA toolkit, but packaged separately by some distributions (pip wheels, minimal
+# toolkits); without it the CUDA backend is still built, and --decoder gpu says it is missing.
+set(DLPERF_WITH_NVJPEG OFF)
+set(DLPERF_NVJPEG_REASON "no CUDA backend")
+if(DLPERF_WITH_CUDA)
+  find_path(NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NVJPEG_ROOT} PATH_SUFFIXES include)
+  find_library(NVJPEG_LIBRARY nvjpeg HINTS ${_cuda_hints} $ENV{NVJPEG_ROOT} PATH_SUFFIXES lib64 lib)
+  if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+    set(DLPERF_WITH_NVJPEG ON)
+    set(DLPERF_NVJPEG_REASON "${NVJPEG_LIBRARY}")
+    add_library(dlperf_nvjpeg INTERFACE)
+    target_include_directories(dlperf_nvjpeg SYSTEM INTERFACE ${NVJPEG_INCLUDE_DIR})
+    target_link_libraries(dlperf_nvjpeg INTERFACE ${NVJPEG_LIBRARY} CUDA::cudart)
+  else()
+    set(DLPERF_NVJPEG_REASON "not found: nvjpeg.h or libnvjpeg (set NVJPEG_ROOT); --decoder gpu unavailable")
   endif()
 endif()

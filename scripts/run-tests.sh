@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command (README; CI runs exactly this): install what is missing, configure with
-# warnings as errors (the CUDA backend too, whenever CUDA, cuDNN and NCCL are found), build
-# everything, run the whole CTest suite.
+# The test command (README; CI runs exactly this, in a fresh Debian 12 root built by
+# scripts/check-fresh-machine.sh): install what is missing, configure with warnings as errors
+# (the CUDA backend too, whenever CUDA, cuDNN and NCCL are found), build everything, run the
+# whole CTest suite.
 #   scripts/run-tests.sh [BUILD_DIR] [extra ctest arguments]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

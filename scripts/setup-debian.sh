@@ -4,14 +4,17 @@
 # Debian packages: when /usr/local/cuda has them the CUDA backend is built too.
 #   scripts/setup-debian.sh            build and run
 #   scripts/setup-debian.sh --tests    also what the test suite needs (GoogleTest; Slurm, munge, Lmod and
-#                                      python3-yaml for the jobs and slurm suites)
+#                                      python3-yaml for the jobs and slurm suites; iproute2 and
+#                                      python3-h5py for the multinode suite's namespaces and checks)
+# libjpeg-turbo comes as two packages: the libjpeg API (decoding) and TurboJPEG (encoding).
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libboost-program-options-dev libhwloc-dev nlohmann-json3-dev)
+          libboost-program-options-dev nlohmann-json3-dev libjpeg62-turbo-dev libturbojpeg0-dev
+          libhwloc-dev)
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml)
+  packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml iproute2 python3-h5py)
 fi
 
 missing=()

@@ -1,26 +1,35 @@
 // Baseline loading and matching for --compare (see compare.h).
 #include "compare.h"
 
+#include <cctype>
 #include <fstream>
 #include <ostream>
 #include <sstream>
 
 #include "core/error.h"
 #include "format.h"
-#include "json_lite.h"
+#include "json_strict.h"
 
 namespace dlperf::analysis {
-namespace {
-std::string point_name(const ScalePoint& p) {
-  return std::to_string(p.nodes) + "n" + std::to_string(p.devices_per_node) + "g";
+
+std::string model_family(const std::string& name) {
+  std::string n;
+  for (char ch : name)
+    if (std::isalnum(static_cast<unsigned char>(ch))) n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  // DLPerf's result files key the model as "rn50", "r50", "resnet50", "resnet50v1.5",
+  // "bert-base-adam-training", "vgg16"; dlperf's as resnet50, bert_base, vgg16.
+  if (n == "rn50" || n == "r50" || n.rfind("resnet50", 0) == 0) return "resnet50";
+  if (n.rfind("vgg16", 0) == 0) return "vgg16";
+  if (n.rfind("bert", 0) == 0 && n.find("large") == std::string::npos) return "bert_base";
+  return name;
 }
-}  // namespace
 
 std::vector<BaselinePoint> baseline_from_reduction(const Reduction& r) {
   std::vector<BaselinePoint> out;
   for (const auto& c : r.configs)
     for (const auto& p : c.points)
-      if (p.stats.runs > 0) out.push_back({c.key.label(), point_name(p), p.stats.median, c.key.batch_per_device});
+      if (p.stats.runs > 0)
+        out.push_back({c.label, point_name(c.key.backend, p.nodes, p.devices_per_node), p.stats.median, c.key.batch_per_device});
   return out;
 }
 
@@ -29,20 +38,20 @@ std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
   if (!in) throw_usage_error(path + ": cannot read baseline");
   std::stringstream ss;
   ss << in.rdbuf();
-  JsonValue root = parse_json(ss.str(), path);
-  if (root.kind != JsonValue::Kind::object) throw_usage_error(path + ": baseline JSON is not an object of models");
+  if (!in.good() && !in.eof()) throw_usage_error(path + ": cannot read baseline (is it a directory?)");
+  const nlohmann::json root = parse_json_strict(ss.str(), path);
+  if (!root.is_object()) throw_usage_error(path + ": baseline JSON is not an object of models");
   std::vector<BaselinePoint> out;
-  for (const auto& [key, points] : root.object) {
-    if (points.kind != JsonValue::Kind::object) continue;
-    for (const auto& [name, v] : points.object) {
-      if (v.kind != JsonValue::Kind::object) continue;
-      auto median = v.object.find("median_speed");
-      if (median == v.object.end()) median = v.object.find("average_speed");
-      if (median == v.object.end() || median->second.kind != JsonValue::Kind::number) continue;
-      BaselinePoint b{key, name, median->second.number, 0};
-      auto batch = v.object.find("batch_size_per_device");
-      if (batch != v.object.end() && batch->second.kind == JsonValue::Kind::number)
-        b.batch_per_device = static_cast<int64_t>(batch->second.number);
+  for (const auto& [key, points] : root.items()) {
+    if (!points.is_object()) continue;
+    for (const auto& [name, v] : points.items()) {
+      if (!v.is_object()) continue;
+      auto median = v.find("median_speed");
+      if (median == v.end()) median = v.find("average_speed");
+      if (median == v.end() || !median->is_number()) continue;
+      BaselinePoint b{key, name, median->get<double>(), 0};
+      auto batch = v.find("batch_size_per_device");
+      if (batch != v.end() && batch->is_number()) b.batch_per_device = static_cast<int64_t>(batch->get<double>());
       out.push_back(b);
     }
   }
@@ -55,17 +64,17 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
   for (const auto& c : measured.configs)
     for (const auto& p : c.points) {
       if (p.stats.runs == 0) continue;
-      const std::string name = point_name(p);
+      const std::string name = point_name(c.key.backend, p.nodes, p.devices_per_node);
       const BaselinePoint* match = nullptr;
       for (const auto& b : baseline)
-        if (b.point == name && b.key == c.key.label()) match = &b;
-      if (!match)
+        if (b.point == name && b.key == c.label) match = &b;
+      if (!match)  // a DLPerf result file: the model's name in any of DLPerf's spellings, same batch
         for (const auto& b : baseline)
-          if (b.point == name && b.key == c.key.model &&
+          if (b.point == name && model_family(b.key) == model_family(c.key.model) &&
               (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
             match = &b;
       if (!match || match->median <= 0) continue;
-      Comparison row{c.key.label(), name, p.stats.median, match->median, p.stats.median / match->median, false};
+      Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false};
       row.regression = row.ratio < tolerance;
       rows.push_back(row);
     }

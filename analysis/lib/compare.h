@@ -18,6 +18,10 @@ struct BaselinePoint {
   int64_t batch_per_device = 0;  // 0 when the baseline does not say
 };
 
+// "resnet50" for any of DLPerf's names of ResNet-50 v1.5 (rn50, r50, resnet50v1.5), "vgg16",
+// "bert_base" (bert-base-adam-training, ...); other names unchanged.
+std::string model_family(const std::string& name);
+
 std::vector<BaselinePoint> baseline_from_reduction(const Reduction& r);
 std::vector<BaselinePoint> baseline_from_json(const std::string& path);  // throws Error(usage)
 
@@ -27,7 +31,7 @@ struct Comparison {
   bool regression = false;
 };
 
-// Matches by label, else by bare model name with an equal (or unstated) batch.
+// Matches by label, else by model family (model_family) with an equal (or unstated) batch.
 std::vector<Comparison> compare(const Reduction& measured, const std::vector<BaselinePoint>& baseline, double tolerance);
 void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, double tolerance);
 

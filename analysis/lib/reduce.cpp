@@ -2,9 +2,13 @@
 #include "reduce.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
+#include <set>
+#include <tuple>
 
 namespace dlperf::analysis {
 namespace {
@@ -54,7 +58,96 @@ void add_phases(const RunRecord& run, const MethodOptions& opt, PhaseBreakdown& 
     }
 }
 
+// dlperf-train settings that change neither the work of an iteration nor its speed (the
+// run's bookkeeping; iterations and warm-up, which --warmup/--window cut), and those the key
+// holds in its own fields.
+constexpr const char* kNotWork[] = {"model",  "backend",      "precision",   "batch-size", "variant",
+                                    "output", "repeat-index", "print-every", "flush-every", "timeout",
+                                    "lock-timeout", "iterations", "warmup", "seed", "max-loss-growth",
+                                    "help", "version"};
+
+bool is_work_setting(const std::string& name) {
+  for (const char* n : kNotWork)
+    if (name == n) return false;
+  return true;
+}
+
+// A label part: the value with blanks and separators made safe for a CSV field and a file name.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char ch : v) out += (std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("._+-/", ch)) ? ch : '-';
+  return out.empty() ? "none" : out;
+}
+
+// Fills shown/label/title: within each family of configurations that share model, precision,
+// backend, variant and batch, the details whose values differ.
+void name_configs(std::vector<ConfigResult>& configs) {
+  const auto family = [](const ConfigKey& k) { return std::tie(k.model, k.precision, k.backend, k.variant, k.batch_per_device); };
+  for (auto& c : configs) {
+    std::map<std::string, std::set<std::string>> values;  // detail -> values seen in the family
+    size_t members = 0;
+    for (const auto& o : configs)
+      if (family(o.key) == family(c.key)) {
+        ++members;
+        for (const auto& [name, v] : o.key.details) values[name].insert(v);
+      }
+    c.shown.clear();
+    if (members > 1)
+      for (const auto& [name, seen] : values) {
+        const auto it = c.key.details.find(name);
+        if (it == c.key.details.end()) continue;  // not recorded here (an older trace): nothing to show
+        // Differs when two members have different values, or one lacks it.
+        size_t holders = 0;
+        for (const auto& o : configs)
+          if (family(o.key) == family(c.key) && o.key.details.count(name)) ++holders;
+        if (seen.size() > 1 || holders != members) c.shown.emplace_back(name, it->second);
+      }
+    c.label = c.key.label();
+    c.title = c.key.title();
+    for (const auto& [name, v] : c.shown) {
+      c.label += "_" + name + "=" + label_value(v);
+      c.title += " · " + name + " " + v;
+    }
+  }
+}
+
 }  // namespace
+
+ConfigKey config_key(const RunInfo& i) {
+  ConfigKey k{i.model, i.precision, i.backend, i.variant, i.batch_per_device, {}};
+  auto& d = k.details;
+  const auto count = [&](const char* name, int64_t v) {
+    if (v > 0) d.emplace(name, std::to_string(v));
+  };
+  const auto text = [&](const std::string& name, const std::string& v) {
+    if (!v.empty()) d.emplace(name, v);
+  };
+  // The explicit attributes first: their canonical values win over a setting of the same name.
+  count("image-size", i.image_size);
+  count("seq-len", i.seq_len);
+  count("max-predictions", i.max_predictions);
+  count("num-classes", i.num_classes);
+  text("optimizer", i.optimizer);
+  text("data", i.data_source);
+  count("parameters", i.parameter_count);
+  for (const auto& s : i.settings) {
+    const auto eq = s.find('=');
+    const std::string name = s.substr(0, eq);
+    if (is_work_setting(name)) d.emplace(name, eq == std::string::npos ? "" : s.substr(eq + 1));
+  }
+  count("threads", i.threads_per_rank);
+  text("cpu", i.cpu_model);
+  text("cpu_isa", i.cpu_isa);  // the kernels oneDNN dispatches to (ONEDNN_MAX_CPU_ISA can lower it)
+  text("gpu", i.gpu_model);
+  for (const auto& [lib, v] : i.versions) text("version_" + lib, v);
+  text("git_revision", i.git_revision);
+  text("nccl_transport", i.nccl_transport);
+  return k;
+}
+
+std::string point_name(const std::string& backend, int64_t nodes, int64_t devices_per_node) {
+  return std::to_string(nodes) + "n" + std::to_string(devices_per_node) + (backend == "cpu" ? "r" : "g");
+}
 
 std::string ConfigKey::label() const {
   std::string s = model + "_" + precision + "_b" + std::to_string(batch_per_device) + "_" + backend;
@@ -127,8 +220,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
-    ConfigKey key{i.model, i.precision, i.backend, i.variant, i.batch_per_device};
-    Acc& acc = groups[key][{i.nodes * i.devices_per_node, i.nodes}];
+    Acc& acc = groups[config_key(i)][{i.nodes * i.devices_per_node, i.nodes}];
     acc.point.nodes = i.nodes;
     acc.point.devices_per_node = i.devices_per_node;
     const bool unfinished = i.status == RunStatus::partial || i.status == RunStatus::running;
@@ -143,8 +235,12 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     RunThroughput t = run_throughput(run, opt);
     if (!t.samples_per_s) {
       ++acc.point.excluded_short;
+      int64_t shortest = run.ranks.empty() ? 0 : INT64_MAX;
+      for (const auto& rank : run.ranks) shortest = std::min<int64_t>(shortest, static_cast<int64_t>(rank.iterations.size()));
+      out.longest_short_run = std::max(out.longest_short_run, shortest);
       continue;
     }
+    ++out.measured_runs;
     acc.point.throughputs.push_back(*t.samples_per_s);
     add_phases(run, opt, acc.phase_sum, acc.phase_count);
     find_stragglers(run, opt, out.stragglers);
@@ -177,6 +273,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
         }
     out.configs.push_back(std::move(cfg));
   }
+  name_configs(out.configs);
   return out;
 }
 

@@ -8,11 +8,15 @@
 //   scaling      speedup = median / median of the 1 node x 1 device runs of the same
 //                configuration; efficiency = speedup / devices.
 // Partial, failed, still-running and too-short runs are excluded and counted.
+// A configuration is exact: runs are grouped by every setting that changes the work or how
+// it runs (ConfigKey::details), so unlike runs are never averaged into one median.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/run_record.h"
@@ -30,10 +34,19 @@ struct MethodOptions {
 struct ConfigKey {
   std::string model, precision, backend, variant;
   int64_t batch_per_device = 0;
+  // Everything else that changes the work or the speed, by name: image and sequence sizes,
+  // masked positions, classes, optimizer, data source, parameter count, every other
+  // dlperf-train setting the trace recorded (reduced-network sizes, threads, buckets, ...),
+  // and the build and machine (CPU and its kernel ISA, GPU, library versions, NCCL transport).
+  std::map<std::string, std::string> details;
   auto operator<=>(const ConfigKey&) const = default;
   std::string label() const;  // "resnet50_fp32_b128_cpu[_variant]": the JSON and CSV key
   std::string title() const;  // "resnet50 · fp32 · batch 128/device · cpu"
 };
+ConfigKey config_key(const RunInfo& info);
+
+// "1n8g" for GPUs, "2n4r" for CPU-backend ranks (DLPerf's names; jobs/ uses the same).
+std::string point_name(const std::string& backend, int64_t nodes, int64_t devices_per_node);
 
 struct RunThroughput {
   std::optional<double> samples_per_s;  // empty when the run is too short
@@ -68,6 +81,11 @@ struct ScalePoint {
 
 struct ConfigResult {
   ConfigKey key;
+  // The details that tell this configuration apart from another with the same model,
+  // precision, batch, backend and variant (empty when there is no such other one), and the
+  // label and title that show them: "resnet50_fp32_b32_cpu_image-size=96".
+  std::vector<std::pair<std::string, std::string>> shown;
+  std::string label, title;
   std::vector<ScalePoint> points;  // by devices, then nodes
   bool has_single_device_baseline = false;
 };
@@ -84,6 +102,8 @@ struct Reduction {
   std::vector<ConfigResult> configs;  // sorted by key
   std::vector<Straggler> stragglers;
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+  int64_t measured_runs = 0;          // runs with a throughput
+  int64_t longest_short_run = 0;      // iterations of the longest run excluded as too short
 };
 
 Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt);

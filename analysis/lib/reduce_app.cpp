@@ -1,14 +1,23 @@
 // run_reduce: read every trace, apply the method once, write each requested output.
+// Nothing is written before every input and option has been checked; no output may be an
+// input (compared by device and inode, so a symlink or another spelling of the name is
+// caught); each output file is written whole to a temporary and renamed into place, so a
+// failed write leaves an older output intact; standard output is checked like a file.
 #include "reduce_app.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "compare.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "report.h"
 #include "trace/trace_reader.h"
 
@@ -17,22 +26,87 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class Writer>
-void write_file(const std::string& path, Writer writer) {
-  std::ofstream os(path, std::ios::binary | std::ios::trunc);
-  if (!os) throw_usage_error("cannot write " + path);
-  writer(os);
-  os.flush();
-  if (!os) throw_usage_error("failed writing " + path);
+struct Inputs {
+  std::vector<RunRecord> runs;
+  std::vector<SkippedInput> skipped;
+  std::vector<std::string> files;
+};
+
+Inputs read_inputs(const std::vector<std::string>& inputs) {
+  Inputs in;
+  in.files = expand_inputs(inputs);
+  for (const auto& file : in.files) {
+    TolerantRead r = read_runs_tolerant(file);
+    in.runs.insert(in.runs.end(), std::make_move_iterator(r.runs.begin()), std::make_move_iterator(r.runs.end()));
+    in.skipped.insert(in.skipped.end(), r.skipped.begin(), r.skipped.end());
+  }
+  return in;
 }
 
-std::vector<RunRecord> read_all(const std::vector<std::string>& inputs) {
-  std::vector<RunRecord> runs;
-  for (const auto& file : expand_inputs(inputs)) {
-    auto more = read_runs(file);
-    runs.insert(runs.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+void check_range(const char* flag, double v, double lo, bool lo_open, double hi, const std::string& meaning) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+  if (!ok) {
+    std::ostringstream os;
+    os << "--" << flag << " " << v << " is out of range: " << meaning;
+    throw_usage_error(os.str());
   }
-  return runs;
+}
+
+void check_options(const ReduceConfig& cfg) {
+  if (cfg.method.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(cfg.method.warmup) + ")");
+  if (cfg.method.window < 1) throw_usage_error("--window must be 1 or more (got " + std::to_string(cfg.method.window) + ")");
+  check_range("tolerance", cfg.tolerance, 0, true, 1,
+              "it is the lowest acceptable measured/baseline ratio, in (0, 1], e.g. 0.95 for a 5% regression");
+  check_range("cv-warning", cfg.cv_warning, 0, false, 1, "it is a coefficient of variation in [0, 1], e.g. 0.05");
+  check_range("straggler-threshold", cfg.method.straggler_threshold, 0, true, 1,
+              "it is the fraction above the median compute time that makes a rank slow, in (0, 1], e.g. 0.05");
+}
+
+// Every output names a file that is not an input and not another output.
+void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& input_files) {
+  std::map<FileId, std::string> inputs;
+  for (const auto& f : input_files)
+    if (auto id = file_id(f)) inputs.emplace(*id, f);
+  for (const std::string& extra : {cfg.compare_path, cfg.reference_csv})
+    if (!extra.empty())
+      if (auto id = file_id(extra)) inputs.emplace(*id, extra);
+  std::map<std::string, std::string> targets;  // resolved output path -> flag
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path},
+                                     {"--timeline", cfg.timeline_path}}) {
+    if (path.empty()) continue;
+    if (auto id = file_id(path)) {
+      auto in = inputs.find(*id);
+      if (in != inputs.end())
+        throw_usage_error(flag + " " + path + " is an input of this reduction (the same file as " + in->second +
+                          "): writing it would destroy the input; choose another output name");
+    }
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) throw_usage_error(flag + " " + path + ": is a directory; give a file name");
+    const std::string target = resolve_symlinks(path);
+    auto [it, fresh] = targets.emplace(target, flag);
+    if (!fresh) throw_usage_error(flag + " " + path + " is also the file of " + it->second + ": give each output its own name");
+  }
+}
+
+void check_readable_file(const char* flag, const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw_usage_error(std::string(flag) + " " + path + ": is a directory, not a file");
+  if (!fs::exists(path, ec)) throw_usage_error(std::string(flag) + " " + path + ": no such file");
+}
+
+// One line when nothing at all could be measured: the table would be empty.
+[[noreturn]] void throw_nothing_measured(const Reduction& r, const MethodOptions& m) {
+  const int64_t need = m.warmup + m.window;
+  std::string msg = "no run could be measured";
+  if (r.excluded_short > 0)
+    msg += ": " + std::to_string(r.excluded_short) + " run(s) shorter than --warmup + --window = " + std::to_string(need) +
+           " iterations (the longest has " + std::to_string(r.longest_short_run) + "); lower --warmup/--window";
+  if (r.excluded_partial > 0)
+    msg += (r.excluded_short ? "; " : ": ") + std::to_string(r.excluded_partial) +
+           " partial or unfinished (--include-partial measures those with a full window)";
+  if (r.excluded_failed > 0) msg += (r.excluded_short || r.excluded_partial ? "; " : ": ") + std::to_string(r.excluded_failed) + " failed";
+  if (r.excluded_short + r.excluded_partial + r.excluded_failed == 0) msg += ": the inputs hold no runs";
+  throw_usage_error(msg);
 }
 
 }  // namespace
@@ -64,41 +138,67 @@ std::string default_reference_csv() {
   return DLPERF_REFERENCE_INSTALLED;
 }
 
-int run_reduce(const ReduceConfig& cfg, std::ostream& out) {
-  if (cfg.method.warmup < 0 || cfg.method.window < 1) throw_usage_error("--warmup must be >= 0 and --window >= 1");
-  if (!(cfg.tolerance > 0)) throw_usage_error("--tolerance must be a positive ratio, e.g. 0.95");
+int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
+  check_options(cfg);
   // Load every input before writing anything, so bad input leaves no half-written outputs.
   ReferenceTable reference;
-  if (!cfg.reference_csv.empty()) reference = load_reference(cfg.reference_csv);
+  if (!cfg.reference_csv.empty()) {
+    check_readable_file("--reference", cfg.reference_csv);
+    reference = load_reference(cfg.reference_csv);
+  }
   std::vector<BaselinePoint> baseline;
   if (!cfg.compare_path.empty()) {
+    check_readable_file("--compare", cfg.compare_path);
     if (fs::path(cfg.compare_path).extension() == ".json")
       baseline = baseline_from_json(cfg.compare_path);
     else
-      baseline = baseline_from_reduction(reduce_runs(read_all({cfg.compare_path}), cfg.method));
+      baseline = baseline_from_reduction(reduce_runs(read_runs(cfg.compare_path), cfg.method));
   }
-  const std::vector<RunRecord> runs = read_all(cfg.inputs);
-  const Reduction r = reduce_runs(runs, cfg.method);
+  Inputs in = read_inputs(cfg.inputs);
+  // A single bad input and nothing else: its own one-line error, as before any reduction.
+  if (in.runs.empty() && in.skipped.size() == 1) throw_usage_error(in.skipped.front().why);
+  for (const auto& s : in.skipped) err << "dlperf-reduce: skipped " << s.why << '\n';
+  if (in.runs.empty() && !in.skipped.empty())
+    throw_usage_error("none of the " + std::to_string(in.skipped.size()) + " inputs above could be read");
+  check_outputs(cfg, in.files);
+  const Reduction r = reduce_runs(in.runs, cfg.method);
+  if (r.measured_runs == 0) throw_nothing_measured(r, cfg.method);
+  std::vector<Comparison> rows;
+  if (!cfg.compare_path.empty()) {
+    rows = compare(r, baseline, cfg.tolerance);
+    if (rows.empty()) throw_usage_error(cfg.compare_path + ": baseline shares no configuration with the measured runs");
+  }
   // The step views are rendered before anything is written, so bad options write nothing.
   std::ostringstream ops_text, timeline_text;
-  if (cfg.ops) write_ops_report(ops_text, runs, cfg.ops_options);
-  if (!cfg.timeline_path.empty()) write_timeline(timeline_text, runs, cfg.timeline);
+  if (cfg.ops) write_ops_report(ops_text, in.runs, cfg.ops_options);
+  if (!cfg.timeline_path.empty()) write_timeline(timeline_text, in.runs, cfg.timeline);
 
   ReportOptions opt;
   opt.cv_warning = cfg.cv_warning;
   opt.reference = cfg.reference_csv.empty() ? nullptr : &reference;
+  const auto render = [&](auto writer) {
+    std::ostringstream os;
+    writer(os);
+    return os.str();
+  };
+  // Files first, each whole or not at all; the report last, so its exit status is the last word.
+  if (!cfg.csv_path.empty()) write_file_atomically(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
+  if (!cfg.json_path.empty()) write_file_atomically(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
+  if (!cfg.svg_path.empty()) write_file_atomically(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  if (!cfg.timeline_path.empty()) write_file_atomically(cfg.timeline_path, timeline_text.str());
   write_markdown(out, r, cfg.method, opt);
   out << ops_text.str();
-  if (!cfg.timeline_path.empty()) write_file(cfg.timeline_path, [&](std::ostream& os) { os << timeline_text.str(); });
-  if (!cfg.csv_path.empty()) write_file(cfg.csv_path, [&](std::ostream& os) { write_csv(os, r); });
-  if (!cfg.json_path.empty()) write_file(cfg.json_path, [&](std::ostream& os) { write_json(os, r); });
-  if (!cfg.svg_path.empty()) write_file(cfg.svg_path, [&](std::ostream& os) { write_svg(os, r); });
-  if (cfg.compare_path.empty()) return kExitOk;
-  auto rows = compare(r, baseline, cfg.tolerance);
-  if (rows.empty()) throw_usage_error(cfg.compare_path + ": baseline shares no configuration with the measured runs");
-  write_comparison(out, rows, cfg.tolerance);
-  return std::any_of(rows.begin(), rows.end(), [](const Comparison& c) { return c.regression; }) ? kExitRegression
-                                                                                                    : kExitOk;
+  if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+  errno = 0;
+  out.flush();
+  if (!out) {
+    const int e = errno;
+    throw Error(ErrorKind::fault, "cannot write the report to standard output: " +
+                                      std::string(e ? std::strerror(e) : "write error"));
+  }
+  if (std::any_of(rows.begin(), rows.end(), [](const Comparison& c) { return c.regression; })) return kExitRegression;
+  if (!in.skipped.empty() && !cfg.skip_bad) return kExitSkipped;
+  return kExitOk;
 }
 
 }  // namespace dlperf::analysis

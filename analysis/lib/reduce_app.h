@@ -15,11 +15,12 @@ namespace dlperf::analysis {
 struct ReduceConfig {
   std::vector<std::string> inputs;  // trace files, or directories of *.h5
   MethodOptions method;
-  double cv_warning = 0.05;
+  double cv_warning = 0.05;   // in [0, 1]
   std::string csv_path, json_path, svg_path;
   std::string compare_path;   // results .h5 or DLPerf-shaped .json; "" = no comparison
-  double tolerance = 0.95;    // minimum measured/baseline ratio
+  double tolerance = 0.95;    // minimum measured/baseline ratio, in (0, 1]
   std::string reference_csv;  // "" = no reference columns
+  bool skip_bad = false;      // unreadable files and runs are skipped without failing the exit code
   bool ops = false;             // per-op profiles (step_reports.h)
   OpsOptions ops_options;
   std::string timeline_path;    // "" = no timeline
@@ -28,11 +29,14 @@ struct ReduceConfig {
 
 // Exit codes of dlperf-reduce.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitRegression = 1;
-inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitRegression = 1;  // the comparison found a regression
+inline constexpr int kExitBadInput = 2;    // bad options or input: one line, nothing written
+inline constexpr int kExitError = 3;       // an output (or standard output) could not be written
+inline constexpr int kExitSkipped = 4;     // the report was written, but unreadable inputs were skipped (named on stderr)
 
-// Throws dlperf::Error on bad input; returns kExitRegression when the comparison fails.
-int run_reduce(const ReduceConfig& cfg, std::ostream& out);
+// Throws dlperf::Error on bad input (usage) or a failed write (fault); returns
+// kExitRegression, kExitSkipped or kExitOk. Skipped inputs are named on `err`, one line each.
+int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err);
 
 // Expands directories to their *.h5 / *.hdf5 files (sorted); throws Error(usage) when none.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);

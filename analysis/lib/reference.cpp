@@ -1,7 +1,10 @@
 // Loads and matches the published DLPerf V100 figures (see reference.h).
 #include "reference.h"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <sstream>
 
 #include "core/error.h"
@@ -26,33 +29,61 @@ std::string family(const std::string& model) {
 
 std::string precision_class(const std::string& p) { return p == "fp32" ? "fp32" : "mixed"; }
 
+constexpr const char* kHeader = "system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup";
+
 }  // namespace
 
 ReferenceTable load_reference(const std::string& csv_path) {
-  std::ifstream in(csv_path);
-  if (!in) throw_usage_error("cannot read reference figures " + csv_path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(csv_path, ec))
+    throw_usage_error("--reference " + csv_path + ": is a directory; give the published-figures CSV (or no value for the shipped one)");
+  std::ifstream in(csv_path, std::ios::binary);
+  if (!in) throw_usage_error("--reference " + csv_path + ": cannot read the reference figures");
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() == 8 && std::string(magic, 8) == std::string("\x89HDF\r\n\x1a\n", 8))
+    throw_usage_error("--reference " + csv_path + ": is an HDF5 results file, not the published-figures CSV; "
+                      "to check against earlier results use --compare " + csv_path);
+  in.clear();
+  in.seekg(0);
   ReferenceTable t;
   std::string line;
   bool header = true;
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
-    if (header) {  // system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup
+    const std::string where = "--reference " + csv_path + ":" + std::to_string(line_no);
+    if (header) {
+      if (line != kHeader) throw_usage_error(where + ": expected the header '" + std::string(kHeader) + "'");
       header = false;
       continue;
     }
     auto f = split_csv(line);
-    if (f.size() < 9) throw_usage_error(csv_path + ":" + std::to_string(line_no) + ": expected 9 fields");
+    if (f.size() != 9) throw_usage_error(where + ": expected 9 fields, got " + std::to_string(f.size()));
     try {
-      ReferenceRow r{f[0], f[1], f[2], f[4], f[3].empty() ? 0 : std::stoll(f[3]), std::stoll(f[5]), std::stoll(f[6]),
-                     std::stod(f[7]), std::nullopt};
-      if (!f[8].empty()) r.speedup = std::stod(f[8]);
+      size_t used = 0;
+      const auto whole = [&](const std::string& v) {
+        const long long n = std::stoll(v, &used);
+        if (used != v.size() || n < 0) throw std::invalid_argument(v);
+        return static_cast<int64_t>(n);
+      };
+      const auto real = [&](const std::string& v) {
+        const double x = std::stod(v, &used);
+        if (used != v.size() || !(x > 0) || !std::isfinite(x)) throw std::invalid_argument(v);
+        return x;
+      };
+      ReferenceRow r{f[0], f[1], f[2], f[4], f[3].empty() ? 0 : whole(f[3]), whole(f[5]), whole(f[6]), real(f[7]), std::nullopt};
+      if (!f[8].empty()) r.speedup = real(f[8]);
+      if (r.nodes < 1 || r.gpus_per_node < 1) throw std::invalid_argument("scale");
       t.push_back(std::move(r));
     } catch (const std::exception&) {
-      throw_usage_error(csv_path + ":" + std::to_string(line_no) + ": not a number where one is expected");
+      throw_usage_error(where + ": not a positive number where one is expected");
     }
   }
+  if (t.empty()) throw_usage_error("--reference " + csv_path + ": no reference figures (expected the header '" +
+                                   std::string(kHeader) + "' and rows)");
   return t;
 }
 

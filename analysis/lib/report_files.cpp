@@ -1,5 +1,7 @@
 // Machine-readable outputs: CSV (one row per configuration x scale point, every statistic)
-// and JSON in the shape of DLPerf's result files, keyed by configuration label then "NnMg".
+// and JSON in the shape of DLPerf's result files, keyed by configuration label then "NnMg"
+// ("NnMr" for CPU-backend ranks).
+#include <cstdio>
 #include <ostream>
 
 #include "format.h"
@@ -20,7 +22,9 @@ std::string json_string(const std::string& s) {
   for (char ch : s) {
     if (ch == '"' || ch == '\\') q += '\\';
     if (static_cast<unsigned char>(ch) < 0x20) {
-      q += ' ';
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(ch));
+      q += esc;
       continue;
     }
     q += ch;
@@ -31,34 +35,41 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 void write_csv(std::ostream& os, const Reduction& r) {
-  os << "config,model,precision,backend,variant,batch_size_per_device,node_num,gpus_per_node,gpu_num,runs,"
-        "excluded,median_speed,average_speed,min_speed,max_speed,cv,speedup,efficiency\n";
-  for (const auto& c : r.configs)
+  // device: "gpu", or "cpu_rank" on the CPU backend (one rank stands for one device there).
+  // settings: the details that tell this configuration apart from another with the same label base.
+  os << "config,model,precision,backend,variant,batch_size_per_device,node_num,devices_per_node,device_num,device,runs,"
+        "excluded,median_speed,average_speed,min_speed,max_speed,cv,speedup,efficiency,settings\n";
+  for (const auto& c : r.configs) {
+    std::string settings;
+    for (const auto& [name, v] : c.shown) settings += (settings.empty() ? "" : ";") + name + "=" + v;
     for (const auto& p : c.points) {
       const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
-      os << csv_field(c.key.label()) << ',' << csv_field(c.key.model) << ',' << csv_field(c.key.precision) << ','
+      os << csv_field(c.label) << ',' << csv_field(c.key.model) << ',' << csv_field(c.key.precision) << ','
          << csv_field(c.key.backend) << ',' << csv_field(c.key.variant) << ',' << c.key.batch_per_device << ','
-         << p.nodes << ',' << p.devices_per_node << ',' << p.devices() << ',' << p.stats.runs << ',' << excluded;
+         << p.nodes << ',' << p.devices_per_node << ',' << p.devices() << ',' << (c.key.backend == "cpu" ? "cpu_rank" : "gpu")
+         << ',' << p.stats.runs << ',' << excluded;
       if (p.stats.runs > 0)
         os << ',' << exact(p.stats.median) << ',' << exact(p.stats.mean) << ',' << exact(p.stats.min) << ','
            << exact(p.stats.max) << ',' << exact(p.stats.cv);
       else
         os << ",,,,,";
-      os << ',' << (p.speedup ? exact(*p.speedup) : "") << ',' << (p.efficiency ? exact(*p.efficiency) : "") << '\n';
+      os << ',' << (p.speedup ? exact(*p.speedup) : "") << ',' << (p.efficiency ? exact(*p.efficiency) : "") << ','
+         << csv_field(settings) << '\n';
     }
+  }
 }
 
 void write_json(std::ostream& os, const Reduction& r) {
   os << "{";
   bool first_cfg = true;
   for (const auto& c : r.configs) {
-    os << (first_cfg ? "\n  " : ",\n  ") << json_string(c.key.label()) << ": {";
+    os << (first_cfg ? "\n  " : ",\n  ") << json_string(c.label) << ": {";
     first_cfg = false;
     bool first = true;
     for (const auto& p : c.points) {
       if (p.stats.runs == 0) continue;
-      os << (first ? "\n    " : ",\n    ") << '"' << p.nodes << 'n' << p.devices_per_node << "g\": {\"average_speed\": "
-         << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
+      os << (first ? "\n    " : ",\n    ") << json_string(point_name(c.key.backend, p.nodes, p.devices_per_node))
+         << ": {\"average_speed\": " << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
          << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null") << "}";
       first = false;

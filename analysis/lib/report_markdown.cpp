@@ -1,6 +1,7 @@
 // Markdown report: per configuration, the DLPerf table (node_num | gpu_num |
-// batch_size_per_device | samples/s | speedup | efficiency), then repeat statistics and the
-// phase breakdown; after all configurations, stragglers and notes on excluded runs.
+// batch_size_per_device | samples/s | speedup | efficiency; rank_num for CPU-backend ranks),
+// then repeat statistics and the phase breakdown; after all configurations, stragglers and
+// notes on excluded runs.
 #include <ostream>
 
 #include "format.h"
@@ -17,8 +18,13 @@ void table_header(std::ostream& os, const std::vector<std::string>& cols) {
   os << '\n';
 }
 
+// DLPerf's column name for the device count: GPUs, or ranks on the CPU backend.
+std::string device_column(const ConfigResult& c) { return c.key.backend == "cpu" ? "rank_num" : "gpu_num"; }
+
+std::string point_of(const ConfigResult& c, const ScalePoint& p) { return point_name(c.key.backend, p.nodes, p.devices_per_node); }
+
 void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt) {
-  std::vector<std::string> cols = {"node_num", "gpu_num", "batch_size_per_device", "samples/s", "speedup", "efficiency"};
+  std::vector<std::string> cols = {"node_num", device_column(c), "batch_size_per_device", "samples/s", "speedup", "efficiency"};
   if (opt.reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
   table_header(os, cols);
   for (const auto& p : c.points) {
@@ -43,7 +49,7 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
 }
 
 void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt, std::vector<std::string>& notes) {
-  table_header(os, {"node_num", "gpu_num", "runs", "median", "mean", "min", "max", "cv", "excluded"});
+  table_header(os, {"node_num", device_column(c), "runs", "median", "mean", "min", "max", "cv", "excluded"});
   for (const auto& p : c.points) {
     const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
     os << "| " << p.nodes << " | " << p.devices() << " | " << p.stats.runs << " | ";
@@ -54,14 +60,18 @@ void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& 
       os << " |  |  |  | ";
     os << " | " << excluded << " |\n";
     if (p.stats.runs > 1 && p.stats.cv > opt.cv_warning)
-      notes.push_back("warning: noisy group " + c.key.label() + " " + std::to_string(p.nodes) + "n" +
-                      std::to_string(p.devices_per_node) + "g: coefficient of variation " + percent(p.stats.cv, 2) +
-                      " over " + std::to_string(p.stats.runs) + " runs exceeds " + percent(opt.cv_warning, 2));
+      notes.push_back("warning: noisy group " + c.label + " " + point_of(c, p) + ": coefficient of variation " +
+                      percent(p.stats.cv, 2) + " over " + std::to_string(p.stats.runs) + " runs exceeds " +
+                      percent(opt.cv_warning, 2));
+    if (p.stats.runs == 0)
+      notes.push_back("warning: " + c.label + " " + point_of(c, p) + " has no measured run: " +
+                      std::to_string(p.excluded_partial) + " partial or unfinished, " + std::to_string(p.excluded_failed) +
+                      " failed, " + std::to_string(p.excluded_short) + " shorter than warm-up + window");
   }
 }
 
 void phase_table(std::ostream& os, const ConfigResult& c) {
-  table_header(os, {"node_num", "gpu_num", "step ms", "data", "forward", "backward", "comm exposed", "optimizer", "other",
+  table_header(os, {"node_num", device_column(c), "step ms", "data", "forward", "backward", "comm exposed", "optimizer", "other",
                     "comm total ms", "comm hidden"});
   for (const auto& p : c.points) {
     if (p.stats.runs == 0) continue;
@@ -88,14 +98,14 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
      << method.warmup + method.window << " / their wall time on the slowest rank; median over repeats; "
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
-    os << "\n## " << c.key.title() << "\n\n";
+    os << "\n## " << c.title << "\n\n";
     main_table(os, c, opt);
     os << "\nRepeats (samples/s):\n\n";
     repeat_table(os, c, opt, notes);
     os << "\nWhere the step time goes (measured window, mean over ranks and runs):\n\n";
     phase_table(os, c);
     if (!c.has_single_device_baseline)
-      notes.push_back("note: " + c.key.label() + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
+      notes.push_back("note: " + c.label + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
   }
   os << "\n## Stragglers\n\n";
   if (r.stragglers.empty()) {

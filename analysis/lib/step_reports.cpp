@@ -57,22 +57,35 @@ void write_ops_report(std::ostream& out, const std::vector<RunRecord>& runs, con
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return total(a) > total(b); });
     double ops = 0;
     for (size_t i = 0; i < order.size(); ++i) ops += total(i);
+    // The profile times each op; the run's kernel records (Backend::planned_kernels) say what
+    // the library chose to run it with. One table joins them by op name, so a slow op shows
+    // whether it runs a reference kernel or misses the tensor cores.
+    std::map<std::string, std::string> impls;  // op -> its distinct implementations, in plan order
+    for (const KernelRecord& k : r.kernels) {
+      std::string& v = impls[k.op];
+      if (("; " + v + ";").find("; " + k.impl + ";") == std::string::npos) v += (v.empty() ? "" : "; ") + k.impl;
+    }
+    const auto kernels_of = [&](const std::string& op) {
+      auto it = impls.find(op);
+      return it == impls.end() ? std::string() : it->second;
+    };
     out << "\n## Per-op profile: " << run_title(r) << " (" << r.location << ")\n\n"
         << "rank " << p.rank << ", " << p.steps << " iterations from " << p.first_iteration << "; step " << ms(step) << " ms, ops "
         << ms(ops) << " ms (" << (step > 0 ? percent(ops / step) : std::string("?")) << " of the step)\n\n"
-        << "| op | kind | input | forward ms | backward ms | total ms | share of step | calls |\n"
-        << "|---|---|---|---:|---:|---:|---:|---:|\n";
+        << "| op | kind | input | forward ms | backward ms | total ms | share of step | calls | kernels |\n"
+        << "|---|---|---|---:|---:|---:|---:|---:|---|\n";
     const size_t shown = std::min(order.size(), static_cast<size_t>(std::max(opt.top, 1)));
     for (size_t k = 0; k < shown; ++k) {
       const OpProfileRow& row = p.rows[order[k]];
       out << "| " << row.name << " | " << row.kind << " | " << row.shape << " | " << ms(row.forward_ms) << " | " << ms(row.backward_ms)
-          << " | " << ms(total(order[k])) << " | " << (step > 0 ? percent(total(order[k]) / step) : "?") << " | " << row.calls << " |\n";
+          << " | " << ms(total(order[k])) << " | " << (step > 0 ? percent(total(order[k]) / step) : "?") << " | " << row.calls << " | "
+          << kernels_of(row.name) << " |\n";
     }
     if (shown < order.size()) {
       double rest = 0;
       for (size_t k = shown; k < order.size(); ++k) rest += total(order[k]);
       out << "| (" << order.size() - shown << " more ops) | | | | | " << ms(rest) << " | " << (step > 0 ? percent(rest / step) : "?")
-          << " | |\n";
+          << " | | |\n";
     }
     std::map<std::string, std::pair<double, int>> kinds;  // total ms, ops
     for (size_t i = 0; i < p.rows.size(); ++i) {

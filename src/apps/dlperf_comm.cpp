@@ -1,8 +1,12 @@
-// dlperf-comm: allreduce benchmark over the communicator training uses (MPI or NCCL).
-//   mpirun -np 2 dlperf-comm --min-bytes 8 --max-bytes 64M --backend mpi
-// Prints one row per message size: size, count, time, algbw, busbw, #wrong (method and
-// formulas in comm/allreduce_bench.h). Exit 0 when every result is exact, 1 when some element
-// is wrong, 2 on bad arguments (one line naming the flag), 3 on a fault (see comm/mpi_main.h).
+// dlperf-comm: allreduce benchmark over the communicator training uses (MPI or NCCL), with
+// nccl-tests' options and output (all_reduce_perf), so scripts written for one read the other:
+//   mpirun -np 2 dlperf-comm -b 8 -e 64M -f 2 -n 20 -w 5 -d float --backend mpi
+// One row per message size: size, count, type, redop, root, then time, algbw, busbw and #wrong
+// out of place and in place; then "# Out of bounds values", "# Avg bus bandwidth" and one
+// "# dlperf-comm result: key=value ..." line for scripts and ReFrame (method, formulas and the
+// line's keys: comm/allreduce_bench.h, docs/communication.md). Exit 0 when every result is
+// exact, 1 when some element is wrong, 2 on bad arguments (one line naming the flag), 3 on a
+// fault (see comm/mpi_main.h).
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -47,15 +51,17 @@ size_t parse_bytes(const std::string& flag, const std::string& text) {
 
 // Returns false when --help was printed.
 bool parse(int argc, char** argv, bool print, Config& c) {
-  std::string min_b = "8", max_b = "32M", backend = "mpi";
+  std::string min_b = "8", max_b = "32M", backend = "mpi", type = "float";
   double timeout_s = 60;
-  po::options_description visible("dlperf-comm options");
+  po::options_description visible("dlperf-comm options (the one-letter ones are nccl-tests')");
   visible.add_options()("help,h", "print this help")
-      ("min-bytes", po::value(&min_b)->default_value(min_b), "smallest message (bytes; K, M, G suffixes)")
-      ("max-bytes", po::value(&max_b)->default_value(max_b), "largest message")
-      ("factor", po::value(&c.bench.factor)->default_value(c.bench.factor), "size multiplier between rows (> 1)")
-      ("iters", po::value(&c.bench.iters)->default_value(c.bench.iters), "timed allreduces per size")
-      ("warmup", po::value(&c.bench.warmup)->default_value(c.bench.warmup), "untimed allreduces per size")
+      ("min-bytes,b", po::value(&min_b)->default_value(min_b), "smallest message (bytes; K, M, G suffixes)")
+      ("max-bytes,e", po::value(&max_b)->default_value(max_b), "largest message")
+      ("factor,f", po::value(&c.bench.factor)->default_value(c.bench.factor), "size multiplier between rows (> 1)")
+      ("iters,n", po::value(&c.bench.iters)->default_value(c.bench.iters), "timed allreduces per size and placement")
+      ("warmup,w", po::value(&c.bench.warmup)->default_value(c.bench.warmup), "untimed allreduces before them")
+      ("datatype,d", po::value(&type)->default_value(type),
+       "int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float or double (half and bfloat16: nccl only)")
       ("backend", po::value(&backend)->default_value(backend), "mpi (host buffers) or nccl (device buffers)")
       ("timeout", po::value(&timeout_s)->default_value(timeout_s), "seconds any wait may take before the job is aborted");
   po::options_description hidden;
@@ -73,19 +79,25 @@ bool parse(int argc, char** argv, bool print, Config& c) {
     if (print) std::cout << visible << '\n';
     return false;
   }
-  c.bench.min_bytes = parse_bytes("--min-bytes", min_b);
-  c.bench.max_bytes = parse_bytes("--max-bytes", max_b);
-  if (c.bench.min_bytes < 4) dlperf::throw_usage_error("--min-bytes must be at least 4 (one float)");
-  if (c.bench.max_bytes < c.bench.min_bytes) dlperf::throw_usage_error("--max-bytes must be >= --min-bytes");
+  c.bench.min_bytes = parse_bytes("--min-bytes (-b)", min_b);
+  c.bench.max_bytes = parse_bytes("--max-bytes (-e)", max_b);
+  if (!dlperf::parse_data_type(type, c.bench.type))
+    dlperf::throw_usage_error("--datatype (-d) '" + type + "' is unknown: use int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float or double");
+  if (c.bench.min_bytes < dlperf::size_of(c.bench.type))
+    dlperf::throw_usage_error("--min-bytes (-b) must be at least one " + std::string(dlperf::to_string(c.bench.type)) + " (" +
+                              std::to_string(dlperf::size_of(c.bench.type)) + " bytes)");
+  if (c.bench.max_bytes < c.bench.min_bytes) dlperf::throw_usage_error("--max-bytes (-e) must be >= --min-bytes (-b)");
   if (!(c.bench.factor > 1.0) && c.bench.max_bytes != c.bench.min_bytes)
-    dlperf::throw_usage_error("--factor must be greater than 1");
-  if (c.bench.iters < 1) dlperf::throw_usage_error("--iters must be at least 1");
-  if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup must be >= 0");
+    dlperf::throw_usage_error("--factor (-f) must be greater than 1");
+  if (c.bench.iters < 1) dlperf::throw_usage_error("--iters (-n) must be at least 1");
+  if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup (-w) must be >= 0");
   if (!(timeout_s > 0)) dlperf::throw_usage_error("--timeout must be positive (seconds)");
   c.comm.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   if (backend == "mpi") c.backend = dlperf::CommBackend::mpi;
   else if (backend == "nccl") c.backend = dlperf::CommBackend::nccl;
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
+  if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
+    dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
   return true;
 }
 
@@ -101,14 +113,14 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
 #endif
   }
   auto comm = dlperf::make_communicator(config.backend, session.world_comm(), world, config.comm);
-  const auto rows = dlperf::run_allreduce_bench(*comm, config.bench);
+  const bool root = world.rank == 0;
+  if (root) dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
+  const auto rows = dlperf::run_allreduce_bench(*comm, config.bench, [&](const dlperf::BenchRow& row) {
+    if (root) dlperf::print_bench_row(std::cout, row, config.bench.type), std::cout.flush();
+  });
   uint64_t wrong = 0;
-  if (world.rank == 0) {
-    dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
-    for (const auto& row : rows) dlperf::print_bench_row(std::cout, row);
-  }
-  for (const auto& row : rows) wrong += row.wrong;
-  if (world.rank == 0 && wrong > 0) std::cout << "# FAILED: " << wrong << " wrong elements\n";
+  for (const auto& row : rows) wrong += row.out_of_place.wrong + row.in_place.wrong;
+  if (root) dlperf::print_bench_footer(std::cout, *comm, world.node_count, config.bench, rows);
   std::cout.flush();
   return wrong > 0 ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 // Backend selection and the small shared helpers of the interface.
 #include "backend/backend.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
@@ -57,6 +58,7 @@ const char* to_string(Precision p) {
     case Precision::fp32: return "fp32";
     case Precision::bf16: return "bf16";
     case Precision::fp16: return "fp16";
+    case Precision::tf32: return "tf32";
   }
   return "?";
 }
@@ -66,6 +68,7 @@ DType compute_dtype(Precision p) {
     case Precision::fp32: return DType::f32;
     case Precision::bf16: return DType::bf16;
     case Precision::fp16: return DType::f16;
+    case Precision::tf32: return DType::f32;  // f32 storage; the math mode is the backend's
   }
   return DType::f32;
 }
@@ -81,6 +84,28 @@ std::unique_ptr<GraphSegment> Backend::end_capture() {
 int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
 #endif
+
+void Backend::adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) {
+  for (const ParamSegment& p : segments) {
+    AdamStep t = s;
+    t.weight_decay = p.decay ? s.weight_decay : 0.0f;
+    const size_t o = p.offset, n = p.count;
+    adamw_step({w + o, n}, {g + o, n}, {m + o, n}, {v + o, n}, t);
+  }
+}
+
+void Backend::lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                        const AdamStep& s) {
+  for (const ParamSegment& p : segments) {
+    AdamStep t = s;
+    t.weight_decay = p.decay ? s.weight_decay : 0.0f;
+    const size_t o = p.offset, n = p.count;
+    const LambNorms norms = lamb_update({w + o, n}, {g + o, n}, {m + o, n}, {v + o, n}, {update + o, n}, t);
+    double ratio = 1.0;
+    if (p.decay && norms.w_sq > 0.0 && norms.u_sq > 0.0) ratio = std::sqrt(norms.w_sq / norms.u_sq);
+    lamb_apply({w + o, n}, {update + o, n}, static_cast<float>(s.lr * ratio), s.gate);
+  }
+}
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::cpu) return onednn::make_cpu_backend(options);

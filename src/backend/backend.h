@@ -16,12 +16,17 @@
 #include "backend/recorder.h"
 #include "backend/step_gate.h"
 #include "backend/tensor.h"
+#include "core/host_memory.h"
 
 namespace dlperf {
 
 enum class BackendKind : uint8_t { cpu, cuda };
 enum class Layout : uint8_t { canonical, channels_last };
-enum class Precision : uint8_t { fp32, bf16, fp16 };  // fp16: mixed precision with loss scaling
+// fp32: IEEE f32 everywhere (no TF32 in any convolution or GEMM). tf32: f32 data, TF32 tensor-core
+// math allowed in convolutions and GEMMs (what NVIDIA's "FP32" A100/H100 figures mean; CUDA
+// only). bf16: bf16 compute, f32 master weights. fp16: f16 compute with dynamic loss scaling,
+// f32 master weights (CUDA only; "amp" on the command line).
+enum class Precision : uint8_t { fp32, bf16, fp16, tf32 };
 const char* to_string(BackendKind k);
 const char* to_string(Precision p);
 DType compute_dtype(Precision p);
@@ -66,11 +71,29 @@ struct AdamStep {
   int64_t step = 1;
   const float* gate = nullptr;
 };
+// One parameter of a multi-tensor Adam-family step: a range of the flat buffers (a ParamStore
+// entry) and whether weight decay applies to it.
+struct ParamSegment {
+  size_t offset = 0, count = 0;
+  bool decay = false;
+  bool operator==(const ParamSegment&) const = default;
+};
 // LAMB's per-parameter norms (You et al. 2019, "Large Batch Optimization for Deep Learning"):
 // the trust ratio is ||w|| / ||u + wd w||.
 struct LambNorms {
   double w_sq = 0.0;  // sum of w^2
   double u_sq = 0.0;  // sum of (u + wd w)^2
+};
+
+// What a library chose to run one planned kernel with, for the run's record and for the
+// check that no reference kernel is in the timed loop: a fast path that silently falls back to
+// a reference implementation on another machine is the most expensive bug a benchmark can have.
+struct PlannedKernel {
+  std::string op;     // the op's name ("layer1.0.conv2") or, for unnamed ops, its kind ("add_relu")
+  std::string pass;   // "forward", "backward_data", "backward_weights", "backward", "reorder", ...
+  std::string shape;  // the problem, "(32, 64, 56, 56) bf16"
+  std::string impl;   // the implementation, "brgconv:avx512_core_bf16", "jit:uni", "ref:any"
+  bool reference = false;  // a reference (non-JIT, unoptimised) implementation
 };
 
 struct BackendOptions {
@@ -83,6 +106,7 @@ struct BackendOptions {
   // CPU: the bytes of tensors and buffers the backend may hold at once (--memory-limit-mb), as a
   // GPU's fixed memory; an allocation past it throws OutOfMemoryError. 0: no limit.
   int64_t memory_limit_bytes = 0;
+  bool conv_autotune = false;  // CUDA: time the top cuDNN engine configurations per convolution at plan time
 };
 
 // What a trace records about the device (issue 13, docs/trace-schema.md). CPU: empty model.
@@ -98,6 +122,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
   virtual std::string description() const = 0;  // library, ISA / device, threads
+  virtual std::string isa() const { return {}; }  // the instruction set kernels dispatch to ("avx512_core_bf16"); "" on GPUs
+  // Every kernel planned so far, in plan order, with the implementation the library chose.
+  virtual std::vector<PlannedKernel> planned_kernels() const { return {}; }
+  // The layout a network's input images should have in the compute dtype: every later layout
+  // follows from it. channels_last where tensor-core/AMX kernels want NHWC; canonical lets the
+  // first convolution choose (oneDNN: blocked nChw16c).
+  virtual Layout image_layout() const { return dtype() == DType::f32 ? Layout::canonical : Layout::channels_last; }
   Precision precision() const { return options_.precision; }
   DType dtype() const { return compute_dtype(options_.precision); }
 
@@ -111,7 +142,13 @@ class Backend {
   // count, one side canonical; the data then moves in canonical (row-major) order, e.g. a
   // (N, C, H, W) map in any layout to its (N, C*H*W) flatten and back.
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  // Plans a convert between tensors of these dims, dtypes and layouts ahead of the timed loop
+  // (where planning is needed; the CPU backend records the reorder it will run).
+  virtual void plan_convert(const Tensor& src, const Tensor& dst) { (void)src, (void)dst; }
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
+  // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
+  // copies), 64-byte aligned on the CPU. Safe to call from any thread.
+  virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
   // Memory in use on the device as the device reports it (CUDA: total - free from
   // cudaMemGetInfo, every process and library included); 0 where there is no device.
@@ -151,6 +188,8 @@ class Backend {
   std::unique_ptr<Add> add(const Tensor& a, bool fuse_relu) { return add(a, a, fuse_relu); }  // b in a's layout
   virtual std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& spec, const Tensor& logits) = 0;
   virtual std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& spec, const Tensor& x) = 0;
+  // Dropout + residual add + layer norm (a: the dropout's input; planned for its shape and dtype).
+  virtual std::unique_ptr<DropoutAddNorm> dropout_add_norm(const AddNormSpec& spec, const Tensor& a) = 0;
   virtual std::unique_ptr<Embedding> embedding(const EmbeddingSpec& spec, const Tensor& ids) = 0;
   virtual std::unique_ptr<Dropout> dropout(float p, const Tensor& x) = 0;
   virtual std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& spec, DType dtype) = 0;
@@ -162,6 +201,13 @@ class Backend {
   // embedding so that its own backward, which must come later in the step, adds to it: the
   // gradient is the sum of both uses.
   virtual std::unique_ptr<Linear> tied_linear(const LinearSpec& spec, Embedding& tied, const Tensor& x) = 0;
+
+  // Low-precision runs: rebuild the compute copies (f16/bf16, channels-last filters) of every
+  // layer's weights from the f32 master values; once per step, before forward. The CUDA
+  // backend converts all of them in one launch; the default asks each layer.
+  virtual void refresh_compute_weights(std::span<Layer* const> layers) {
+    for (Layer* l : layers) l->refresh_compute_weights();
+  }
 
   // ---- fused optimizer updates over flat buffer ranges ----
   virtual void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) = 0;
@@ -177,6 +223,18 @@ class Backend {
   virtual void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) = 0;
   // Sum of squares of a range, accumulated in double (global gradient norm for clipping).
   virtual double sum_squares(std::span<const float> x) = 0;
+
+  // Multi-tensor forms over the flat buffers w, g, m, v (and LAMB's update scratch), every
+  // segment at once; s.weight_decay applies to the segments that decay. The defaults loop over
+  // the segments with the calls above; the CUDA backend runs each in a fixed number of launches
+  // whatever the number of tensors, with LAMB's norms and trust ratios kept on the device.
+  // AdamW: adamw_step per segment.
+  virtual void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s);
+  // LAMB (You et al. 2019; apex FusedLAMB without nvlamb): per segment u = Adam direction
+  // + wd w, trust ratio r = ||w|| / ||u|| (1 when either is 0 or the segment does not decay),
+  // w -= lr r u. `update` is scratch of the buffers' size.
+  virtual void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                         const AdamStep& s);
 
  protected:
   explicit Backend(BackendOptions o) : options_(o) {}

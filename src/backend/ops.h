@@ -23,9 +23,12 @@ struct Conv2dSpec {
   int64_t in_channels = 0, out_channels = 0;
   int64_t kernel = 1, stride = 1, padding = 0;
   bool bias = false;
+  bool input_grad = true;  // false for a network's first layer: backward never writes dx, so none is planned
+  bool fuse_relu = false;  // y = relu(conv(x) + b); backward applies the ReLU mask of the last forward's y
 };
 // x (N, Cin, H, W) -> y (N, Cout, Ho, Wo), Ho = (H + 2p - k) / s + 1.
-// weight (Cout, Cin, k, k), bias (Cout).
+// weight (Cout, Cin, k, k), bias (Cout). With fuse_relu, dy in backward is the gradient of the
+// ReLU's output, and the y of the last forward must still be alive (it is the next layer's input).
 class Conv2d : public Layer {
  public:
   virtual TensorPtr make_output() const = 0;
@@ -39,14 +42,25 @@ struct BatchNormSpec {
   float eps = 1e-5f;
   float momentum = 0.1f;   // running = (1 - m) * running + m * batch (PyTorch's convention)
   bool fuse_relu = false;  // y = relu(bn(x)); backward applies the ReLU mask too
+  // A residual to add before the ReLU, y = relu(bn(x) + z) (ResNet's bottleneck output, with no
+  // separate add or ReLU pass), planned for a z of this tensor's dims and layout. Null: none.
+  // Such a batch norm runs with forward_add / backward_add.
+  const Tensor* residual = nullptr;
 };
 // Training mode: x (N, C, H, W) -> y, normalised with batch statistics; the running mean and
 // (unbiased) variance are updated as PyTorch does. weight (C), bias (C).
+// Backward reads the y of the last forward (the ReLU mask; cuDNN's fused kernels need it too):
+// callers keep y alive until then, as every model does.
 class BatchNorm : public Layer {
  public:
   virtual TensorPtr make_output() const = 0;
   virtual void forward(const Tensor& x, Tensor& y) = 0;
   virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  // With spec.residual: y = act(bn(x) + z), z (N, C, H, W) in the planned residual's layout.
+  virtual void forward_add(const Tensor& x, const Tensor& z, Tensor& y) = 0;
+  // With spec.residual: dx, the parameter gradients, and dz = act'(y) dy, the gradient the
+  // residual receives (in z's layout; dy itself when there is no ReLU).
+  virtual void backward_add(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dz) = 0;
   virtual void read_running_stats(std::span<float> mean, std::span<float> var) const = 0;  // (C), (C)
 };
 
@@ -151,6 +165,22 @@ class LayerNorm : public Layer {
   virtual TensorPtr make_output() const = 0;
   virtual void forward(const Tensor& x, Tensor& y) = 0;
   virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+};
+
+// BERT's sublayer output in one op: s = r + dropout(a), y = LayerNorm(s); a, r, y (M, C)
+// plain. The dropout mask comes from (seed, call counter) as Dropout's does. The layer owns the
+// layer norm's weight and bias (named spec.norm.name + ".weight" / ".bias").
+struct AddNormSpec {
+  LayerNormSpec norm;
+  float dropout = 0.0f;
+};
+class DropoutAddNorm : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& a, const Tensor& r, Tensor& y, uint64_t seed) = 0;
+  // From dy (of y): da (through the last forward's dropout mask), dr (the residual's gradient,
+  // the gradient of s) and the layer norm's parameter gradients.
+  virtual void backward(const Tensor& dy, Tensor& da, Tensor& dr) = 0;
 };
 
 struct EmbeddingSpec {

@@ -36,6 +36,10 @@ class Tensor {
   virtual void read(std::span<float> out) const = 0;
   virtual void write(std::span<const float> in) = 0;
   virtual void write_indices(std::span<const int32_t> in) = 0;  // s32 tensors (labels, token ids)
+  // Copies `bytes` already in this tensor's storage format (its dtype, dense canonical or
+  // channels-last order: a tensor made by Backend::tensor) from host memory or, on CUDA, from
+  // device memory: an input loaded without conversion. bytes must equal storage_bytes().
+  virtual void write_bytes(const void* src, size_t bytes) = 0;
   virtual void zero() = 0;
   // Same dims, dtype and storage layout: the two can be used interchangeably by planned ops.
   virtual bool same_layout(const Tensor& other) const = 0;

@@ -1,16 +1,22 @@
-// The allreduce benchmark behind `dlperf-comm`, run through the same Communicator training uses.
-// Method (after nccl-tests): per message size, `warmup` untimed allreduces, a barrier, then
-// `iters` allreduces each started and waited in turn; time = mean per allreduce, averaged over
-// ranks. algbw = bytes / time; busbw = algbw * 2(n-1)/n, nccl-tests' allreduce definition: the
-// bytes each rank must send and receive in a ring, so it is comparable with link bandwidth and
-// independent of n. Timed buffers hold zeros (values stay fixed however many times they are
-// summed); then a separate check pass fills every rank with small integers whose sum is exact
-// in float32 and counts the elements that differ from the known sum, over all ranks.
+// The allreduce benchmark behind `dlperf-comm`, run through the same Communicator training
+// uses, measured and printed the way nccl-tests' all_reduce_perf does (so its output reads,
+// and is parsed, like theirs). Method: per message size, out of place (send != recv) and then
+// in place, each `warmup` untimed allreduces, a barrier, then `iters` allreduces each started
+// and waited in turn; time = mean per allreduce, averaged over ranks. algbw = bytes / time;
+// busbw = algbw * 2(n-1)/n, nccl-tests' allreduce definition: the bytes each rank must send
+// and receive in a ring, so it is comparable with link bandwidth and independent of n. The
+// average bus bandwidth is the mean busbw over every size, out of place and in place, as
+// nccl-tests' "# Avg bus bandwidth" is. Timed buffers hold zeros (values stay fixed however
+// many times they are summed); then a check pass per size and placement fills every rank with
+// small integers whose sum the element type holds exactly, and counts the elements that
+// differ from the known sum, over all ranks (#wrong).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -18,35 +24,59 @@
 namespace dlperf {
 
 struct BenchConfig {
-  size_t min_bytes = 8;
-  size_t max_bytes = size_t{32} << 20;
-  double factor = 2.0;
-  int iters = 20;
-  int warmup = 5;
-  int corrupt_rank = -1;  // test hook: this rank perturbs one input element before the check
+  size_t min_bytes = 8;                      // -b
+  size_t max_bytes = size_t{32} << 20;       // -e
+  double factor = 2.0;                       // -f
+  int iters = 20;                            // -n
+  int warmup = 5;                            // -w
+  DataType type = DataType::float32;         // -d
+  int corrupt_rank = -1;  // test hook: this rank perturbs one input element before each check
 };
 
-struct BenchRow {
-  size_t bytes = 0;
-  size_t count = 0;        // float32 elements
+struct BenchResult {
   double time_us = 0;      // mean per allreduce, averaged over ranks
   double algbw_gbs = 0;    // GB/s, 1e9 bytes
   double busbw_gbs = 0;
   uint64_t wrong = 0;      // elements differing from the exact sum, summed over ranks
 };
 
-std::vector<size_t> bench_sizes(const BenchConfig& config);  // bytes, multiples of 4
-double bus_bandwidth(double algbw, int ranks);                // algbw * 2(n-1)/n
+struct BenchRow {
+  size_t bytes = 0;
+  size_t count = 0;  // elements of the type
+  BenchResult out_of_place, in_place;
+};
 
-// The check pattern: rank r, element i holds (r + i) % 13 + 1; the sum over n ranks is at most
-// 13n, an integer float32 represents exactly whatever the reduction order.
+// Sizes from min to max bytes, times factor each step, whole elements (at least one).
+std::vector<size_t> bench_sizes(const BenchConfig& config);
+double bus_bandwidth(double algbw, int ranks);  // algbw * 2(n-1)/n
+
+// The check pattern for float32 on n ranks: rank r, element i holds (r + i) % 13 + 1; the sum
+// is at most 13n, an integer float32 represents exactly whatever the reduction order.
 float check_value(int rank, size_t i);
 float expected_sum(int ranks, size_t i);
 
-// Collective: every rank runs it with the same config.
-std::vector<BenchRow> run_allreduce_bench(Communicator& comm, const BenchConfig& config);
+// The same idea for every type: small integers whose sum over `ranks` stays exactly
+// representable (int8 up to 127, half up to 2048, bfloat16 up to 256), written in the
+// type's bytes. Elements are (count) of size_of(type).
+std::vector<std::byte> check_input(DataType type, int rank, int ranks, size_t count);
+std::vector<std::byte> check_expected(DataType type, int ranks, size_t count);
+
+// Collective: every rank runs it with the same config; on_row sees each row as it is done
+// (dlperf-comm prints it then, as nccl-tests does). Error(usage) for a type the communicator
+// cannot reduce.
+std::vector<BenchRow> run_allreduce_bench(Communicator& comm, const BenchConfig& config,
+                                          const std::function<void(const BenchRow&)>& on_row = {});
+
+// nccl-tests' mean of busbw over every row, out of place and in place.
+double average_bus_bandwidth(const std::vector<BenchRow>& rows);
 
 void print_bench_header(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& config);
-void print_bench_row(std::ostream& os, const BenchRow& row);
+void print_bench_row(std::ostream& os, const BenchRow& row, DataType type);
+// "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth    : X", and the one-line
+// summary for scripts and ReFrame (docs/communication.md):
+//   # dlperf-comm result: op=allreduce backend=mpi type=float redop=sum ranks=2 nodes=1 sizes=23
+//     min_bytes=8 max_bytes=33554432 avg_busbw_gbs=1.234 peak_busbw_gbs=2.345 peak_bytes=33554432 wrong=0 status=PASS
+void print_bench_footer(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& config,
+                        const std::vector<BenchRow>& rows);
 
 }  // namespace dlperf

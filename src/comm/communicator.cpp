@@ -2,10 +2,61 @@
 #include "comm/communicator.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace dlperf {
 
 const char* to_string(CommBackend b) { return b == CommBackend::mpi ? "mpi" : "nccl"; }
+
+const char* to_string(DataType t) {
+  switch (t) {
+    case DataType::int8: return "int8";
+    case DataType::uint8: return "uint8";
+    case DataType::int32: return "int32";
+    case DataType::uint32: return "uint32";
+    case DataType::int64: return "int64";
+    case DataType::uint64: return "uint64";
+    case DataType::float16: return "half";
+    case DataType::bfloat16: return "bfloat16";
+    case DataType::float32: return "float";
+    case DataType::float64: return "double";
+  }
+  return "type";
+}
+
+size_t size_of(DataType t) {
+  switch (t) {
+    case DataType::int8:
+    case DataType::uint8: return 1;
+    case DataType::float16:
+    case DataType::bfloat16: return 2;
+    case DataType::int32:
+    case DataType::uint32:
+    case DataType::float32: return 4;
+    case DataType::int64:
+    case DataType::uint64:
+    case DataType::float64: return 8;
+  }
+  return 1;
+}
+
+bool parse_data_type(const std::string& name, DataType& out) {
+  for (DataType t : kAllDataTypes)
+    if (name == to_string(t)) {
+      out = t;
+      return true;
+    }
+  static const std::pair<const char*, DataType> aliases[] = {
+      {"float32", DataType::float32}, {"fp32", DataType::float32},   {"float64", DataType::float64},
+      {"fp64", DataType::float64},    {"float16", DataType::float16}, {"fp16", DataType::float16},
+      {"bf16", DataType::bfloat16}};
+  for (const auto& [alias, t] : aliases)
+    if (name == alias) {
+      out = t;
+      return true;
+    }
+  return false;
+}
 
 const char* to_string(CommOp op) {
   switch (op) {

@@ -34,6 +34,17 @@ enum class MemorySpace { host, device };
 
 const char* to_string(CommBackend b);
 
+// Element types of a sum-allreduce. Training reduces float32 gradients; dlperf-comm measures
+// any of them (-d), named as nccl-tests names them: int8 uint8 int32 uint32 int64 uint64
+// half bfloat16 float double.
+enum class DataType { int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64 };
+inline constexpr DataType kAllDataTypes[] = {DataType::int8,    DataType::uint8,    DataType::int32,   DataType::uint32,
+                                             DataType::int64,   DataType::uint64,   DataType::float16, DataType::bfloat16,
+                                             DataType::float32, DataType::float64};
+const char* to_string(DataType t);
+size_t size_of(DataType t);  // bytes per element
+bool parse_data_type(const std::string& name, DataType& out);  // also accepts float32, fp16, bf16, ...
+
 struct CommOptions {
   std::chrono::milliseconds timeout{60'000};        // bound on every wait (--timeout)
   std::chrono::milliseconds heartbeat_period{500};  // how often ranks tell each other they are alive
@@ -98,15 +109,21 @@ class CommRequest {
   std::shared_ptr<RequestState> state_;
 };
 
-// A float buffer in the communicator's memory space (host for MPI, device for NCCL), with
-// copies to and from host memory: lets tests and the benchmark drive both backends alike.
+// A buffer in the communicator's memory space (host for MPI, device for NCCL), with copies to
+// and from host memory: lets tests and the benchmark drive both backends alike. Sized in
+// bytes; the float views are what training and most tests use.
 class CommBuffer {
  public:
   virtual ~CommBuffer() = default;
-  virtual float* data() = 0;                      // (count) in the communicator's memory space
-  virtual size_t count() const = 0;
-  virtual void upload(std::span<const float> host) = 0;  // host.size() == count()
-  virtual void download(std::span<float> host) = 0;
+  virtual void* bytes() = 0;          // (size_bytes) in the communicator's memory space, 16-byte aligned
+  virtual size_t size_bytes() const = 0;
+  virtual void upload_bytes(std::span<const std::byte> host) = 0;  // host.size() == size_bytes()
+  virtual void download_bytes(std::span<std::byte> host) = 0;
+
+  float* data() { return static_cast<float*>(bytes()); }  // (count)
+  size_t count() const { return size_bytes() / sizeof(float); }
+  void upload(std::span<const float> host) { upload_bytes(std::as_bytes(host)); }
+  void download(std::span<float> host) { download_bytes(std::as_writable_bytes(host)); }
 };
 
 class Communicator {
@@ -119,8 +136,13 @@ class Communicator {
 
   // Blocking: on return data (count) holds root's values on every rank.
   virtual void broadcast(float* data, size_t count, int root) = 0;
+  // Whether allreduce_start takes this element type (MPI has no half or bfloat16 type).
+  virtual bool supports(DataType type) const = 0;
+  // Non-blocking: recv (count elements of type) becomes the element-wise sum over ranks of
+  // every rank's send (count); send == recv is in place. Neither may be touched until done.
+  virtual CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) = 0;
   // Non-blocking, in place: data (count) becomes the element-wise sum over ranks.
-  virtual CommRequest allreduce_sum_start(float* data, size_t count) = 0;
+  CommRequest allreduce_sum_start(float* data, size_t count) { return allreduce_start(data, data, count, DataType::float32); }
   // True once the request has completed; throws Error(fault) if it failed.
   virtual bool test(CommRequest& request) = 0;
   // Blocks until complete; throws Error(fault) on failure or after options().timeout.
@@ -133,7 +155,8 @@ class Communicator {
   // Blocking; bounded like wait().
   virtual void barrier() = 0;
 
-  virtual std::unique_ptr<CommBuffer> make_buffer(size_t count) = 0;
+  virtual std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) = 0;
+  std::unique_ptr<CommBuffer> make_buffer(size_t count) { return make_byte_buffer(count * sizeof(float)); }  // (count) floats
   virtual const CommOptions& options() const = 0;
   // The transport the library chose, as far as it can tell ("P2P, IB" for NCCL; "" unknown).
   virtual std::string transport() { return ""; }

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <memory>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -22,21 +23,39 @@ constexpr size_t kMaxPart = size_t{1} << 30;  // elements per MPI call (< INT_MA
 
 class HostBuffer final : public CommBuffer {
  public:
-  explicit HostBuffer(size_t count) : data_(count) {}
-  float* data() override { return data_.data(); }
-  size_t count() const override { return data_.size(); }
-  void upload(std::span<const float> host) override {
-    DLPERF_ASSERT(host.size() == data_.size(), "upload size mismatch");
-    std::copy(host.begin(), host.end(), data_.begin());
+  explicit HostBuffer(size_t bytes) : data_(new std::byte[bytes]()), size_(bytes) {}  // new: 16-byte aligned
+  void* bytes() override { return data_.get(); }
+  size_t size_bytes() const override { return size_; }
+  void upload_bytes(std::span<const std::byte> host) override {
+    DLPERF_ASSERT(host.size() == size_, "upload size mismatch");
+    std::copy(host.begin(), host.end(), data_.get());
   }
-  void download(std::span<float> host) override {
-    DLPERF_ASSERT(host.size() == data_.size(), "download size mismatch");
-    std::copy(data_.begin(), data_.end(), host.begin());
+  void download_bytes(std::span<std::byte> host) override {
+    DLPERF_ASSERT(host.size() == size_, "download size mismatch");
+    std::copy(data_.get(), data_.get() + size_, host.begin());
   }
 
  private:
-  std::vector<float> data_;  // (count)
+  std::unique_ptr<std::byte[]> data_;  // (size_)
+  size_t size_;
 };
+
+// MPI's predefined type for an element type; MPI_DATATYPE_NULL where MPI has none.
+MPI_Datatype mpi_type(DataType t) {
+  switch (t) {
+    case DataType::int8: return MPI_INT8_T;
+    case DataType::uint8: return MPI_UINT8_T;
+    case DataType::int32: return MPI_INT32_T;
+    case DataType::uint32: return MPI_UINT32_T;
+    case DataType::int64: return MPI_INT64_T;
+    case DataType::uint64: return MPI_UINT64_T;
+    case DataType::float32: return MPI_FLOAT;
+    case DataType::float64: return MPI_DOUBLE;
+    case DataType::float16:
+    case DataType::bfloat16: return MPI_DATATYPE_NULL;  // not in the MPI standard
+  }
+  return MPI_DATATYPE_NULL;
+}
 
 }  // namespace
 
@@ -85,12 +104,21 @@ CommRequest MpiCommunicator::start(CommOp op, size_t bytes, Issue&& issue) {
   return CommRequest(s);
 }
 
-CommRequest MpiCommunicator::allreduce_sum_start(float* data, size_t count) {
-  return start(CommOp::allreduce_sum, count * sizeof(float), [&](std::vector<MPI_Request>& parts) {
+bool MpiCommunicator::supports(DataType type) const { return mpi_type(type) != MPI_DATATYPE_NULL; }
+
+CommRequest MpiCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
+  const MPI_Datatype mt = mpi_type(type);
+  if (mt == MPI_DATATYPE_NULL)
+    throw Error(ErrorKind::usage, std::string("MPI has no ") + to_string(type) + " type: reduce it over NCCL or as float");
+  const size_t elem = size_of(type);
+  auto* out = static_cast<std::byte*>(recv);
+  const auto* in = static_cast<const std::byte*>(send);
+  return start(CommOp::allreduce_sum, count * elem, [&](std::vector<MPI_Request>& parts) {
     for (size_t off = 0; off < count || (count == 0 && off == 0); off += kMaxPart) {
       const int n = static_cast<int>(std::min(kMaxPart, count - off));
       parts.push_back(MPI_REQUEST_NULL);
-      const int rc = MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm_.get(), &parts.back());
+      const void* from = send == recv ? MPI_IN_PLACE : static_cast<const void*>(in + off * elem);
+      const int rc = MPI_Iallreduce(from, out + off * elem, n, mt, MPI_SUM, comm_.get(), &parts.back());
       if (rc != MPI_SUCCESS || count == 0) return rc;
     }
     return MPI_SUCCESS;
@@ -197,6 +225,6 @@ void MpiCommunicator::progress_loop() {
   }
 }
 
-std::unique_ptr<CommBuffer> MpiCommunicator::make_buffer(size_t count) { return std::make_unique<HostBuffer>(count); }
+std::unique_ptr<CommBuffer> MpiCommunicator::make_byte_buffer(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 
 }  // namespace dlperf

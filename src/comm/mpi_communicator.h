@@ -44,11 +44,12 @@ class MpiCommunicator final : public Communicator {
   const CommOptions& options() const override { return options_; }
 
   void broadcast(float* data, size_t count, int root) override;
-  CommRequest allreduce_sum_start(float* data, size_t count) override;
+  bool supports(DataType type) const override;
+  CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
   void barrier() override;
-  std::unique_ptr<CommBuffer> make_buffer(size_t count) override;
+  std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) override;
 
  private:
   struct State;

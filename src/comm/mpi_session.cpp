@@ -23,6 +23,20 @@ const char* thread_level_name(int level) {
   }
 }
 
+// Open MPI's non-blocking allreduce (coll/libnbc) picks its algorithm by a rule that sends
+// every in-place call, whatever its size, to the binomial tree: a reduce to rank 0, then a
+// broadcast. Gradient buckets are reduced in place, and that tree moves each bucket over
+// rank 0's link log2(p) times each way in sequence: on a 2-node fabric the allreduce ran at
+// half the link's bandwidth (tests/slurm/multinode_test.sh measures it). The ring does the
+// reduce-scatter and allgather at the link's bandwidth for any p. Set as the MCA default
+// before MPI_Init only when the user (or the site's job profile) has not chosen: Open MPI
+// reads OMPI_MCA_* from the environment of each process at initialisation.
+void prefer_bandwidth_optimal_iallreduce() {
+#if defined(OPEN_MPI)
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "ring", /*overwrite=*/0);
+#endif
+}
+
 }  // namespace
 
 WorldInfo discover_world(MPI_Comm world) {
@@ -61,6 +75,8 @@ WorldInfo discover_world(MPI_Comm world) {
     w.hosts.emplace_back(s, strnlen(s, MPI_MAX_PROCESSOR_NAME));
   }
   w.this_host = w.hosts[static_cast<size_t>(w.rank)];
+  w.local_ranks.resize(static_cast<size_t>(w.size));
+  DLPERF_CHECK_MPI(MPI_Allgather(&w.local_rank, 1, MPI_INT, w.local_ranks.data(), 1, MPI_INT, world));
   return w;
 }
 
@@ -68,6 +84,7 @@ MpiSession::MpiSession(int& argc, char**& argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) throw Error(ErrorKind::internal, "MpiSession: MPI is already initialised (one session per process)");
+  prefer_bandwidth_optimal_iallreduce();
   int provided = MPI_THREAD_SINGLE;
   DLPERF_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_MULTIPLE) {

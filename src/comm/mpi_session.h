@@ -22,6 +22,7 @@ struct WorldInfo {
   int node_count = 1;
   int node_index = 0;   // 0 .. node_count-1, in order of the nodes' lowest world rank
   std::vector<std::string> hosts;  // [size] host name of every rank
+  std::vector<int> local_ranks;    // [size] local_rank of every rank (recorded in the trace)
   std::string this_host;
 };
 

@@ -1,6 +1,7 @@
 // Status-code checks for every library dlperf calls, all through one mechanism:
 //   DLPERF_CHECK_MPI(MPI_Bcast(...));
 //   DLPERF_CHECK_HDF5(H5Fclose(f));       // herr_t / hid_t: negative is failure
+//   DLPERF_CHECK_HWLOC(hwloc_topology_load(t));  // -1 and errno on failure
 //   DLPERF_CHECK(cudaMalloc(...));        // any status type with a StatusTraits specialisation
 // A failure throws dlperf::Error(ErrorKind::library) naming the call, file:line, host and rank.
 #pragma once
@@ -35,6 +36,7 @@ inline void check_status(Status s, const char* call, const std::source_location&
 }
 
 std::string mpi_error_string(int code);
+std::string errno_string();  // strerror(errno) of the calling thread
 
 inline void check_mpi(int code, const char* call, const std::source_location& where) {
   if (code != MPI_SUCCESS) throw_library_error("MPI", call, mpi_error_string(code), where);
@@ -48,8 +50,15 @@ inline Int check_hdf5(Int code, const char* call, const std::source_location& wh
   return code;
 }
 
+// hwloc returns -1 (or another negative value) and sets errno on failure.
+inline int check_hwloc(int code, const char* call, const std::source_location& where) {
+  if (code < 0) throw_library_error("hwloc", call, "returned " + std::to_string(code) + ": " + errno_string(), where);
+  return code;
+}
+
 }  // namespace dlperf
 
 #define DLPERF_CHECK(call) ::dlperf::check_status((call), #call, std::source_location::current())
 #define DLPERF_CHECK_MPI(call) ::dlperf::check_mpi((call), #call, std::source_location::current())
 #define DLPERF_CHECK_HDF5(call) ::dlperf::check_hdf5((call), #call, std::source_location::current())
+#define DLPERF_CHECK_HWLOC(call) ::dlperf::check_hwloc((call), #call, std::source_location::current())

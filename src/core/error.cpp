@@ -37,22 +37,3 @@ void throw_internal_error(std::string_view condition, const std::string& message
 }
 
 }  // namespace dlperf
-
-#include "core/check.h"
-
-namespace dlperf {
-void throw_out_of_memory_error(std::string_view library, std::string_view call, std::string_view detail,
-                               const std::source_location& where) {
-  std::ostringstream os;
-  os << "out of memory: " << library << " " << call << " failed: " << detail << " at " << where.file_name() << ':' << where.line()
-     << " (" << error_identity() << "); use a smaller --batch-size (--find-max-batch finds the largest)";
-  throw OutOfMemoryError(os.str());
-}
-
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(len));
-}
-}  // namespace dlperf

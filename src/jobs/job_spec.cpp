@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "jobs/train_args.h"
+
 namespace dlperf::jobs {
 namespace {
 
@@ -192,9 +194,11 @@ Profile load_profile(const IniFile& f) {
   if (p.loader == EnvLoader::spack && p.spack_env.empty()) env.fail("spack_env", "must name the Spack environment (a path or name) when load = spack");
 
   if (const IniSection* net = f.find("network")) {
-    static const std::regex var("[A-Z_][A-Z0-9_]*");
+    // Any portable variable name: Open MPI's MCA variables are mixed case (OMPI_MCA_btl_tcp_if_include).
+    static const std::regex var("[A-Za-z_][A-Za-z0-9_]*");
     for (const auto& e : net->entries) {
-      if (!std::regex_match(e.key, var)) throw_bad_input(f.where(e.line) + ": [network] keys are environment variables like UCX_TLS (got '" + e.key + "')");
+      if (!std::regex_match(e.key, var))
+        throw_bad_input(f.where(e.line) + ": [network] keys are environment variables like UCX_TLS or OMPI_MCA_btl (got '" + e.key + "')");
       if (e.value.find_first_of("'\n") != std::string::npos) throw_bad_input(f.where(e.line) + ": " + e.key + " must not contain a single quote");
       p.env.emplace_back(e.key, e.value);
     }
@@ -213,9 +217,10 @@ Matrix load_matrix(const IniFile& f) {
   m.configurations = read_configurations(mx, "configurations", 'g', "1n1g 1n2g 1n4g 1n8g 2n8g 4n8g");
   m.cpu_configurations = read_configurations(mx, "cpu_configurations", 'r', "");
   m.precision = mx.str("precision", m.precision);
-  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16") mx.fail("precision", "'" + m.precision + "' is unknown: use fp32, bf16 or fp16");
+  if (m.precision != "fp32" && m.precision != "tf32" && m.precision != "bf16" && m.precision != "fp16")
+    mx.fail("precision", "'" + m.precision + "' is unknown: use fp32, tf32, bf16 or fp16");
   m.cpu_precision = mx.str("cpu_precision", m.cpu_precision);
-  if (m.cpu_precision != "fp32" && m.cpu_precision != "bf16") mx.fail("cpu_precision", "'" + m.cpu_precision + "' is unknown: use fp32 or bf16 (fp16 is GPU only)");
+  if (m.cpu_precision != "fp32" && m.cpu_precision != "bf16") mx.fail("cpu_precision", "'" + m.cpu_precision + "' is unknown: use fp32 or bf16 (tf32 and fp16 are GPU only)");
   m.repeats = mx.integer("repeats", m.repeats, 1, 1000);
   m.iterations = mx.integer("iterations", m.iterations, 1, 100000000);
   m.warmup = mx.integer("warmup", m.warmup, 0, 100000000);
@@ -233,7 +238,7 @@ Matrix load_matrix(const IniFile& f) {
       if (have.name == n) mx.fail("models", "lists '" + n + "' twice");
     const IniSection* sec = f.find(n);
     if (!sec) throw_bad_input(f.where(0) + ": model " + n + " is in [matrix] models but has no [" + n + "] section with batch_per_device");
-    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time"});
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time", "real_data"});
     ModelSettings s{n, k->train_model, k->title};
     if (!r.has("batch_per_device")) r.fail("batch_per_device", "is missing in [" + n + "]: samples per device per iteration, e.g. 128");
     s.batch_per_device = r.integer("batch_per_device", 0, 1, 1 << 20);
@@ -241,6 +246,21 @@ Matrix load_matrix(const IniFile& f) {
     s.extra_args = r.list("extra_args", "");
     s.time = r.time("time", "");
     s.cpu_time = r.time("cpu_time", "");
+    // The scripts pass extra_args to dlperf-train: its own parser checks them now.
+    std::vector<std::string> extra = m.extra_args;
+    extra.insert(extra.end(), s.extra_args.begin(), s.extra_args.end());
+    for (const bool gpu : {true, false}) {
+      if ((gpu ? m.configurations : m.cpu_configurations).empty()) continue;
+      const std::string why = train_arguments_error(train_arguments(s.train_model, gpu, gpu ? m.precision : m.cpu_precision,
+                                                                    gpu ? s.batch_per_device : s.cpu_batch_per_device,
+                                                                    m.iterations, m.warmup, extra));
+      if (!why.empty())
+        (s.extra_args.empty() ? mx : r).fail("extra_args", "is refused by dlperf-train for " + n + (gpu ? "" : " (CPU backend)") + ": " + why);
+    }
+    const std::string real = r.str("real_data", "no");
+    if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
+    if (real == "yes" && n == "bert_base") r.fail("real_data", "is for the image models (rn50, vgg16)");
+    s.real_data = real == "yes";
     m.models.push_back(std::move(s));
   }
   if (m.configurations.empty() && m.cpu_configurations.empty())
@@ -253,9 +273,12 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
   for (Backend b : {Backend::cuda, Backend::cpu}) {
     const bool gpu = b == Backend::cuda;
     for (const auto& model : m.models)
+      for (bool real : {false, true})
       for (const auto& c : gpu ? m.configurations : m.cpu_configurations) {
+        if (real && !model.real_data) continue;
         JobSpec j;
-        j.name = model.name + (gpu ? "_" : "_cpu_") + c.tag();
+        j.real_data = real;
+        j.name = model.name + (real ? "_data" : "") + (gpu ? "_" : "_cpu_") + c.tag();
         j.model = &model;
         j.config = c;
         j.slurm = gpu ? p.gpu : p.cpu;

@@ -46,6 +46,7 @@ struct ModelSettings {
   int batch_per_device = 0, cpu_batch_per_device = 0;
   std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
   std::string time, cpu_time;           // override the profile's limits ("" = profile)
+  bool real_data = false;               // also generate <model>_data_* jobs reading $DLPERF_DATA
 };
 
 // "4n8g": 4 nodes x 8 GPUs; "2n2r": 2 nodes x 2 CPU-backend ranks.
@@ -73,6 +74,7 @@ struct JobSpec {
   std::string precision;
   int batch_per_device = 0, repeats = 0, iterations = 0, warmup = 0;
   std::vector<std::string> extra_args;
+  bool real_data = false;  // trains on $DLPERF_DATA (ImageNet) instead of synthetic data
 };
 
 Profile load_profile(const IniFile& ini);

@@ -69,8 +69,9 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "# " << j.model->title << ": " << j.config.nodes << " node(s) x " << j.config.per_node << (gpu ? " GPU(s)" : " CPU-backend rank(s)")
     << ", " << j.precision << ", batch " << j.batch_per_device << " per " << (gpu ? "GPU" : "rank") << ", " << j.repeats << " repeats of "
     << j.iterations << " iterations (" << j.warmup << " warm-up)\n"
-    << "# appended to ${DLPERF_RESULTS:-results.h5}. --signal: dlperf-train stops at an iteration boundary "
-    << p.signal_seconds << " s before the\n# time limit, flushes and records the run as partial.\n";
+    << "# written to results.d/" << j.name << "_<job id>.h5 (one file per job: no two jobs, and so no two nodes,\n"
+    << "# ever write one file). --signal: dlperf-train stops at an iteration boundary " << p.signal_seconds << " s before\n"
+    << "# the time limit, flushes and records the run as partial.\n";
   o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
     << "#SBATCH --nodes=" << j.config.nodes << '\n'
     << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
@@ -87,7 +88,14 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
-                       "each run is appended to \\${DLPERF_RESULTS:-results.h5} in the submit directory");
+                       "its runs go to results.d/" + j.name + "_<job id>.h5 in the submit directory");
+  if (j.real_data)
+    o << "# Real images: DLPERF_DATA names the training set (ImageNet's train/<class>/*.JPEG folder tree, or\n"
+      << "# WebDataset .tar shards), on a file system every node reads.\n"
+      << "if [ -z \"${DLPERF_DATA:-}\" ]; then\n"
+      << "  echo \"" << file << " reads real images: submit it with DLPERF_DATA=/path/to/imagenet sbatch $0\" >&2\n"
+      << "  exit 2\n"
+      << "fi\n";
   o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
     << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
   load_environment(o, p);
@@ -95,7 +103,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     o << "\n# Network settings (profile [network]).\n";
     for (const auto& [k, v] : p.env) o << "export " << k << '=' << quoted(v) << '\n';
   }
-  o << "\nresults=${DLPERF_RESULTS:-results.h5}\n"
+  o << "\n# One results file per job in ${DLPERF_RESULTS_DIR:-results.d}; DLPERF_RESULTS names one file instead.\n"
+    << "results_dir=${DLPERF_RESULTS_DIR:-results.d}\n"
+    << "results=${DLPERF_RESULTS:-$results_dir/" << j.name << "_$SLURM_JOB_ID.h5}\n"
+    << "mkdir -p \"$(dirname \"$results\")\" || exit 1\n"
     << "repeats=" << j.repeats << "\n"
     << "failed=0\n\n"
     << "# Seconds left before the time limit (squeue %L: [D-][HH:]MM:SS, or UNLIMITED).\n"
@@ -108,7 +119,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  for x in \"${part[@]}\"; do s=$((s * 60 + 10#$x)); done\n"
     << "  echo $((days * 86400 + s))\n"
     << "}\n\n";
-  o << "for ((i = 0; i < repeats; i++)); do\n"
+  o << "# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's\n"
+    << "# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it\n"
+    << "# until the time limit.\n"
+    << "for ((i = 0; i < repeats; i++)); do\n"
     << "  left=$(seconds_left)\n"
     << "  if [ \"$left\" -le " << p.signal_seconds << " ]; then\n"
     << "    echo \"dlperf: ${left} s left, too little for repeat $i of $repeats: not started\" >&2\n"
@@ -116,10 +130,16 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "    break\n"
     << "  fi\n"
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
-    << "  srun --mpi=" << p.srun_mpi << " dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
     << " --precision " << j.precision << " \\\n"
-    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup
-    << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup;
+  if (!j.real_data) o << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  // Real data: on GPUs every core of the task decodes; on the CPU backend one core decodes
+  // (~1,000 ImageNet images/s, far above a socket's training rate) and the rest compute.
+  else if (gpu) o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\" \\\n";
+  else
+    o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --threads $((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))"
+      << " --loader-threads 1 \\\n";
   if (!j.extra_args.empty()) {
     o << "     ";
     for (const auto& a : j.extra_args) o << ' ' << a;
@@ -127,7 +147,11 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   }
   o << "      --output \"$results\" --repeat-index \"$i\"\n"
     << "  rc=$?\n"
-    << "  if [ $rc -ne 0 ]; then\n"
+    << "  if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial\n"
+    << "    echo \"dlperf: repeat $i stopped early by a signal, recorded as partial; no further repeats\" >&2\n"
+    << "    failed=$((failed + repeats - i))\n"
+    << "    break\n"
+    << "  elif [ $rc -ne 0 ]; then\n"
     << "    echo \"dlperf: repeat $i failed (exit $rc); going on with the next\" >&2\n"
     << "    failed=$((failed + 1))\n"
     << "  fi\n"
@@ -135,7 +159,7 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "dlperf-reduce --warmup " << j.warmup << " --window " << (j.iterations - j.warmup) << " \"$results\" ||\n"
     << "  echo \"dlperf: dlperf-reduce exited $? (see above)\" >&2\n"
     << "if [ $failed -ne 0 ]; then\n"
-    << "  echo \"dlperf: $failed of $repeats repeats failed or were not started\" >&2\n"
+    << "  echo \"dlperf: $failed of $repeats repeats failed, stopped early or were not started\" >&2\n"
     << "  exit 1\n"
     << "fi\n";
   return o.str();
@@ -144,8 +168,9 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from) {
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("reduce.sh", from)
-    << "# The final job of submit_all.sh: tables of every run in ${DLPERF_RESULTS:-results.h5}, and\n"
-    << "# CSV, DLPerf-shaped JSON and an SVG scaling plot next to it.\n"
+    << "# The final job of submit_all.sh: tables of every run in ${DLPERF_RESULTS_DIR:-results.d} (every job's\n"
+    << "# file; or the one file DLPERF_RESULTS), and CSV, DLPerf-shaped JSON and an SVG scaling plot beside\n"
+    << "# it: results.csv, results.json, results.svg.\n"
     << "#SBATCH --job-name=dlperf_reduce\n"
     << "#SBATCH --nodes=1\n"
     << "#SBATCH --ntasks=1\n"
@@ -156,45 +181,57 @@ std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& f
   s.extra_sbatch.clear();
   sbatch_common(o, s);
   o << "set -uo pipefail\n\n";
-  refuse_outside_slurm(o, "reduce.sh", "one task", "or run dlperf-reduce results.h5 yourself");
+  refuse_outside_slurm(o, "reduce.sh", "one task", "or run dlperf-reduce results.d yourself");
   load_environment(o, p);
-  o << "\nresults=${DLPERF_RESULTS:-results.h5}\n"
+  o << "\nresults=${DLPERF_RESULTS:-${DLPERF_RESULTS_DIR:-results.d}}\n"
+    << "stem=${results%/}; stem=${stem%.h5}; stem=${stem%.d}  # results.d -> results.csv, .json, .svg\n"
     << "dlperf-reduce --warmup " << m.warmup << " --window " << (m.iterations - m.warmup) << " \"$results\" \\\n"
-    << "    --csv \"${results%.h5}.csv\" --json \"${results%.h5}.json\" --plot \"${results%.h5}.svg\"\n";
+    << "    --csv \"$stem.csv\" --json \"$stem.json\" --plot \"$stem.svg\"\n";
   return o.str();
 }
 
 std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from) {
+  const auto list = [&](Backend b, bool real_data) {
+    std::string names;
+    for (const auto& j : jobs)
+      if (j.config.backend == b && j.real_data == real_data) names += (names.empty() ? "" : " ") + j.name + ".sh";
+    return names;
+  };
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("submit_all.sh", from)
-    << "# Submits the benchmark matrix, then reduce.sh once every job has ended (--dependency=afterany).\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|all] [sbatch options...]    (default gpu; run it where results\n"
-    << "#   should go: every job appends to ${DLPERF_RESULTS:-results.h5} in the current directory)\n"
+    << "# Submits the benchmark matrix and then reduce.sh (--dependency=afterany on every job).\n"
+    << "# By default the jobs run one after another, each starting when the previous one has ended\n"
+    << "# (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the\n"
+    << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
+    << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
+    << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "which=${1:-gpu}\n"
-    << "case $which in gpu|cpu|all) shift || true ;; -*) which=gpu ;; *) echo \"usage: $0 [gpu|cpu|all] [sbatch options...]\" >&2; exit 2 ;; esac\n"
+    << "usage=\"usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options...]\"\n"
+    << "which=gpu\n"
+    << "concurrent=0\n"
+    << "case ${1:-} in gpu|cpu|data|all) which=$1; shift ;; -h|--help) echo \"$usage\"; exit 0 ;; -*|'') ;; *) echo \"$usage\" >&2; exit 2 ;; esac\n"
+    << "if [ \"${1:-}\" = --concurrent ]; then concurrent=1; shift; fi\n"
     << "command -v sbatch >/dev/null || { echo \"submit_all.sh: sbatch not found: run it on a Slurm login node\" >&2; exit 2; }\n\n"
-    << "gpu_jobs=(";
-  bool first = true;
-  for (const auto& j : jobs)
-    if (j.config.backend == Backend::cuda) o << (first ? "" : " ") << j.name << ".sh", first = false;
-  o << ")\ncpu_jobs=(";
-  first = true;
-  for (const auto& j : jobs)
-    if (j.config.backend == Backend::cpu) o << (first ? "" : " ") << j.name << ".sh", first = false;
-  o << ")\n"
+    << "gpu_jobs=(" << list(Backend::cuda, false) << ")\n"
+    << "cpu_jobs=(" << list(Backend::cpu, false) << ")\n"
+    << "data_jobs=(" << list(Backend::cuda, true) << (list(Backend::cuda, true).empty() || list(Backend::cpu, true).empty() ? "" : " ") << list(Backend::cpu, true) << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
+    << "  data) scripts=(\"${data_jobs[@]}\")\n"
+    << "        [ -n \"${DLPERF_DATA:-}\" ] || { echo \"submit_all.sh data: set DLPERF_DATA to the ImageNet training set\" >&2; exit 2; } ;;\n"
     << "  all) scripts=(\"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"
     << "esac\n"
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"
     << "ids=()\n"
     << "for s in \"${scripts[@]}\"; do\n"
-    << "  id=$(sbatch --parsable \"$@\" \"$here/$s\")\n"
+    << "  after=()\n"
+    << "  if [ $concurrent -eq 0 ] && [ ${#ids[@]} -gt 0 ]; then after=(--dependency=afterany:\"${ids[-1]}\"); fi\n"
+    << "  id=$(sbatch --parsable \"${after[@]}\" \"$@\" \"$here/$s\")\n"
     << "  id=${id%%;*}\n"
-    << "  echo \"submitted $s as job $id\"\n"
+    << "  echo \"submitted $s as job $id${after:+ (after job ${ids[-1]})}\"\n"
     << "  ids+=(\"$id\")\n"
     << "done\n"
     << "dep=$(IFS=:; echo \"${ids[*]}\")\n"

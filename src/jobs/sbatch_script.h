@@ -18,7 +18,8 @@ struct Provenance {
 std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& from);
 // reduce.sh: one task, prints the tables and writes CSV/JSON/SVG next to the results.
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from);
-// submit_all.sh: submits every job script, then reduce.sh with --dependency=afterany:<ids>.
+// submit_all.sh: submits the job scripts one after another (each --dependency=afterany on the
+// previous; --concurrent: all at once), then reduce.sh with --dependency=afterany:<all ids>.
 std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from);
 
 }  // namespace dlperf::jobs

@@ -28,11 +28,9 @@ EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& 
   attn_dense = be.linear({att + ".output.dense", H, H, true}, *context);
   auto a_like = attn_dense->make_output();
   a = &scratch.like("a", *a_like);
-  attn_drop = be.dropout(c.dropout, *a);
   add = be.add(*a, *a, false);  // every (M, H) sum here is plain: one plan serves all
-  s1 = be.tensor_like(*a);
-  ln1 = be.layer_norm({att + ".output.LayerNorm", H, c.layer_norm_eps}, *s1);
-  x1 = ln1->make_output();
+  norm1 = be.dropout_add_norm({{att + ".output.LayerNorm", H, c.layer_norm_eps}, c.dropout}, *a);
+  x1 = norm1->make_output();
   inter = be.linear({name + ".intermediate.dense", H, c.intermediate, true}, *x1);
   i = inter->make_output();
   gelu = be.activation(ActivationKind::gelu, *i);
@@ -40,16 +38,14 @@ EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& 
   output = be.linear({name + ".output.dense", c.intermediate, H, true}, *g);
   auto o_like = output->make_output();
   o = &scratch.like("o", *o_like);
-  out_drop = be.dropout(c.dropout, *o);
-  s2 = be.tensor_like(*o);
-  ln2 = be.layer_norm({name + ".output.LayerNorm", H, c.layer_norm_eps}, *s2);
-  out = ln2->make_output();
+  norm2 = be.dropout_add_norm({{name + ".output.LayerNorm", H, c.layer_norm_eps}, c.dropout}, *o);
+  out = norm2->make_output();
 }
 
 void EncoderLayer::collect(std::vector<Layer*>& l) {
   for (Layer* p : {static_cast<Layer*>(query.get()), static_cast<Layer*>(key.get()), static_cast<Layer*>(value.get()),
-                   static_cast<Layer*>(attn_dense.get()), static_cast<Layer*>(ln1.get()), static_cast<Layer*>(inter.get()),
-                   static_cast<Layer*>(output.get()), static_cast<Layer*>(ln2.get())})
+                   static_cast<Layer*>(attn_dense.get()), static_cast<Layer*>(norm1.get()), static_cast<Layer*>(inter.get()),
+                   static_cast<Layer*>(output.get()), static_cast<Layer*>(norm2.get())})
     l.push_back(p);
 }
 
@@ -62,24 +58,19 @@ void EncoderLayer::forward(const Tensor& x, const Tensor& mask, uint64_t seed) {
   probs_drop->forward(*probs, *probs_d, seed);
   context_mm->forward(*probs_d, *v, *context);
   attn_dense->forward(*context, *a);
-  attn_drop->forward(*a, *a, seed + 1);  // in place: a is not needed again
-  add->forward(*a, x, *s1);
-  ln1->forward(*s1, *x1);
+  norm1->forward(*a, x, *x1, seed + 1);
   inter->forward(*x1, *i);
   gelu->forward(*i, *g);
   output->forward(*g, *o);
-  out_drop->forward(*o, *o, seed + 2);
-  add->forward(*o, *x1, *s2);
-  ln2->forward(*s2, *out);
+  norm2->forward(*o, *x1, *out, seed + 2);
 }
 
 void EncoderLayer::backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready) {
   // second half: out = LN2(x1 + drop(output(gelu(inter(x1)))))
-  Tensor& ds2 = cache.like("d_h", *s2);
-  ln2->backward(*s2, dout, ds2);
-  ready(*ln2);
-  Tensor& d_o = cache.like("d_h2", *s2);
-  out_drop->backward(ds2, d_o);
+  Tensor& ds2 = cache.like("d_h", *x1);   // the residual's gradient
+  Tensor& d_o = cache.like("d_h2", *x1);  // output.dense's
+  norm2->backward(dout, d_o, ds2);
+  ready(*norm2);
   Tensor& dg = cache.like("d_inter", *g);
   output->backward(*g, d_o, &dg);
   ready(*output);
@@ -90,11 +81,10 @@ void EncoderLayer::backward(const Tensor& x, const Tensor& dout, Tensor& dx, Ten
   ready(*inter);
   add->forward(dx1, ds2, dx1);  // the residual path's gradient joins
   // first half: x1 = LN1(x + drop(attn_dense(context)))
-  Tensor& ds1 = cache.like("d_h", *s1);  // ds2 is no longer needed
-  ln1->backward(*s1, dx1, ds1);
-  ready(*ln1);
-  Tensor& da = cache.like("d_h2", *s1);
-  attn_drop->backward(ds1, da);
+  Tensor& ds1 = cache.like("d_h", *x1);  // ds2 is no longer needed
+  Tensor& da = cache.like("d_h2", *x1);
+  norm1->backward(dx1, da, ds1);
+  ready(*norm1);
   Tensor& dctx = cache.like("d_h3", *context);
   attn_dense->backward(*context, da, &dctx);
   ready(*attn_dense);

@@ -5,8 +5,8 @@
 //   scores  = q k^T / sqrt(d)                    (B, heads, S, S)
 //   probs   = dropout(softmax(scores + mask))    mask (B, S): 0 keep, -10000 padding
 //   context = probs v                            (M, H), written head-interleaved in place
-//   x1 = LayerNorm(x + dropout(attention.output.dense(context)))
-//   x2 = LayerNorm(x1 + dropout(output.dense(GELU(intermediate.dense(x1)))))
+//   x1 = LayerNorm(x + dropout(attention.output.dense(context)))        one DropoutAddNorm op
+//   x2 = LayerNorm(x1 + dropout(output.dense(GELU(intermediate.dense(x1)))))  one DropoutAddNorm op
 #pragma once
 
 #include "models/bert.h"
@@ -24,12 +24,12 @@ struct EncoderLayer {
   std::unique_ptr<Linear> query, key, value, attn_dense, inter, output;
   std::unique_ptr<BatchedMatmul> scores_mm, context_mm;
   std::unique_ptr<MaskedSoftmax> softmax;
-  std::unique_ptr<Dropout> probs_drop, attn_drop, out_drop;
-  std::unique_ptr<LayerNorm> ln1, ln2;
+  std::unique_ptr<Dropout> probs_drop;
+  std::unique_ptr<DropoutAddNorm> norm1, norm2;  // attention.output.LayerNorm, output.LayerNorm
   std::unique_ptr<Activation> gelu;
   std::unique_ptr<Add> add;
   // kept for backward
-  TensorPtr q, k, v, probs, probs_d, context, s1, x1, i, g, s2, out;
+  TensorPtr q, k, v, probs, probs_d, context, x1, i, g, out;
   // forward temporaries shared by all layers (not needed in backward)
   Tensor *scores = nullptr, *a = nullptr, *o = nullptr;
 };

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,10 +17,28 @@ namespace dlperf {
 // Called during backward once every parameter gradient of `layer` is written.
 using GradReadyFn = std::function<void(const Layer& layer)>;
 
-// The host-side inputs of one step; a data source fills them, the model copies them in.
+// The exact format of one of a model's input tensors: dims, element type and layout. A data
+// source that writes an input this way (the image loader) makes loading it one plain copy.
+struct InputSpec {
+  Dims dims;                          // (N, 3, H, W) for images
+  DType dtype = DType::f32;
+  Layout layout = Layout::canonical;  // canonical: NCHW; channels_last: stored as NHWC
+  bool operator==(const InputSpec&) const = default;
+};
+
+// Bytes of one input in exactly its InputSpec format: host memory (pinned on CUDA), or device
+// memory when a GPU decoder produced them.
+struct RawInput {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  InputSpec spec;
+};
+
+// The inputs of one step; a data source fills them, the model copies them in.
 struct HostBatch {
-  std::map<std::string, std::vector<float>> floats;    // "images": (N, 3, H, W)
+  std::map<std::string, std::vector<float>> floats;    // "images": (N, 3, H, W), canonical f32, converted on load
   std::map<std::string, std::vector<int32_t>> ints;    // "labels": (N)
+  std::map<std::string, RawInput> raw;                 // "images" in Model::raw_input("images"), instead of floats
 };
 
 class Model {
@@ -29,13 +48,24 @@ class Model {
   virtual int64_t samples_per_step() const = 0;  // the per-device batch
   virtual std::vector<Layer*> layers() = 0;       // every layer with parameters, forward order
 
-  // The tensors a batch fills, fixed for the model's life, and how it fills them: load_into
-  // writes one batch into tensors shaped, typed and ordered like inputs() (the model's own, or
-  // an input stage's staging copies, train/input_stage.h), with any host-side preparation
-  // (BERT builds its attention mask and masked-LM rows there).
+  // The tensors a batch of floats/ints fills, fixed for the model's life, and how it fills
+  // them: load_into writes one batch into tensors shaped, typed and ordered like inputs() (the
+  // model's own, or an input stage's staging copies, train/input_stage.h), with any host-side
+  // preparation (BERT builds its attention mask and masked-LM rows there); prepare_inputs then
+  // turns the model's own input tensors into what forward reads (ResNet/VGG: the images into
+  // the compute dtype and layout), queued on the device.
   virtual std::vector<Tensor*> inputs() = 0;
   virtual void load_into(const HostBatch& batch, std::span<Tensor* const> dst) = 0;
-  void load(const HostBatch& batch) { load_into(batch, inputs()); }  // straight into the model's tensors
+  virtual void prepare_inputs() {}
+  // One batch into the model's tensors, ready for forward: floats/ints through load_into and
+  // prepare_inputs, or HostBatch::raw bytes (raw_input's format) copied as they are.
+  virtual void load(const HostBatch& batch) {
+    load_into(batch, inputs());
+    prepare_inputs();
+  }
+  // The format in which the model takes input `name` as HostBatch::raw bytes; nullopt when it
+  // does not (then it takes floats/ints).
+  virtual std::optional<InputSpec> raw_input(const std::string& /*name*/) const { return std::nullopt; }
   virtual void forward() = 0;                     // through the loss
   virtual float loss() = 0;                       // the last forward's loss (synchronises)
   // Where the last forward's loss lives in the backend's memory: the loss is the sum of these

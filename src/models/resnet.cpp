@@ -6,8 +6,9 @@
 //              layer2..4 has stride 2 on its 3x3 conv and a 1x1/2 downsample shortcut
 //   global average pool (N, 32W) -> fc (N, classes) -> softmax cross-entropy
 //
-// Bottleneck: x -> conv1 1x1 -> bn1+relu -> conv2 3x3/s -> bn2+relu -> conv3 1x1 -> bn3
-//             (+ shortcut: x, or downsample conv 1x1/s -> bn) -> add+relu -> out
+// Bottleneck: x -> conv1 1x1 -> bn1+relu -> conv2 3x3/s -> bn2+relu -> conv3 1x1
+//             -> bn3 + shortcut + relu -> out  (one fused op: BatchNormSpec::residual)
+//             shortcut: x, or downsample conv 1x1/s -> bn
 #include "models/resnet.h"
 
 #include <cmath>
@@ -20,21 +21,12 @@ namespace {
 
 constexpr int64_t kExpansion = 4;
 
-// `t` itself when it already has the layout of `like`, else a copy converted into it.
-const Tensor& in_layout_of(const Tensor& like, const Tensor& t, const std::string& role, Backend& be, TensorCache& cache) {
-  if (t.same_layout(like)) return t;
-  Tensor& converted = cache.like(role, like);
-  be.convert(t, converted);
-  return converted;
-}
-
 struct Bottleneck {
   std::unique_ptr<Conv2d> conv1, conv2, conv3, ds_conv;
-  std::unique_ptr<BatchNorm> bn1, bn2, bn3, ds_bn;
-  std::unique_ptr<Add> add;       // out = relu(bn3 + shortcut)
-  std::unique_ptr<Add> grad_add;  // dx += d (identity shortcut), d in out's layout
+  std::unique_ptr<BatchNorm> bn1, bn2, bn3, ds_bn;  // bn3: out = relu(bn3(a3) + shortcut)
+  std::unique_ptr<Add> grad_add;  // dx += d (identity shortcut), d in the shortcut's layout
   std::unique_ptr<Add> ds_add;    // dx += downsample's dx, both in x's layout
-  TensorPtr a1, b1, a2, b2, a3, b3, ds_a, ds_b, out;  // activations, kept for backward
+  TensorPtr a1, b1, a2, b2, a3, ds_a, ds_b, out;  // activations, kept for backward
 
   Bottleneck(Backend& be, const std::string& name, const Tensor& x, int64_t planes, int64_t stride) {
     const int64_t in_c = x.dims()[1], out_c = planes * kExpansion;
@@ -48,8 +40,6 @@ struct Bottleneck {
     b2 = bn2->make_output();
     conv3 = be.conv2d({name + ".conv3", planes, out_c, 1, 1, 0}, *b2);
     a3 = conv3->make_output();
-    bn3 = be.batch_norm({name + ".bn3", out_c, 1e-5f, 0.1f, false}, *a3);
-    b3 = bn3->make_output();
     if (stride != 1 || in_c != out_c) {
       ds_conv = be.conv2d({name + ".downsample.0", in_c, out_c, 1, stride, 0}, x);
       ds_a = ds_conv->make_output();
@@ -57,14 +47,14 @@ struct Bottleneck {
       ds_b = ds_bn->make_output();
     }
     const Tensor& shortcut = ds_conv ? *ds_b : x;
-    add = be.add(*b3, shortcut, true);
-    out = be.tensor_like(*b3);
-    // Branches may differ in layout (oneDNN picks per convolution): the gradient of out is
-    // converted where a branch needs another layout, and added into dx from out's layout.
+    bn3 = be.batch_norm({name + ".bn3", out_c, 1e-5f, 0.1f, true, &shortcut}, *a3);
+    out = bn3->make_output();
+    // Branches may differ in layout (oneDNN picks per convolution): the shortcut's gradient
+    // comes in the shortcut's layout, and is converted where the downsample branch needs another.
     if (ds_conv) {
       ds_add = be.add(x, x, false);
     } else {
-      grad_add = be.add(x, *out, false);
+      grad_add = be.add(x, x, false);
     }
   }
 
@@ -85,32 +75,31 @@ struct Bottleneck {
     conv2->forward(*b1, *a2);
     bn2->forward(*a2, *b2);
     conv3->forward(*b2, *a3);
-    bn3->forward(*a3, *b3);
     if (ds_conv) {
       ds_conv->forward(x, *ds_a);
       ds_bn->forward(*ds_a, *ds_b);
     }
-    add->forward(*b3, ds_conv ? *ds_b : x, *out);
+    bn3->forward_add(*a3, ds_conv ? *ds_b : x, *out);
   }
 
   // dout: gradient of out; dx: gradient of x (written). Gradient scratch comes from `cache`,
   // shared with the other blocks of the same shapes.
-  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, Backend& be, TensorCache& cache, const GradReadyFn& ready) {
-    Tensor& d = cache.like("d_sum", *out);
-    add->backward_relu(*out, dout, d);  // both branches receive d
+  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, TensorCache& cache, const GradReadyFn& ready) {
+    // bn3's backward gives both branches their gradient d = relu'(out) dout: d_a3 for its own
+    // input, d for the shortcut (in the shortcut's layout).
+    Tensor& d = ds_conv ? cache.like("d_sum_ds", *ds_b) : cache.like("d_sum", x);
+    Tensor& d_a3 = cache.like("d_a3", *a3);
+    bn3->backward_add(*a3, dout, d_a3, d);
+    ready(*bn3);
     Tensor* d_short = nullptr;
     if (ds_conv) {
-      const Tensor& d_ds = in_layout_of(*ds_b, d, "d_ds_b", be, cache);
       Tensor& d_dsa = cache.like("d_ds_a", *ds_a);
-      ds_bn->backward(*ds_a, d_ds, d_dsa);
+      ds_bn->backward(*ds_a, d, d_dsa);
       ready(*ds_bn);
       d_short = dx ? &cache.like("d_ds_x", x) : nullptr;
       ds_conv->backward(x, d_dsa, d_short);
       ready(*ds_conv);
     }
-    Tensor& d_a3 = cache.like("d_a3", *a3);
-    bn3->backward(*a3, d, d_a3);
-    ready(*bn3);
     Tensor& d_b2 = cache.like("d_b2", *b2);
     conv3->backward(*b2, d_a3, &d_b2);
     ready(*conv3);
@@ -145,10 +134,13 @@ class ResNet final : public Model {
     const DType t = be.dtype();
     images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
     labels_ = be.tensor({c.batch}, DType::s32);
-    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
-    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    // Images in the compute dtype and the layout the backend's fast convolutions want from the
+    // first layer on (NHWC for AMX / tensor cores; CUDA: channels-last in every precision).
+    const Layout layout = be.image_layout();
+    x_ = t == DType::f32 && layout == Layout::canonical ? nullptr : be.tensor(images_->dims(), t, layout);
+    if (x_) be.plan_convert(*images_, *x_);
     const Tensor& x = input();
-    conv1_ = be.conv2d({"conv1", 3, c.width, 7, 2, 3}, x);
+    conv1_ = be.conv2d({"conv1", 3, c.width, 7, 2, 3, false, false}, x);
     a_ = conv1_->make_output();
     bn1_ = be.batch_norm({"bn1", c.width, 1e-5f, 0.1f, true}, *a_);
     b_ = bn1_->make_output();
@@ -183,14 +175,34 @@ class ResNet final : public Model {
     return v;
   }
 
+  // Images come either raw, already in the input tensor's dtype and layout (the image
+  // loader), or as canonical f32 converted by prepare_inputs; either way the step's input is
+  // ready after the data phase, so the conversion counts as data time, not forward time.
   std::vector<Tensor*> inputs() override { return {images_.get(), labels_.get()}; }
   void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
-    dst[0]->write(batch.floats.at("images"));  // (N, 3, S, S) f32
+    DLPERF_ASSERT(!batch.raw.contains("images"), "raw images go through load(), into the model's own tensors");
+    dst[0]->write(batch.floats.at("images"));        // (N, 3, S, S) f32
     dst[1]->write_indices(batch.ints.at("labels"));  // (N) s32
+  }
+  void prepare_inputs() override {
+    if (x_) be_.convert(*images_, *x_);
+  }
+  void load(const HostBatch& batch) override {
+    if (auto raw = batch.raw.find("images"); raw != batch.raw.end()) {
+      DLPERF_ASSERT(raw->second.spec == *raw_input("images"), "raw images in the model's input format");
+      (x_ ? *x_ : *images_).write_bytes(raw->second.data, raw->second.bytes);
+      labels_->write_indices(batch.ints.at("labels"));
+    } else {
+      Model::load(batch);
+    }
+  }
+
+  std::optional<InputSpec> raw_input(const std::string& name) const override {
+    if (name != "images") return std::nullopt;
+    return InputSpec{input().dims(), input().dtype(), x_ ? Layout::channels_last : Layout::canonical};
   }
 
   void forward() override {
-    if (x_) be_.convert(*images_, *x_);
     conv1_->forward(input(), *a_);
     bn1_->forward(*a_, *b_);
     pool_->forward(*b_, *p_);
@@ -219,7 +231,7 @@ class ResNet final : public Model {
       const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
       Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
       if (dx == dout) dx = &cache_.like("d_io2", x);
-      blocks_[i]->backward(x, *dout, dx, be_, cache_, ready);
+      blocks_[i]->backward(x, *dout, dx, cache_, ready);
       dout = dx;
     }
     Tensor& d_b = cache_.like("d_stem_b", *b_);
@@ -257,7 +269,7 @@ class ResNet final : public Model {
   Backend& be_;
   ResNetConfig cfg_;
   TensorCache cache_;
-  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype (bf16 runs)
+  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype and preferred layout (null: images_ as they are)
   std::unique_ptr<Conv2d> conv1_;
   std::unique_ptr<BatchNorm> bn1_;
   std::unique_ptr<Pool2d> pool_;

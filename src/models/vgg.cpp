@@ -13,9 +13,10 @@
 // torchvision's AdaptiveAvgPool2d((7, 7)) before the flatten is the identity at 224x224 (the
 // map is already 7x7) and is left out; at other sizes the classifier takes the map as it is.
 //
-// Each ReLU runs in place on its convolution's (or linear's) output, so a layer keeps one
-// tensor, and its backward is given that output: relu'(x) = [x > 0] = [relu(x) > 0], so the
-// saved output is as good as the input for the mask (the same mask PyTorch's in-place ReLU uses).
+// The features' ReLUs are fused into their convolutions (Conv2dSpec::fuse_relu: one fused kernel
+// on cuDNN where an engine offers it, a post-op on oneDNN); the classifier's run in place on
+// their linear's output. Either way a layer keeps one tensor, and backward masks with that
+// output: relu'(x) = [x > 0] = [relu(x) > 0], the same mask PyTorch's in-place ReLU uses.
 #include "models/vgg.h"
 
 #include "core/error.h"
@@ -28,9 +29,8 @@ namespace {
 constexpr int kCfgD[] = {1, 1, 0, 2, 2, 0, 4, 4, 4, 0, 8, 8, 8, 0, 8, 8, 8, 0};
 
 struct ConvLayer {
-  std::unique_ptr<Conv2d> conv;
-  std::unique_ptr<Activation> relu;
-  TensorPtr out;  // relu(conv(x)), in place
+  std::unique_ptr<Conv2d> conv;  // with its ReLU fused
+  TensorPtr out;                 // relu(conv(x) + b)
 };
 
 // One stage of the feature extractor: a convolution with its ReLU, or a max pool.
@@ -56,8 +56,10 @@ class Vgg final : public Model {
     const DType t = be.dtype();
     images_ = be.tensor({c.batch, 3, c.image_size, c.image_size}, DType::f32);
     labels_ = be.tensor({c.batch}, DType::s32);
-    // Low precision runs channels-last from the first layer on (AMX / tensor-core convolutions).
-    x_ = t == DType::f32 ? nullptr : be.tensor(images_->dims(), t, Layout::channels_last);
+    // Images in the compute dtype and the layout the backend's fast convolutions want from the
+    // first layer on (NHWC for AMX / tensor cores; CUDA: channels-last in every precision).
+    const Layout layout = be.image_layout();
+    x_ = t == DType::f32 && layout == Layout::canonical ? nullptr : be.tensor(images_->dims(), t, layout);
     const Tensor* cur = &input();
     int64_t channels = 3, index = 0;  // index: torchvision's position in nn.Sequential
     for (int v : kCfgD) {
@@ -69,9 +71,8 @@ class Vgg final : public Model {
       } else {
         const int64_t out_c = v * c.width;
         s->conv = std::make_unique<ConvLayer>();
-        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true}, *cur);
+        s->conv->conv = be.conv2d({"features." + std::to_string(index), channels, out_c, 3, 1, 1, true, index > 0, true}, *cur);
         s->conv->out = s->conv->conv->make_output();
-        s->conv->relu = be.activation(ActivationKind::relu, *s->conv->out);
         channels = out_c;
         index += 2;
       }
@@ -82,6 +83,9 @@ class Vgg final : public Model {
     // the pool wrote (Backend::convert reshapes in canonical order).
     const Dims& map = cur->dims();  // (N, C, H, W)
     flat_ = be.tensor({c.batch, map[1] * map[2] * map[3]}, t);
+    if (x_) be.plan_convert(*images_, *x_);
+    be.plan_convert(*cur, *flat_);   // flatten, and its gradient back
+    be.plan_convert(*flat_, *cur);
     fc0_ = be.linear({"classifier.0", flat_->dims()[1], c.hidden, true}, *flat_);
     h0_ = fc0_->make_output();
     relu0_ = be.activation(ActivationKind::relu, *h0_);
@@ -108,19 +112,38 @@ class Vgg final : public Model {
     return v;
   }
 
+  // Images come either raw, already in the input tensor's dtype and layout (the image
+  // loader), or as canonical f32 converted by prepare_inputs; either way the step's input is
+  // ready after the data phase, so the conversion counts as data time, not forward time.
   std::vector<Tensor*> inputs() override { return {images_.get(), labels_.get()}; }
   void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
-    dst[0]->write(batch.floats.at("images"));  // (N, 3, S, S) f32
+    DLPERF_ASSERT(!batch.raw.contains("images"), "raw images go through load(), into the model's own tensors");
+    dst[0]->write(batch.floats.at("images"));        // (N, 3, S, S) f32
     dst[1]->write_indices(batch.ints.at("labels"));  // (N) s32
+  }
+  void prepare_inputs() override {
+    if (x_) be_.convert(*images_, *x_);
+  }
+  void load(const HostBatch& batch) override {
+    if (auto raw = batch.raw.find("images"); raw != batch.raw.end()) {
+      DLPERF_ASSERT(raw->second.spec == *raw_input("images"), "raw images in the model's input format");
+      (x_ ? *x_ : *images_).write_bytes(raw->second.data, raw->second.bytes);
+      labels_->write_indices(batch.ints.at("labels"));
+    } else {
+      Model::load(batch);
+    }
+  }
+
+  std::optional<InputSpec> raw_input(const std::string& name) const override {
+    if (name != "images") return std::nullopt;
+    return InputSpec{input().dims(), input().dtype(), x_ ? Layout::channels_last : Layout::canonical};
   }
 
   void forward() override {
-    if (x_) be_.convert(*images_, *x_);
     const Tensor* cur = &input();
     for (auto& s : stages_) {
       if (s->conv) {
         s->conv->conv->forward(*cur, *s->conv->out);
-        s->conv->relu->forward(*s->conv->out, *s->conv->out);
       } else {
         s->pool->forward(*cur, *s->pool_out);
       }
@@ -158,7 +181,7 @@ class Vgg final : public Model {
     fc0_->backward(*flat_, dh0, &dflat);
     ready(*fc0_);
     // Features: gradients alternate between two buffers per shape; a stage reads dy while
-    // writing dx. ReLU's backward runs in place on its gradient.
+    // writing dx. Each convolution applies its fused ReLU's mask itself.
     Tensor* dy = &cache_.like("d_io0", stages_.back()->out());
     be_.convert(dflat, *dy);
     for (size_t i = stages_.size(); i-- > 0;) {
@@ -170,7 +193,6 @@ class Vgg final : public Model {
         DLPERF_ASSERT(dx->same_layout(x), "gradient scratch in the layout of its activation");
       }
       if (s.conv) {
-        s.conv->relu->backward(*s.conv->out, *dy, *dy);
         s.conv->conv->backward(x, *dy, dx);
         ready(*s.conv->conv);
       } else {
@@ -206,7 +228,7 @@ class Vgg final : public Model {
   Backend& be_;
   VggConfig cfg_;
   TensorCache cache_;
-  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype (bf16 runs)
+  TensorPtr images_, labels_, x_;  // x_: images in the compute dtype and preferred layout (null: images_ as they are)
   std::vector<std::unique_ptr<Stage>> stages_;
   std::unique_ptr<Linear> fc0_, fc3_, fc6_;
   std::unique_ptr<Activation> relu0_, relu3_;

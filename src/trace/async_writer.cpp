@@ -6,8 +6,8 @@
 
 namespace dlperf {
 
-AsyncTraceWriter::AsyncTraceWriter(std::string path, const RunInfo& info)
-    : writer_(std::move(path), info), thread_([this] { loop(); }) {}
+AsyncTraceWriter::AsyncTraceWriter(std::string path, const RunInfo& info, const UpdateOptions& opt)
+    : writer_(std::move(path), info, opt), thread_([this] { loop(); }) {}
 
 AsyncTraceWriter::~AsyncTraceWriter() {
   {

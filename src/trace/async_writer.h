@@ -18,7 +18,8 @@ namespace dlperf {
 
 class AsyncTraceWriter {
  public:
-  AsyncTraceWriter(std::string path, const RunInfo& info);  // registers the run (synchronous)
+  // Registers the run (synchronous; TraceWriter's constructor says what it throws).
+  AsyncTraceWriter(std::string path, const RunInfo& info, const UpdateOptions& opt = {});
   ~AsyncTraceWriter();
   AsyncTraceWriter(const AsyncTraceWriter&) = delete;
   AsyncTraceWriter& operator=(const AsyncTraceWriter&) = delete;

@@ -31,6 +31,9 @@ class Handle {
 
   hid_t get() const { return id_; }
   operator hid_t() const { return id_; }  // NOLINT: handles are passed straight to H5* calls
+  // Gives up ownership without closing: for a close whose status matters (a file's close
+  // writes its metadata: H5Fclose(h.release()) must be checked).
+  hid_t release() { return std::exchange(id_, H5I_INVALID_HID); }
   // Closing can fail only on a broken id; a destructor must not throw, so the status is dropped.
   void reset() {
     if (id_ >= 0 && closer_ != nullptr) closer_(id_);

@@ -83,6 +83,22 @@ std::vector<std::string> read_string_values(hid_t ftype, hid_t space, hsize_t n,
   return out;
 }
 
+// dlperf writes chunked datasets. A damaged layout message can turn one into a contiguous or
+// compact dataset whose recorded size is smaller than its shape, and HDF5 1.10 then copies
+// past its buffer (a crash, not an error); such a dataset is refused before it is read.
+void check_storage(hid_t ds, hsize_t elements, const char* name) {
+  Handle dcpl = DLPERF_H5(H5Dget_create_plist(ds), H5Pclose);
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_CHUNKED) return;
+  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT)
+    throw_usage_error(std::string("dataset ") + name + " has an unknown storage layout");
+  Handle ftype = DLPERF_H5(H5Dget_type(ds), H5Tclose);
+  const hsize_t need = elements * H5Tget_size(ftype), have = H5Dget_storage_size(ds);
+  if (have != need && !(layout == H5D_CONTIGUOUS && have == 0))  // 0: never written, reads as fill values
+    throw_usage_error(std::string("dataset ") + name + " stores " + std::to_string(have) + " bytes where its shape needs " +
+                      std::to_string(need));
+}
+
 hsize_t point_count(hid_t space) {
   hssize_t n = DLPERF_CHECK_HDF5(H5Sget_simple_extent_npoints(space));
   return static_cast<hsize_t>(n);
@@ -209,6 +225,7 @@ void read_all(hid_t group, const char* name, hid_t mem_type, const std::vector<h
   hsize_t n = std::accumulate(dims.begin(), dims.end(), hsize_t{1}, std::multiplies<>());
   if (n == 0) return;
   Handle ds = DLPERF_H5(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  check_storage(ds, n, name);
   DLPERF_CHECK_HDF5(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
 }
 
@@ -228,6 +245,7 @@ std::vector<std::string> read_strings(hid_t group, const char* name, hsize_t exp
                       std::to_string(expected) + ")");
   if (expected == 0) return {};
   Handle ds = DLPERF_H5(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  check_storage(ds, expected, name);
   Handle ftype = DLPERF_H5(H5Dget_type(ds), H5Tclose);
   Handle space = DLPERF_H5(H5Dget_space(ds), H5Sclose);
   return read_string_values(ftype, space, expected, std::string("dataset ") + name,

@@ -27,12 +27,19 @@ const char* to_string(Phase p);
 // Attributes of a run: everything needed to reproduce and judge it.
 struct RunInfo {
   std::string model;       // "resnet50", "vgg16", "bert_base"
-  std::string precision;   // "fp32", "bf16", "fp16"
+  std::string precision;   // "fp32", "tf32", "bf16", "fp16"
   std::string backend;     // "cpu", "cuda"
   std::string variant;     // free-form configuration tag, "" by default (e.g. "static_loss_scale")
   int64_t batch_per_device = 0;
   int64_t image_size = 0;  // 0 for models without images
   int64_t seq_len = 0;     // 0 for models without sequences
+  // Schema 1.1: the rest of what changes the work of an iteration (dlperf-reduce groups runs
+  // by all of it, with `settings`).
+  int64_t num_classes = 0;      // classifier outputs; 0 for models without one (BERT)
+  int64_t max_predictions = 0;  // BERT's masked positions per sequence; 0 otherwise
+  std::string optimizer;        // "sgd", "adamw", "lamb"
+  int64_t parameter_count = 0;  // trainable parameters of the model as built
+  std::vector<std::string> settings;  // every dlperf-train option as "name=value", effective values
   int64_t nodes = 1;
   int64_t devices_per_node = 1;
   int64_t world_size = 1;
@@ -40,10 +47,15 @@ struct RunInfo {
   int64_t iterations = 0;  // planned iterations, warm-up included
   int64_t warmup = 0;      // planned warm-up iterations
   int64_t threads_per_rank = 0;
+  std::string data_source;     // "synthetic", "folder" (ImageNet-style tree), "tar" (WebDataset shards), "hdf5" (BERT shards)
+  std::string data_path;       // --data as given, "" for synthetic data
+  std::string decoder;         // image decoder: "cpu", "gpu" (nvJPEG); "" without image files
+  int64_t loader_threads = 0;  // image loader threads per rank, 0 without image files
   std::string start_time_utc;  // ISO 8601, "2026-11-21T21:40:00Z"
   std::string end_time_utc;
   std::vector<std::string> hosts;  // per rank
   std::string cpu_model;
+  std::string cpu_isa;             // the ISA CPU kernels dispatch to ("avx512_core_bf16"); "" on GPU runs
   std::string gpu_model;           // "" on the CPU backend
   int64_t gpu_memory_bytes = 0;
   std::map<std::string, std::string> versions;  // "dlperf", "onednn", "hdf5", "mpi", "cuda", "cudnn", "nccl", "ucx", "driver"
@@ -53,6 +65,7 @@ struct RunInfo {
   std::string command_line;
   std::string nccl_transport;  // "IB", "Socket", "P2P", "SHM", ... "" when NCCL is not used
   std::string gpu_topology;    // nvidia-smi topo -m style text, "" when not known
+  int64_t conv_autotune = 0;   // 1: convolution plans chosen by timing (--conv-autotune, CUDA)
   // How the step ran (issue 13): input stage ("direct", "pipelined", "resident"), gradient
   // communicator ("mpi", "nccl", "" on one rank), loss scaling ("none", "fixed", "dynamic"),
   // whether the step was replayed from CUDA graphs, how many steps the per-op profile timed.
@@ -84,12 +97,21 @@ struct IterationTiming {
   float loss_scale = 1;    // the scale this step's backward used (1 without loss scaling)
   bool skipped = false;    // dynamic loss scaling skipped the update (inf/nan gradients)
   std::vector<BucketTime> buckets;  // per gradient bucket, in bucket order; empty on one rank
+  // The rank's image loader (0 with generated data): batches it had ready when the step asked
+  // for this one, and images decoded and compressed bytes read since the start, at the end of
+  // the iteration (differences over time give images/s and bytes/s).
+  int64_t data_queue_depth = 0;
+  int64_t data_images = 0;
+  int64_t data_bytes_read = 0;
 };
 
 struct RankTrace {
   std::string host;
+  int64_t local_rank = -1;         // rank among its node's ranks; -1: not recorded (schema < 1.2)
+  uint64_t param_checksum = 0;     // ParamStore::checksum() after the last iteration; 0: not recorded
   double clock_offset = 0;         // s added to this rank's clock to get rank 0's
   int64_t peak_memory_bytes = 0;   // peak resident (CPU) or dlperf's own device allocations (GPU)
+  int64_t data_bad_samples = 0;    // samples the rank's loader skipped as unreadable or corrupt
   int64_t device_memory_peak_bytes = 0;  // GPU: highest memory in use as the device reported it; 0 on CPU
   std::vector<IterationTiming> iterations;  // completed iterations, in order
 };
@@ -117,8 +139,14 @@ struct OpProfile {
   std::vector<OpEvent> events;
 };
 
+// The implementation a library chose for one planned kernel (Backend::planned_kernels).
+struct KernelRecord {
+  std::string op, pass, shape, impl;
+};
+
 struct RunRecord {
   RunInfo info;
+  std::vector<KernelRecord> kernels;  // rank 0's planned kernels, in plan order
   std::vector<RankTrace> ranks;  // index = world rank
   OpProfile ops;                 // steps == 0: no profile
   std::string location;  // "results.h5:/runs/run_000003", set by the reader (the writer ignores it)

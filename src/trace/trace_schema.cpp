@@ -7,10 +7,15 @@
 //     loss             f32 (I, R)
 //     rank_host        str (R)       clock_offset f64 (R)   peak_memory_bytes i64 (R)
 //     iterations_completed i64 (R)   rows past a rank's count are NaN
+//     settings         str (n)       "name=value" per dlperf-train option (1.2)
+//     local_rank       i64 (R)       since 1.2     param_checksum u64 (R)  since 1.2, 0 = none
+//     data_queue_depth i64 (I, R)    data_images i64 (I, R)   data_bytes_read i64 (I, R)   since 1.2
+//     data_bad_samples i64 (R)       rows past a rank's count are -1; absent in older files: zeros
 #include "trace/trace_schema.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -37,6 +42,7 @@ constexpr StringField kStringFields[] = {
     {"start_time_utc", &RunInfo::start_time_utc},
     {"end_time_utc", &RunInfo::end_time_utc},
     {"cpu_model", &RunInfo::cpu_model},
+    {"cpu_isa", &RunInfo::cpu_isa},
     {"gpu_model", &RunInfo::gpu_model},
     {"slurm_job_id", &RunInfo::slurm_job_id},
     {"slurm_nodelist", &RunInfo::slurm_nodelist},
@@ -44,6 +50,10 @@ constexpr StringField kStringFields[] = {
     {"command_line", &RunInfo::command_line},
     {"nccl_transport", &RunInfo::nccl_transport},
     {"gpu_topology", &RunInfo::gpu_topology},
+    {"optimizer", &RunInfo::optimizer},
+    {"data_source", &RunInfo::data_source},
+    {"data_path", &RunInfo::data_path},
+    {"decoder", &RunInfo::decoder},
 };
 constexpr IntField kIntFields[] = {
     {"batch_per_device", &RunInfo::batch_per_device},
@@ -57,7 +67,51 @@ constexpr IntField kIntFields[] = {
     {"warmup", &RunInfo::warmup},
     {"threads_per_rank", &RunInfo::threads_per_rank},
     {"gpu_memory_bytes", &RunInfo::gpu_memory_bytes},
+    {"num_classes", &RunInfo::num_classes},
+    {"max_predictions", &RunInfo::max_predictions},
+    {"parameter_count", &RunInfo::parameter_count},
+    {"loader_threads", &RunInfo::loader_threads},
+    {"conv_autotune", &RunInfo::conv_autotune},
 };
+
+// The loader's per-iteration counters (schema 1.2), int64 (I, R).
+struct LoaderField {
+  const char* name;
+  int64_t IterationTiming::*member;
+};
+constexpr LoaderField kLoaderFields[] = {
+    {"data_queue_depth", &IterationTiming::data_queue_depth},
+    {"data_images", &IterationTiming::data_images},
+    {"data_bytes_read", &IterationTiming::data_bytes_read},
+};
+
+// The planned kernels as four string datasets of one length K: kernel_op, kernel_pass,
+// kernel_shape, kernel_impl (row k describes kernel k).
+constexpr const char* kKernelColumns[] = {"kernel_op", "kernel_pass", "kernel_shape", "kernel_impl"};
+constexpr std::string KernelRecord::*kKernelMembers[] = {&KernelRecord::op, &KernelRecord::pass, &KernelRecord::shape,
+                                                         &KernelRecord::impl};
+
+void write_kernels(hid_t group, const std::vector<KernelRecord>& kernels) {
+  if (kernels.empty() || h5::has_link(group, kKernelColumns[0])) return;  // planned once: written at the first flush
+  for (size_t c = 0; c < 4; ++c) {
+    std::vector<std::string> column;
+    for (const auto& k : kernels) column.push_back(k.*kKernelMembers[c]);
+    h5::write_strings(group, kKernelColumns[c], column);
+  }
+}
+
+std::vector<KernelRecord> read_kernels(hid_t group) {
+  std::vector<KernelRecord> kernels;
+  if (!h5::has_link(group, kKernelColumns[0])) return kernels;  // schema 1.0, or nothing planned
+  const auto shape = h5::dataset_shape(group, kKernelColumns[0]);
+  if (shape.size() != 1 || shape[0] > (1u << 20)) throw_usage_error("dataset kernel_op is not a plausible (K) list");
+  kernels.resize(shape[0]);
+  for (size_t c = 0; c < 4; ++c) {
+    const auto column = h5::read_strings(group, kKernelColumns[c], shape[0]);
+    for (size_t k = 0; k < kernels.size(); ++k) kernels[k].*kKernelMembers[c] = column[k];
+  }
+  return kernels;
+}
 
 std::vector<std::string> phase_names() {
   std::vector<std::string> names;
@@ -123,8 +177,12 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   for (const auto& h : (R > 0 ? rank_host : info.hosts))
     if (seen.insert(h).second) distinct.push_back(h);
   h5::write_attr(group, "hosts", distinct);
+  write_kernels(group, record.kernels);
   write_step_fields(group, record);
-  if (R == 0) return;  // nothing measured yet: attributes only
+  // A dataset, not an attribute: a long --data path repeated at the fixed string width could
+  // pass HDF5's 64 KiB limit on compact attributes.
+  h5::write_strings(group, "settings", info.settings);
+  if (R == 0) return;  // nothing measured yet: rank-independent facts only
 
   size_t I = 0;
   for (const auto& rank : record.ranks) I = std::max(I, rank.iterations.size());
@@ -133,11 +191,16 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   std::vector<float> phases(I * R * kPhaseCount, static_cast<float>(nan)), comm(I * R, static_cast<float>(nan)),
       loss(I * R, static_cast<float>(nan));
   std::vector<double> offset(R);
-  std::vector<int64_t> peak(R), completed(R);
+  std::vector<int64_t> peak(R), completed(R), local_rank(R), bad(R);
+  std::vector<uint64_t> checksum(R);
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, -1));
   for (size_t r = 0; r < R; ++r) {
     const RankTrace& rank = record.ranks[r];
     offset[r] = rank.clock_offset;
     peak[r] = rank.peak_memory_bytes;
+    local_rank[r] = rank.local_rank;
+    checksum[r] = rank.param_checksum;
+    bad[r] = rank.data_bad_samples;
     completed[r] = static_cast<int64_t>(rank.iterations.size());
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       const IterationTiming& it = rank.iterations[i];
@@ -146,6 +209,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
       std::copy(it.phase_seconds, it.phase_seconds + kPhaseCount, &phases[(i * R + r) * kPhaseCount]);
       comm[i * R + r] = it.comm_seconds;
       loss[i * R + r] = it.loss;
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) loader[f][i * R + r] = it.*kLoaderFields[f].member;
     }
   }
   const hsize_t hI = I, hR = R, hP = kPhaseCount;
@@ -158,6 +222,11 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "clock_offset", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hR}, offset.data());
   h5::write_rows(group, "peak_memory_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, peak.data());
   h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
+  h5::write_rows(group, "local_rank", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, local_rank.data());
+  h5::write_rows(group, "param_checksum", H5T_NATIVE_UINT64, H5T_STD_U64LE, {hR}, checksum.data());
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    h5::write_rows(group, kLoaderFields[f].name, H5T_NATIVE_INT64, H5T_STD_I64LE, {hI, hR}, loader[f].data());
+  h5::write_rows(group, "data_bad_samples", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, bad.data());
 }
 
 RunRecord read_run_group(hid_t group) {
@@ -171,7 +240,15 @@ RunRecord read_run_group(hid_t group) {
   for (const auto& name : h5::attr_names(group))
     if (name.compare(0, prefix.size(), prefix) == 0)
       info.versions[name.substr(prefix.size())] = h5::read_string_attr(group, name.c_str());
-  if (!h5::has_link(group, "iteration_end")) {  // created, never flushed
+  record.kernels = read_kernels(group);
+  if (h5::has_link(group, "settings")) {  // schema 1.2
+    const auto shape = h5::dataset_shape(group, "settings");
+    if (shape.size() != 1 || shape[0] > 4096) throw_usage_error("dataset settings is not a short list of strings");
+    info.settings = h5::read_strings(group, "settings", shape[0]);
+  }
+  if (!h5::has_link(group, "iteration_end")) {  // created, never flushed: attributes only
+    for (const char* name : {"iteration_start", "phase_seconds", "loss", "rank_host"})
+      if (h5::has_link(group, name)) throw_usage_error(std::string("dataset iteration_end is missing beside ") + name);
     read_step_fields(group, record);
     return record;
   }
@@ -194,6 +271,18 @@ RunRecord read_run_group(hid_t group) {
   h5::read_all(group, "peak_memory_bytes", H5T_NATIVE_INT64, {hR}, peak.data());
   h5::read_all(group, "iterations_completed", H5T_NATIVE_INT64, {hR}, completed.data());
   info.hosts = h5::read_strings(group, "rank_host", hR);
+  // Added in schema 1.2: older files have neither.
+  std::vector<int64_t> local_rank(R, -1);
+  std::vector<uint64_t> checksum(R, 0);
+  if (h5::has_link(group, "local_rank")) h5::read_all(group, "local_rank", H5T_NATIVE_INT64, {hR}, local_rank.data());
+  if (h5::has_link(group, "param_checksum"))
+    h5::read_all(group, "param_checksum", H5T_NATIVE_UINT64, {hR}, checksum.data());
+  // Schema 1.2 datasets; an older run has none of them (zeros).
+  std::vector<std::vector<int64_t>> loader(std::size(kLoaderFields), std::vector<int64_t>(I * R, 0));
+  std::vector<int64_t> bad(R, 0);
+  for (size_t f = 0; f < std::size(kLoaderFields); ++f)
+    if (h5::has_link(group, kLoaderFields[f].name)) h5::read_all(group, kLoaderFields[f].name, H5T_NATIVE_INT64, {hI, hR}, loader[f].data());
+  if (h5::has_link(group, "data_bad_samples")) h5::read_all(group, "data_bad_samples", H5T_NATIVE_INT64, {hR}, bad.data());
 
   record.ranks.resize(R);
   for (size_t r = 0; r < R; ++r) {
@@ -201,6 +290,9 @@ RunRecord read_run_group(hid_t group) {
     rank.host = info.hosts[r];
     rank.clock_offset = offset[r];
     rank.peak_memory_bytes = peak[r];
+    rank.local_rank = local_rank[r];
+    rank.param_checksum = checksum[r];
+    rank.data_bad_samples = bad[r];
     if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
       throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
     rank.iterations.resize(static_cast<size_t>(completed[r]));
@@ -211,6 +303,7 @@ RunRecord read_run_group(hid_t group) {
       std::copy_n(&phases[(i * R + r) * kPhaseCount], kPhaseCount, it.phase_seconds);
       it.comm_seconds = comm[i * R + r];
       it.loss = loss[i * R + r];
+      for (size_t f = 0; f < std::size(kLoaderFields); ++f) it.*kLoaderFields[f].member = loader[f][i * R + r];
     }
   }
   read_step_fields(group, record);

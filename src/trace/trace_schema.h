@@ -12,15 +12,15 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 1;  // 1.1: the step fields of issue 13 (trace_schema_step.cpp)
-inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.0"
+inline constexpr int kMinor = 2;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields
+inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.2"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";
 inline constexpr const char* kRunsGroup = "runs";                      // /runs/run_000001, ...
 inline constexpr const char* kRunPrefix = "run_";
 inline constexpr const char* kVersionPrefix = "version_";              // version_onednn = "3.1.1"
 
-std::string version_string();  // "1.0"
+std::string version_string();  // "1.2"
 
 // Writes the root attributes of a new trace file.
 void write_root(hid_t file);
@@ -37,7 +37,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
 // Reads one run group; throws Error(usage) when it is malformed.
 RunRecord read_run_group(hid_t group);
 
-// The 1.1 additions (trace_schema_step.cpp), called by the two above.
+// The 1.2 additions of issue 13 (trace_schema_step.cpp), called by the two above.
 void write_step_fields(hid_t group, const RunRecord& record);
 void read_step_fields(hid_t group, RunRecord& record);
 

@@ -1,4 +1,4 @@
-// The schema 1.1 additions of issue 13 (docs/trace-schema.md, "How the step ran" and "Per-op
+// The schema 1.2 additions of issue 13 (docs/trace-schema.md, "How the step ran" and "Per-op
 // profile"): how the step ran, per-iteration loss scale and skipped steps, per-bucket
 // allreduce times, the device's own memory peak, and the per-op profile group. Kept apart from
 // trace_schema.cpp so the 1.0 layout reads as it was; older files simply lack these and read

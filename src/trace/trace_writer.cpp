@@ -37,10 +37,14 @@ std::string add_run(hid_t file, const RunRecord& record, RunStatus status, const
 
 }  // namespace
 
-TraceWriter::TraceWriter(std::string path, const RunInfo& info) : path_(std::move(path)) {
+TraceWriter::TraceWriter(std::string path, const RunInfo& info, const UpdateOptions& opt) : path_(std::move(path)), later_(opt) {
   RunRecord empty;
   empty.info = info;
-  update_trace_file(path_, [&](hid_t file) { run_name_ = add_run(file, empty, RunStatus::running, ""); });
+  UpdateOptions first = opt;
+  first.check_existing_runs = true;  // never grow a file that already has a damaged run
+  update_trace_file(path_, [&](hid_t file) { run_name_ = add_run(file, empty, RunStatus::running, ""); }, first);
+  later_.lock.cancel = nullptr;
+  later_.check_existing_runs = false;
 }
 
 void TraceWriter::flush(const RunRecord& record) { write(record, RunStatus::running, ""); }
@@ -57,7 +61,7 @@ void TraceWriter::write(const RunRecord& record, RunStatus status, const std::st
                            ? DLPERF_H5(H5Gopen2(file, where.c_str(), H5P_DEFAULT), H5Gclose)
                            : DLPERF_H5(H5Gcreate2(file, where.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     trace_schema::write_run_group(group, record, status, reason);
-  });
+  }, later_);
 }
 
 void append_runs(const std::string& path, const std::vector<RunRecord>& runs) {

@@ -9,14 +9,19 @@
 #include <vector>
 
 #include "trace/run_record.h"
+#include "trace/trace_file.h"
 
 namespace dlperf {
 
 class TraceWriter {
  public:
   // Appends a new run group /runs/run_NNNNNN with record.info's attributes, status running.
-  // Throws Error(usage) when `path` exists but is not a dlperf trace this build can extend.
-  TraceWriter(std::string path, const RunInfo& info);
+  // Throws Error(usage) when `path` exists but is not a dlperf trace this build can extend or
+  // holds a run that cannot be read (naming it), LockTimeout / LockInterrupted when the lock
+  // wait ends early (opt.lock: the registration's wait may be cut short by a stop signal).
+  // Later writes wait for the lock as opt.lock says, but are never cancelled: they hold
+  // measurements.
+  TraceWriter(std::string path, const RunInfo& info, const UpdateOptions& opt = {});
 
   // Rewrites the run with everything in `record` (all ranks, all iterations so far); the
   // status stays "running", so a job killed after this reads back partial with this data.
@@ -34,6 +39,7 @@ class TraceWriter {
   void write(const RunRecord& record, RunStatus status, const std::string& reason);
   std::string path_;
   std::string run_name_;
+  UpdateOptions later_;  // for flush and finish: the lock wait without cancellation
 };
 
 // Appends finished runs (each with its own info.status) in one locked update: for tools

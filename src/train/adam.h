@@ -6,7 +6,9 @@
 // decay, u = m_hat / (sqrt(v_hat) + eps) + wd * w, scaled per parameter (one ParamStore entry)
 // by the trust ratio ||w|| / ||u||; like FusedLAMB without nvlamb, parameters without weight
 // decay (biases, LayerNorm) take ratio 1.
-// The fused element loops are backend kernels (Backend::adamw_step, lamb_update, lamb_apply).
+// Both step every parameter at once through the backend's multi-tensor calls
+// (Backend::adamw_step / lamb_step over ParamSegments): on CUDA a fixed number of launches per
+// step, LAMB's per-tensor norms and trust ratios computed and applied on the device.
 #pragma once
 
 #include "train/optimizer.h"
@@ -27,15 +29,11 @@ class AdamW final : public Optimizer {
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
  private:
-  struct Range {
-    size_t begin, end;
-    bool decay;
-  };
   Backend& be_;
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_;
-  std::vector<Range> ranges_;
+  std::vector<ParamSegment> ranges_;  // neighbouring parameters of equal decay merged
   int64_t t_ = 0;
 };
 
@@ -50,12 +48,15 @@ class Lamb final : public Optimizer {
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_, update_;
+  std::vector<ParamSegment> params_;  // one per ParamStore entry: each has its own trust ratio
   int64_t t_ = 0;
 };
 
 // Clip by global norm (torch.nn.utils.clip_grad_norm_): when ||g * grad_scale|| over every
-// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||; folded
-// into grad_scale, so the inner optimizer reads each gradient once.
+// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||. In a
+// training step the factor is part of the step gate (backend/step_gate.h: update_step_gate
+// computes the norm and folds the coefficient into gate[grad_scale] on the device), so the
+// inner kernels read each gradient once and the host never waits for the norm.
 class ClipGradNorm final : public Optimizer {
  public:
   ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm);

@@ -72,8 +72,10 @@ const HostBatch& SyntheticTokens::next() {
 
 namespace {
 
-// Reads one 1-D or 2-D integer dataset of the expected (rows, cols) shape (cols 0: 1-D, or (N, 1)).
-std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const char* name, int64_t rows, int64_t cols) {
+// Checks one 1-D or 2-D integer dataset of the expected (rows, cols) shape (cols 0: 1-D, or
+// (N, 1)) and reads it (only checks when `read` is false).
+std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const char* name, int64_t rows, int64_t cols,
+                                  bool read = true) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
     throw_usage_error("--data " + fname + ": dataset '" + name + "' is missing (NVIDIA BERT shard layout expected)");
   auto d = DLPERF_H5(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
@@ -92,9 +94,19 @@ std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const ch
                       std::to_string(rows) + (cols ? ", " + std::to_string(cols) : "") + ")" +
                       (cols ? " (check --seq-len / --max-predictions)" : ""));
   }
+  if (!read) return {};
   std::vector<int32_t> v(static_cast<size_t>(rows * std::max<int64_t>(cols, 1)));
-  DLPERF_CHECK_HDF5(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()));
+  if (H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    throw_usage_error("--data " + fname + ": cannot read dataset '" + name + "' (truncated or damaged file?)");
   return v;
+}
+
+// An open shard, or a one-line error naming it: HDF5 refuses truncated files at open.
+h5::Handle open_shard(const std::string& f) {
+  if (H5Fis_hdf5(f.c_str()) <= 0) throw_usage_error("--data " + f + ": not an HDF5 file (or unreadable)");
+  const hid_t id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw_usage_error("--data " + f + ": cannot be opened (truncated or damaged HDF5 file?)");
+  return h5::Handle(id, H5Fclose);
 }
 
 bool is_shard(const std::filesystem::path& p) {
@@ -118,6 +130,9 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
   } else {
     throw_usage_error("--data " + path + ": no such file or directory");
   }
+  // Every shard is checked now (metadata only), so a damaged one is found before training,
+  // on every rank alike, not when some rank first reaches it.
+  for (size_t i = 1; i < files_.size(); ++i) load_file(i, /*read=*/false);
   load_file(0);
   cursor_ = (static_cast<int64_t>(rank) * shape_.batch) % samples_;
   const auto n = static_cast<size_t>(shape_.batch);
@@ -129,27 +144,31 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
   batch_.ints["next_sentence_labels"].resize(n);
 }
 
-void BertShards::load_file(size_t index) {
+void BertShards::load_file(size_t index, bool read) {
   const std::string& f = files_[index];
-  if (H5Fis_hdf5(f.c_str()) <= 0) throw_usage_error("--data " + f + ": not an HDF5 file");
-  auto file = DLPERF_H5(H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  auto file = open_shard(f);
   if (H5Lexists(file, "next_sentence_labels", H5P_DEFAULT) <= 0)
     throw_usage_error("--data " + f + ": dataset 'next_sentence_labels' is missing (NVIDIA BERT shard layout expected)");
+  int64_t samples = 0;
   {
     auto d = DLPERF_H5(H5Dopen2(file, "next_sentence_labels", H5P_DEFAULT), H5Dclose);
     auto s = DLPERF_H5(H5Dget_space(d), H5Sclose);
     hsize_t dims[2] = {0, 0};
     if (H5Sget_simple_extent_ndims(s) >= 1 && H5Sget_simple_extent_ndims(s) <= 2) H5Sget_simple_extent_dims(s, dims, nullptr);
-    samples_ = static_cast<int64_t>(dims[0]);
+    samples = static_cast<int64_t>(dims[0]);
   }
-  if (samples_ <= 0) throw_usage_error("--data " + f + ": no samples");
+  if (samples <= 0) throw_usage_error("--data " + f + ": no samples");
   const int64_t S = shape_.seq_len, P = shape_.max_predictions;
-  ids_ = read_dataset(file, f, "input_ids", samples_, S);
-  mask_ = read_dataset(file, f, "input_mask", samples_, S);
-  segments_ = read_dataset(file, f, "segment_ids", samples_, S);
-  positions_ = read_dataset(file, f, "masked_lm_positions", samples_, P);
-  lm_ids_ = read_dataset(file, f, "masked_lm_ids", samples_, P);
-  nsp_ = read_dataset(file, f, "next_sentence_labels", samples_, 0);
+  auto ids = read_dataset(file, f, "input_ids", samples, S, read);
+  auto mask = read_dataset(file, f, "input_mask", samples, S, read);
+  auto segments = read_dataset(file, f, "segment_ids", samples, S, read);
+  auto positions = read_dataset(file, f, "masked_lm_positions", samples, P, read);
+  auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, read);
+  auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, read);
+  if (!read) return;
+  ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
+  positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
+  samples_ = samples;
   file_ = index;
   cursor_ = 0;
 }
@@ -158,7 +177,13 @@ const HostBatch& BertShards::next() {
   const int64_t S = shape_.seq_len, P = shape_.max_predictions;
   for (int64_t n = 0; n < shape_.batch; ++n) {
     if (cursor_ >= samples_) {
-      if (files_.size() > 1) load_file((file_ + 1) % files_.size());
+      // Mid-run, on this rank alone: a fault that ends the job (a usage error would stop this
+      // rank only and leave the others waiting).
+      if (files_.size() > 1) try {
+          load_file((file_ + 1) % files_.size());
+        } catch (const Error& e) {
+          throw Error(ErrorKind::fault, e.what());
+        }
       cursor_ = 0;
     }
     const auto copy = [&](const std::vector<int32_t>& src, const char* key, int64_t width) {

@@ -5,8 +5,8 @@
 //   input_ids, input_mask, segment_ids        (N, S)
 //   masked_lm_positions, masked_lm_ids        (N, P)   position 0: an empty slot
 //   next_sentence_labels                      (N) (or (N, 1))
-// A missing dataset, a wrong shape or an unreadable file is a one-line usage error naming the
-// file, the dataset and the expected shape.
+// A missing dataset, a wrong shape, a truncated or unreadable file is a one-line usage error
+// naming the file (and the dataset and the expected shape); every file is checked at start.
 #pragma once
 
 #include <string>
@@ -46,7 +46,7 @@ class BertShards final : public DataSource {
   const std::vector<std::string>& files() const { return files_; }
 
  private:
-  void load_file(size_t index);  // reads and validates one whole file into memory
+  void load_file(size_t index, bool read = true);  // validates one file and reads it whole into memory
   BertDataShape shape_;
   std::vector<std::string> files_;
   size_t file_ = 0;

@@ -102,11 +102,12 @@ RunInfo describe_environment(const WorldInfo& world) {
 }
 
 namespace {
-// Each rank's record travels as doubles: a header (clock offset, peak memory, device peak),
-// then per iteration start, end, the phases, comm, loss, loss scale, skipped, the bucket count
-// and each bucket's start and end.
-constexpr int kHeader = 3;
-constexpr int kPerIteration = 7 + kPhaseCount;  // before the buckets
+// Each rank's record travels as doubles (integers exact up to 2^53): a header (clock offset,
+// peak memory, device peak, the loader's bad samples), then per iteration start, end, the
+// phases, comm, loss, the loader's queue depth, images and bytes, loss scale, skipped, the
+// bucket count and each bucket's start and end.
+constexpr int kHeader = 4;
+constexpr int kPerIteration = 10 + kPhaseCount;  // before the buckets
 }  // namespace
 
 std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
@@ -117,12 +118,16 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
   flat.push_back(mine.clock_offset);
   flat.push_back(static_cast<double>(mine.peak_memory_bytes));
   flat.push_back(static_cast<double>(mine.device_memory_peak_bytes));
+  flat.push_back(static_cast<double>(mine.data_bad_samples));
   for (const auto& it : mine.iterations) {
     flat.push_back(it.start);
     flat.push_back(it.end);
     for (float p : it.phase_seconds) flat.push_back(p);
     flat.push_back(it.comm_seconds);
     flat.push_back(it.loss);
+    flat.push_back(static_cast<double>(it.data_queue_depth));
+    flat.push_back(static_cast<double>(it.data_images));
+    flat.push_back(static_cast<double>(it.data_bytes_read));
     flat.push_back(it.loss_scale);
     flat.push_back(it.skipped ? 1.0 : 0.0);
     flat.push_back(static_cast<double>(it.buckets.size()));
@@ -153,6 +158,7 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     t.clock_offset = p[0];
     t.peak_memory_bytes = static_cast<int64_t>(p[1]);
     t.device_memory_peak_bytes = static_cast<int64_t>(p[2]);
+    t.data_bad_samples = static_cast<int64_t>(p[3]);
     for (int i = kHeader; i + kPerIteration <= c;) {
       IterationTiming it;
       it.start = p[i];
@@ -161,9 +167,12 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
       const double* q = p + i + 2 + kPhaseCount;
       it.comm_seconds = static_cast<float>(q[0]);
       it.loss = static_cast<float>(q[1]);
-      it.loss_scale = static_cast<float>(q[2]);
-      it.skipped = q[3] != 0.0;
-      const auto buckets = static_cast<int>(q[4]);
+      it.data_queue_depth = static_cast<int64_t>(q[2]);
+      it.data_images = static_cast<int64_t>(q[3]);
+      it.data_bytes_read = static_cast<int64_t>(q[4]);
+      it.loss_scale = static_cast<float>(q[5]);
+      it.skipped = q[6] != 0.0;
+      const auto buckets = static_cast<int>(q[7]);
       i += kPerIteration;
       DLPERF_ASSERT(buckets >= 0 && i + 2 * buckets <= c, "a gathered trace holds whole iterations");
       for (int b = 0; b < buckets; ++b, i += 2) it.buckets.push_back({p[i], p[i + 1]});
@@ -247,11 +256,11 @@ void install_stop_handlers() {
 const std::atomic<bool>& stop_requested() { return g_stop; }
 int stop_signal() { return g_signal.load(); }
 
-bool any_rank_stopping(Communicator& control) {
-  float flag = g_stop.load() ? 1.0f : 0.0f;
-  CommRequest r = control.allreduce_sum_start(&flag, 1);
+BoundaryFlags agree_at_boundary(Communicator& control, const BoundaryFlags& mine) {
+  float flags[2] = {mine.stop ? 1.0f : 0.0f, mine.diverged ? 1.0f : 0.0f};  // counts of ranks: any > 0
+  CommRequest r = control.allreduce_sum_start(flags, 2);
   control.wait(r);
-  return flag > 0.0f;
+  return {flags[0] > 0.0f, flags[1] > 0.0f};
 }
 
 }  // namespace dlperf

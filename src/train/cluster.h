@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi_session.h"
 #include "trace/run_record.h"
+#include "train/trainer.h"
 
 namespace dlperf {
 
@@ -44,9 +45,10 @@ void install_stop_handlers();
 const std::atomic<bool>& stop_requested();
 int stop_signal();  // the signal seen, 0 if none
 
-// True on every rank when any rank saw a stop signal: ranks must leave the loop at the same
-// iteration, or the next allreduce would wait for a rank that has gone. Collective, through
-// the (bounded, host-memory) control communicator.
-bool any_rank_stopping(Communicator& control);
+// The boundary decision of every rank (trainer.h): stop when any rank saw a stop signal,
+// fail when any rank's loss diverged. Ranks must leave the loop at the same iteration, or
+// the next allreduce would wait for a rank that has gone. Collective, through the (bounded,
+// host-memory) control communicator.
+BoundaryFlags agree_at_boundary(Communicator& control, const BoundaryFlags& mine);
 
 }  // namespace dlperf

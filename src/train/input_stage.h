@@ -1,5 +1,7 @@
 // How batches reach the model's input tensors, kept apart from the training loop so a data
-// loader (synthetic, or files) only has to hand over host batches (DataFn):
+// source (train/data_source.h: synthetic, or the image loader) only hands over host batches;
+// each batch is released as soon as its bytes are copied out of it (into the model's tensors
+// or a pinned staging slot), so a loader holds at most one batch out:
 //
 //   direct     load(next batch) into the model's tensors at the start of each step, on the
 //              training thread; the "data" phase is that copy. The CPU backend's mode (it has
@@ -19,13 +21,12 @@
 #include <string>
 
 #include "models/model.h"
+#include "train/data_source.h"
 
 namespace dlperf {
 
 enum class InputMode : uint8_t { automatic, direct, pipelined, resident };
 const char* to_string(InputMode m);  // "direct", "pipelined", "resident"
-
-using DataFn = std::function<const HostBatch&()>;
 
 class InputStage {
  public:
@@ -40,7 +41,8 @@ class InputStage {
   virtual void prefetch() = 0;
 };
 
-// automatic: pipelined where the backend has an InputPipe, direct otherwise.
-std::unique_ptr<InputStage> make_input_stage(InputMode mode, Model& model, Backend& be, DataFn data);
+// automatic: pipelined where the backend has an InputPipe, direct otherwise. `data` outlives
+// the stage.
+std::unique_ptr<InputStage> make_input_stage(InputMode mode, Model& model, Backend& be, DataSource& data);
 
 }  // namespace dlperf

@@ -43,9 +43,12 @@ bool attempt(const TrainOptions& base, const WorldInfo& w, int64_t b) {
   o.profile_ops = 0;
   try {
     TrainingStack s = build_stack(o, w);
-    Trainer trainer(*s.model, s.be(), *s.optimizer, train_config(o, 1, nullptr), &s.store->grads());
+    init_stack(s, o, w, nullptr);
+    TrainConfig tc = train_config(o, 1, nullptr);
+    tc.max_loss_growth = 0;  // a trial asks whether the batch fits, not whether 3 steps converge
+    Trainer trainer(*s.model, s.be(), *s.optimizer, tc, &s.store->grads());
     RankTrace trace;
-    trainer.run([&]() -> const HostBatch& { return s.data->next(); }, nullptr, trace, {}, nullptr);
+    trainer.run(*s.data, nullptr, trace, {}, nullptr);
     return true;
   } catch (...) {
     if (is_out_of_memory(std::current_exception())) return false;

@@ -1,6 +1,8 @@
 #include "train/options.h"
 
 #include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -9,6 +11,7 @@
 #include "dlperf_version.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
+#include "train/size_limits.h"
 
 namespace po = boost::program_options;
 
@@ -66,20 +69,104 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.find_max_batch && !cuda && o.memory_limit_mb == 0)
     throw_usage_error("--find-max-batch on the cpu backend needs --memory-limit-mb (a CPU has no fixed memory to fill)");
   if (o.data_on_device && !o.data.empty()) throw_usage_error("--data-on-device keeps a synthetic batch; it cannot be used with --data");
+  if (o.find_max_batch && !o.data.empty()) throw_usage_error("--find-max-batch trains synthetic batches; drop --data");
+}
+
+// Options that shape one model only: given for another model they would be silently ignored.
+struct Applies {
+  const char* option;
+  const char* models;  // blank-separated
+};
+constexpr Applies kModelOptions[] = {
+    {"image-size", "resnet50 vgg16"},     {"num-classes", "resnet50 vgg16"},  {"label-smoothing", "resnet50 vgg16"},
+    {"resnet-blocks", "resnet50"},        {"resnet-width", "resnet50"},       {"vgg-width", "vgg16"},
+    {"vgg-hidden", "vgg16"},              {"dropout", "vgg16 bert_base"},     {"seq-len", "bert_base"},
+    {"max-predictions", "bert_base"},     {"bert-layers", "bert_base"},       {"bert-hidden", "bert_base"},
+    {"bert-heads", "bert_base"},          {"bert-intermediate", "bert_base"}, {"bert-vocab", "bert_base"},
+};
+
+bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
+
+bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+
+// The text of a parsed value, for settings: exact for numbers, so equal text means equal value.
+std::string float_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string value_text(const std::string& name, const boost::any& v) {
+  if (auto p = boost::any_cast<std::string>(&v)) return *p;
+  if (auto p = boost::any_cast<bool>(&v)) return *p ? "true" : "false";
+  if (auto p = boost::any_cast<int>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<long long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<unsigned long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<unsigned long long>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<float>(&v)) return float_text(*p);
+  if (auto p = boost::any_cast<double>(&v)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", *p);
+    return buf;
+  }
+  throw_internal_error("value_text", "--" + name + " has a type settings cannot print: add it to value_text",
+                       std::source_location::current());
+}
+
+// The real-image options: checked here, before MPI starts, so bad input never starts a job.
+void validate_image_options(const po::variables_map& vm, const std::string& decoder, const std::string& max_bad, TrainOptions& o) {
+  const bool is_bert = o.model == "bert_base";
+  if (decoder == "cpu") o.decoder = ImageDecoder::cpu;
+  else if (decoder == "gpu") o.decoder = ImageDecoder::gpu;
+  else throw_usage_error("--decoder '" + decoder + "' is unknown: use cpu or gpu");
+  if (o.decoder == ImageDecoder::gpu && o.backend != BackendKind::cuda)
+    throw_usage_error("--decoder gpu decodes with nvJPEG on the cuda backend: add --backend cuda, or use --decoder cpu");
+  if (o.loader_threads < 0) throw_usage_error("--loader-threads must be 0 (automatic) or more");
+  require_positive("prefetch", o.prefetch);
+  // --max-bad-samples: "N" or "P%".
+  try {
+    size_t used = 0;
+    if (!max_bad.empty() && max_bad.back() == '%') {
+      const double p = std::stod(max_bad.substr(0, max_bad.size() - 1), &used);
+      if (used + 1 != max_bad.size() || !(p >= 0 && p <= 100)) throw std::invalid_argument(max_bad);
+      o.max_bad_fraction = p / 100.0;
+      o.max_bad_count = -1;
+    } else {
+      const long long n = std::stoll(max_bad, &used);
+      if (used != max_bad.size() || n < 0) throw std::invalid_argument(max_bad);
+      o.max_bad_count = n;
+    }
+  } catch (const std::exception&) {
+    throw_usage_error("--max-bad-samples takes a count (like 10) or a percentage (like 0.1%), got '" + max_bad + "'");
+  }
+  const bool image_flags = !vm["loader-threads"].defaulted() || !vm["prefetch"].defaulted() || !vm["decoder"].defaulted() ||
+                           !vm["max-bad-samples"].defaulted() || o.loader_only;
+  if (is_bert && image_flags)
+    throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only are for image models (resnet50, vgg16)");
+  if (o.data.empty() && image_flags && !is_bert)
+    throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only need --data (real images)");
+  if (o.loader_only && !o.output.empty())
+    throw_usage_error("--loader-only prints its measurement and writes no trace: drop --output");
+  // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found
+  // when rank 0 indexes it (the same one-line error, exit 2, nothing written).
+  std::error_code ec;
+  if (!o.data.empty() && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
+    throw_usage_error("--data " + o.data + ": no such file or directory");
 }
 
 }  // namespace
 
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
-  std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3";
-  po::options_description general("dlperf-train: trains a network on synthetic data and measures samples/s");
+  std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3", decoder = "cpu", max_bad = "0.1%";
+  po::options_description general("dlperf-train: trains a network on synthetic or real data and measures samples/s");
   // clang-format off
   general.add_options()
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
     ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
-    ("precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (bf16 compute, fp32 master weights)")
+    ("precision", po::value(&precision)->default_value(precision), "fp32 (IEEE fp32, no TF32), tf32 (fp32 with TF32 convolutions and GEMMs; cuda), bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
     ("image-size", po::value(&o.image_size)->default_value(o.image_size), "input height and width")
     ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
@@ -87,7 +174,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "first iterations left out of the throughput")
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
-    ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)");
+    ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
+    ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
+                                                 "the cpu backend), and exit without training")
+    ("conv-autotune", po::bool_switch(&o.conv_autotune), "cuda: time the top cuDNN engine configurations of each convolution shape at plan time and keep the fastest (default: cuDNN's heuristics' first choice)");
   po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; VGG16: SGD with momentum, the VGG paper's "
                                  "recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()
@@ -107,8 +197,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds to wait for another rank before aborting the job")
     ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
     ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
-    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to its own cores (CPU backend)")
-    ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes");
+    ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to cores of its own (hwloc: spread over sockets and NUMA nodes; near its GPU on cuda)")
+    ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes")
+    ("lock-timeout", po::value(&o.lock_timeout_s)->default_value(o.lock_timeout_s, "300"), "seconds to wait for the results file's lock (held by another job) before giving up")
+    ("max-loss-growth", po::value(&o.max_loss_growth)->default_value(o.max_loss_growth, "10"), "fail the run as diverged when the loss exceeds this many times its first value (at least this value); NaN/Inf always fail; 0: only NaN/Inf");
   std::string comm;
   po::options_description step("The step on the device");
   step.add_options()
@@ -126,8 +218,19 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   bert.add_options()
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
     ("max-predictions", po::value(&o.max_predictions)->default_value(o.max_predictions), "masked-LM predictions per sequence")
-    ("data", po::value(&o.data), "NVIDIA BERT pretraining shards (an .hdf5 file or a directory of them); default: synthetic tokens")
     ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "BERT: hidden and attention dropout probability; VGG16: classifier dropout (default 0.5)");
+  po::options_description images("Real images (--model resnet50 or vgg16)");
+  images.add_options()
+    ("data", po::value(&o.data), "images: an ImageNet-style folder tree (DIR or DIR/train holding <class>/*.JPEG) or WebDataset tar "
+                                 "shards (a folder of .tar, one .tar, or a pattern like train-{000000..000146}.tar); bert_base: NVIDIA "
+                                 "pretraining shards (an .hdf5 file or a directory of them). Default: synthetic data")
+    ("loader-threads", po::value(&o.loader_threads)->default_value(o.loader_threads), "image decoding threads per rank (0: the rank's "
+                                                                                        "cores not used by --threads, at least 1)")
+    ("prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches decoded ahead of the training step")
+    ("decoder", po::value(&decoder)->default_value(decoder), "cpu (libjpeg-turbo in the loader threads) or gpu (nvJPEG; cuda backend)")
+    ("max-bad-samples", po::value(&max_bad)->default_value(max_bad), "fail when a rank skips more corrupt or unreadable images than this: "
+                                                                     "a count, or a percentage of the rank's share of an epoch")
+    ("loader-only", po::bool_switch(&o.loader_only), "measure the image loader alone (images/s), no model: is storage or decoding the limit?");
   po::options_description reduced("Reduced networks (tests)");
   reduced.add_options()
     ("resnet-blocks", po::value(&blocks)->default_value(blocks), "bottlenecks per stage")
@@ -141,7 +244,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on
   po::options_description all;
-  all.add(general).add(optim).add(bert).add(dist).add(step).add(reduced);
+  all.add(general).add(optim).add(images).add(bert).add(dist).add(step).add(reduced);
 
   po::variables_map vm;
   try {
@@ -169,7 +272,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (precision == "fp32") o.precision = Precision::fp32;
   else if (precision == "bf16") o.precision = Precision::bf16;
   else if (precision == "fp16" || precision == "amp") o.precision = Precision::fp16;
-  else throw_usage_error("--precision '" + precision + "' is unknown: use fp32 or bf16 (fp16 on cuda)");
+  else if (precision == "tf32") o.precision = Precision::tf32;
+  else throw_usage_error("--precision '" + precision + "' is unknown: use fp32 or bf16 (tf32 and fp16 on cuda)");
   if (schedule == "cosine") o.lr_schedule = LrScheduleKind::cosine;
   else if (schedule == "constant") o.lr_schedule = LrScheduleKind::constant;
   else throw_usage_error("--lr-schedule '" + schedule + "' is unknown: use cosine or constant");
@@ -235,8 +339,43 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
-  if (!o.data.empty() && !is_bert) throw_usage_error("--data reads BERT pretraining shards: use it with --model bert_base");
+  validate_image_options(vm, decoder, max_bad, o);
+  if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))
+    throw_usage_error("--lock-timeout must be 0 to 604800 seconds (got " + float_text(o.lock_timeout_s) + ")");
+  if (!(o.max_loss_growth == 0 || (o.max_loss_growth > 1 && o.max_loss_growth <= 1e12)))
+    throw_usage_error("--max-loss-growth must be 0 (off) or a factor above 1, e.g. 10 (got " + float_text(o.max_loss_growth) + ")");
+  // Options that do not shape this model would be silently ignored: refuse them.
+  for (const auto& a : kModelOptions)
+    if (given(vm, a.option) && !applies(a, o.model))
+      throw_usage_error(std::string("--") + a.option + " does not apply to --model " + o.model + " (it is for " + a.models + ")");
+  if (given(vm, "momentum") && o.optimizer != "sgd")
+    throw_usage_error("--momentum applies to --optimizer sgd only (" + o.optimizer + " has fixed betas)");
   validate_step_options(o, vm.count("comm") ? comm : "");
+  check_activation_sizes(o, 0);  // machine-independent part; dlperf-train checks the memory too
+
+  // Settings: every option with the value the run uses (recipe defaults resolved above).
+  for (const auto& d : all.options()) {
+    const std::string name = d->long_name();
+    if (name == "help" || name == "version") continue;
+    bool skip = false;
+    for (const auto& a : kModelOptions)
+      if (name == a.option && !applies(a, o.model)) skip = true;
+    if (skip) continue;
+    o.settings.emplace_back(name, vm.count(name) ? value_text(name, vm[name].value()) : "");
+  }
+  const auto set = [&](const char* name, const std::string& value) {
+    for (auto& [n, v] : o.settings)
+      if (n == name) v = value;
+  };
+  set("precision", precision == "amp" ? "fp16" : precision);
+  set("optimizer", o.optimizer);
+  set("threads", std::to_string(o.threads));
+  set("lr", float_text(o.lr));
+  set("momentum", float_text(o.momentum));
+  set("weight-decay", float_text(o.weight_decay));
+  set("label-smoothing", float_text(o.label_smoothing));
+  set("dropout", float_text(o.dropout));
+  set("comm", o.comm == CommBackend::nccl ? "nccl" : "mpi");
   return ParseOutcome::run;
 }
 

@@ -5,10 +5,12 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "comm/communicator.h"
+#include "train/data_source.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
@@ -24,6 +26,7 @@ struct TrainOptions {
   int64_t warmup = 20;
   uint64_t seed = 42;
   int threads = 0;              // 0: every core this rank may use
+  bool conv_autotune = false;   // CUDA: time the top cuDNN engine configurations per convolution shape at plan time
   float lr = 0.256f;            // for a global batch of 256, scaled linearly
   LrScheduleKind lr_schedule = LrScheduleKind::cosine;
   int64_t lr_warmup = -1;       // iterations; -1: 10% of --iterations
@@ -38,11 +41,18 @@ struct TrainOptions {
   int64_t max_predictions = 20;
   std::string optimizer;        // sgd, adamw, lamb; "" before parsing picks the model's default
   float clip_grad_norm = 0.0f;  // global gradient-norm clip; 0: off
-  std::string data;             // pretraining shards (file or directory); "": synthetic data
+  std::string data;             // BERT: pretraining shards; CNNs: image folder tree or tar shards; "": synthetic data
   float dropout = 0.1f;          // BERT's hidden/attention dropout; VGG's classifier dropout (default 0.5)
   int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
   // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
   int64_t vgg_width = 64, vgg_hidden = 4096;
+  // Real images (--data with resnet50 / vgg16)
+  int loader_threads = 0;           // 0: the rank's cores not used for compute (at least 1)
+  int prefetch = 3;                 // batches decoded ahead of the step
+  ImageDecoder decoder = ImageDecoder::cpu;
+  double max_bad_fraction = 0.001;  // of the rank's share of an epoch ...
+  int64_t max_bad_count = -1;       // ... or this many (>= 0), per rank
+  bool loader_only = false;         // measure the loader alone, no model
   // distributed run and traces
   std::string output;           // results file (HDF5); "" writes none
   double bucket_mb = 25.0;      // gradient bucket size
@@ -51,6 +61,9 @@ struct TrainOptions {
   std::string variant;          // free-form configuration tag stored with the run
   bool pin_threads = false;     // pin each rank's threads to a disjoint core range
   int64_t flush_every = 50;     // iterations between trace flushes (a killed job keeps them)
+  bool plan_only = false;       // plan the model, list the kernels each op will run, exit
+  double lock_timeout_s = 300;  // longest wait for the results file's lock before giving up
+  double max_loss_growth = 10;  // the run fails as diverged when the loss exceeds this x its first value; 0: only NaN/Inf
   // the step on the device (issue 13)
   CommBackend comm = CommBackend::mpi;  // gradients: nccl (cuda default) or mpi (cpu; cuda: staged through pinned host memory)
   bool cuda_graph = false;      // capture the step at the end of warm-up, replay it
@@ -59,6 +72,9 @@ struct TrainOptions {
   bool find_max_batch = false;  // search the largest batch per device that trains, report it, exit
   int64_t memory_limit_mb = 0;  // cpu: MiB of tensors and buffers the backend may hold, as a GPU's memory (0: none)
   std::string command_line;
+  // Every option by flag name with its effective value ("batch-size", "32"), options that do
+  // not apply to the model left out: what ranks compare at start-up and the trace records.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 enum class ParseOutcome { run, exit_ok };  // exit_ok: --help or --version was printed

@@ -1,6 +1,7 @@
 #include "train/param_store.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -59,6 +60,20 @@ std::vector<std::vector<float>> ParamStore::read_grads() const {
     e.layer->read_grad(e.index, out.back());
   }
   return out;
+}
+
+uint64_t ParamStore::checksum() const {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis
+  for (const auto& values : read_values())
+    for (float v : values) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      for (int k = 0; k < 4; ++k) {
+        h ^= (bits >> (8 * k)) & 0xffu;
+        h *= 1099511628211ull;  // FNV prime
+      }
+    }
+  return h;
 }
 
 }  // namespace dlperf

@@ -4,6 +4,7 @@
 // backward continues. Each slice starts on a 64-byte boundary; padding stays zero.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,10 @@ class ParamStore {
   // fixtures and checksums: one vector per entry, in flat order.
   std::vector<std::vector<float>> read_values() const;
   std::vector<std::vector<float>> read_grads() const;
+  // FNV-1a (64-bit) over the bits of every parameter value, canonical layout, flat order:
+  // equal on two replicas exactly when their parameters are bit-identical (barring a
+  // 2^-64 collision), whatever the backend's internal layout.
+  uint64_t checksum() const;
 
  private:
   std::vector<ParamEntry> entries_;

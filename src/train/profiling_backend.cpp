@@ -4,6 +4,7 @@
 // presents the inner layer's parameters as its own, so the ParamStore, the gradient buckets
 // and the models see no difference.
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "train/op_profile.h"
@@ -13,9 +14,17 @@ namespace {
 
 std::string shape_of(const Tensor& x) { return to_string(x.dims()) + " " + to_string(x.dtype()); }
 
+// A wrapped layer's inner one, for calls that take the model's layer list
+// (Backend::refresh_compute_weights).
+class Wrapped {
+ public:
+  virtual ~Wrapped() = default;
+  virtual Layer* inner_layer() = 0;
+};
+
 // The Layer plumbing: parameters, binding and weight refresh forwarded to the inner op.
 template <class I>
-class LayerWrap : public I {
+class LayerWrap : public I, public Wrapped {
  public:
   LayerWrap(std::unique_ptr<I> in, OpProfiler& p, int op) : in_(std::move(in)), p_(p), op_(op) {
     for (const auto& s : in_->params()) this->params_specs().push_back(s);
@@ -28,6 +37,7 @@ class LayerWrap : public I {
     p_.timed(op_, [&] { in_->refresh_compute_weights(); }, false);
   }
   I& inner() { return *in_; }
+  Layer* inner_layer() override { return in_.get(); }
 
  protected:
   std::unique_ptr<I> in_;
@@ -49,7 +59,19 @@ class BatchNormWrap final : public LayerWrap<BatchNorm> {
   TensorPtr make_output() const override { return in_->make_output(); }
   void forward(const Tensor& x, Tensor& y) override { p_.timed(op_, [&] { in_->forward(x, y); }); }
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx) override { p_.timed(op_, [&] { in_->backward(x, dy, dx); }); }
+  void forward_add(const Tensor& x, const Tensor& z, Tensor& y) override { p_.timed(op_, [&] { in_->forward_add(x, z, y); }); }
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dz) override {
+    p_.timed(op_, [&] { in_->backward_add(x, dy, dx, dz); });
+  }
   void read_running_stats(std::span<float> mean, std::span<float> var) const override { in_->read_running_stats(mean, var); }
+};
+
+class DropoutAddNormWrap final : public LayerWrap<DropoutAddNorm> {
+ public:
+  using LayerWrap::LayerWrap;
+  TensorPtr make_output() const override { return in_->make_output(); }
+  void forward(const Tensor& a, const Tensor& r, Tensor& y, uint64_t seed) override { p_.timed(op_, [&] { in_->forward(a, r, y, seed); }); }
+  void backward(const Tensor& dy, Tensor& da, Tensor& dr) override { p_.timed(op_, [&] { in_->backward(dy, da, dr); }); }
 };
 
 class LinearWrap final : public LayerWrap<Linear> {
@@ -165,6 +187,22 @@ class ProfilingBackend final : public Backend {
 
   BackendKind kind() const override { return in_.kind(); }
   std::string description() const override { return in_.description() + "; every op timed (--profile-ops)"; }
+  std::string isa() const override { return in_.isa(); }
+  std::vector<PlannedKernel> planned_kernels() const override { return in_.planned_kernels(); }
+  Layout image_layout() const override { return in_.image_layout(); }
+  void plan_convert(const Tensor& src, const Tensor& dst) override { in_.plan_convert(src, dst); }
+  HostMemory host_memory(size_t bytes) override { return in_.host_memory(bytes); }
+  // The inner backend converts its own layers' weights (on CUDA in one launch over all of
+  // them): hand it the layers inside the wrappers. Not timed per op: one launch serves all.
+  void refresh_compute_weights(std::span<Layer* const> layers) override {
+    std::vector<Layer*> inner;
+    inner.reserve(layers.size());
+    for (Layer* l : layers) {
+      auto* w = dynamic_cast<Wrapped*>(l);
+      inner.push_back(w ? w->inner_layer() : l);
+    }
+    in_.refresh_compute_weights(inner);
+  }
 
   TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override { return in_.tensor(dims, dtype, layout); }
   TensorPtr tensor_like(const Tensor& t) override { return in_.tensor_like(t); }
@@ -216,6 +254,9 @@ class ProfilingBackend final : public Backend {
     return std::make_unique<CrossEntropyWrap>(in_.cross_entropy(s, logits), p_,
                                               p_.add_op(p_.unnamed("cross_entropy"), "cross_entropy", shape_of(logits)));
   }
+  std::unique_ptr<DropoutAddNorm> dropout_add_norm(const AddNormSpec& s, const Tensor& a) override {
+    return std::make_unique<DropoutAddNormWrap>(in_.dropout_add_norm(s, a), p_, p_.add_op(s.norm.name, "dropout_add_norm", shape_of(a)));
+  }
   std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override {
     return std::make_unique<LayerNormWrap>(in_.layer_norm(s, x), p_, p_.add_op(s.name, "layer_norm", shape_of(x)));
   }
@@ -257,6 +298,13 @@ class ProfilingBackend final : public Backend {
     in_.lamb_apply(w, update, step, gate);
   }
   double sum_squares(std::span<const float> x) override { return in_.sum_squares(x); }
+  void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override {
+    in_.adamw_step(w, g, m, v, segments, s);
+  }
+  void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                 const AdamStep& s) override {
+    in_.lamb_step(w, g, m, v, update, segments, s);
+  }
 
  private:
   Backend& in_;

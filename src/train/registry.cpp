@@ -1,7 +1,10 @@
 #include "train/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "comm/core_pinning.h"
+#include "comm/topology.h"
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
@@ -65,6 +68,79 @@ std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
     return std::make_unique<SyntheticTokens>(shape, seed);
   }
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed);
+}
+
+bool uses_image_files(const TrainOptions& o) { return !o.data.empty() && o.model != "bert_base"; }
+
+namespace {
+
+// The node-level core budget of the image loader: the PUs this process could run on when it
+// started (before --pin-threads narrowed the main thread's binding), and the PUs the pinning
+// plan gave the compute threads of every local rank of this node.
+struct CoreBudget {
+  std::vector<int> start;
+  std::vector<int> compute;  // empty: not pinned
+};
+
+CoreBudget& core_budget() {
+  static CoreBudget b{thread_binding(Topology::this_machine()), {}};
+  return b;
+}
+
+// The start PUs the compute threads of no local rank use, split evenly among the local ranks
+// (with --loader-only nothing computes: an even share of all of them).
+std::vector<int> spare_cores(const TrainOptions& o, const WorldInfo& w) {
+  const CoreBudget& b = core_budget();
+  std::vector<int> free;
+  for (int pu : b.start)
+    if (o.loader_only || std::find(b.compute.begin(), b.compute.end(), pu) == b.compute.end()) free.push_back(pu);
+  const size_t share = free.size() / static_cast<size_t>(std::max(1, w.local_size));
+  const auto first = free.begin() + static_cast<std::ptrdiff_t>(share * static_cast<size_t>(w.local_rank));
+  return {first, first + static_cast<std::ptrdiff_t>(share)};
+}
+
+}  // namespace
+
+void note_start_cores() { (void)core_budget(); }
+
+void note_compute_pinning(const PinPlan& plan) {
+  std::vector<int>& c = core_budget().compute;
+  c.clear();
+  for (const auto& pus : plan.pus) c.insert(c.end(), pus.begin(), pus.end());
+}
+
+int loader_threads(const TrainOptions& o, const WorldInfo& w) {
+  if (o.loader_threads > 0) return o.loader_threads;
+  const auto all = static_cast<int>(core_budget().start.size());
+  if (o.loader_only) return std::max(1, all / std::max(1, w.local_size));  // nothing else runs
+  if (o.pin_threads) return std::max<int>(1, static_cast<int>(spare_cores(o, w).size()));
+  return std::max(1, all / std::max(1, w.local_size) - o.threads);
+}
+
+std::unique_ptr<RealImages> make_image_data(const TrainOptions& o, const WorldInfo& w, std::shared_ptr<const data::Dataset> dataset,
+                                            const InputSpec& input, Backend& be) {
+  ImageDataConfig c;
+  c.decoder = o.decoder;
+  c.threads = loader_threads(o, w);
+  c.prefetch = o.prefetch;
+  c.seed = o.seed;
+  c.rank = w.rank;
+  c.world = w.size;
+  c.device = w.local_rank;
+  // The limit is per rank: its share of one epoch is what it reads before the order repeats.
+  const double share = static_cast<double>(dataset->size() / static_cast<size_t>(w.size));
+  c.max_bad_samples = o.max_bad_count >= 0 ? o.max_bad_count : static_cast<int64_t>(o.max_bad_fraction * share);
+  if (o.pin_threads) {
+    c.cores = spare_cores(o, w);
+    // No spare core: the loader shares the rank's own compute cores (the binding its threads
+    // inherit) rather than another rank's.
+  }
+  return std::make_unique<RealImages>(std::move(dataset), input, c, be);
+}
+
+InputSpec cnn_image_input(const TrainOptions& o) {
+  const DType t = compute_dtype(o.precision);
+  return {{o.batch_size, 3, o.image_size, o.image_size}, t, t == DType::f32 ? Layout::canonical : Layout::channels_last};
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store) {

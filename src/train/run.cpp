@@ -1,15 +1,28 @@
 #include "train/run.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "comm/core_pinning.h"
+#if defined(DLPERF_WITH_CUDA)
+#include "comm/nccl/gpu_locality.h"
+#endif
 #include "comm/make_communicator.h"
+#include "comm/mpi_main.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "trace/async_writer.h"
+#include "train/agreement.h"
 #include "train/cluster.h"
+#include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/loader_only.h"
 #include "train/max_batch.h"
 #include "train/param_store.h"
 #include "train/registry.h"
@@ -24,20 +37,61 @@ std::string with_commas(int64_t v) {
   return s;
 }
 
-RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o) {
+RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t parameters, const data::Dataset* dataset) {
   RunInfo info = describe_environment(w);
   info.model = o.model;
   info.precision = to_string(o.precision);
   info.backend = to_string(o.backend);
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
-  info.image_size = o.image_size;
+  // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
+  const bool images = o.model != "bert_base";
+  info.image_size = images ? o.image_size : 0;
+  info.num_classes = images ? o.num_classes : 0;
+  info.seq_len = images ? 0 : o.seq_len;
+  info.max_predictions = images ? 0 : o.max_predictions;
+  info.optimizer = o.optimizer;
+  info.parameter_count = parameters;
+  for (const auto& [name, value] : o.settings) info.settings.push_back(name + "=" + value);
   info.repeat_index = o.repeat_index;
   info.iterations = o.iterations;
   info.warmup = o.warmup;
   info.threads_per_rank = o.threads;
   info.command_line = o.command_line;
+  describe_data(o, w, dataset, info);
+  info.conv_autotune = o.conv_autotune ? 1 : 0;
   return info;
+}
+
+// One line on what the library chose for every planned kernel, and a warning naming each
+// reference implementation: a run with one in its timed loop measures a library's fallback
+// (oneDNN's ref:*, a convolution cuDNN runs without tensor cores under tf32/bf16/fp16), not
+// the machine. isa: the CPU ISA or the GPU's sm_XX. With --plan-only, the whole list.
+void report_kernels(const std::vector<PlannedKernel>& kernels, const std::string& isa, bool list, std::ostream& out) {
+  if (kernels.empty()) return;
+  size_t reference = 0;
+  for (const auto& k : kernels) reference += k.reference ? 1 : 0;
+  out << "kernels: " << kernels.size() << " planned" << (isa.empty() ? "" : " on " + isa) << ", " << reference << " reference\n";
+  if (list)
+    for (const auto& k : kernels)
+      out << "  " << k.op << "  " << k.pass << "  " << k.shape << "  " << k.impl << (k.reference ? "  <- REFERENCE" : "") << "\n";
+  out << std::flush;
+  // One line on stderr however many there are (a job's error file stays readable); the
+  // first names where, --plan-only lists them all.
+  for (const auto& k : kernels)
+    if (k.reference) {
+      std::cerr << "dlperf-train: WARNING: " << reference << " of " << kernels.size() << " kernels run reference implementations on "
+                << (isa.empty() ? "this machine" : isa) << " (first: " << k.op << " " << k.pass << " " << k.shape << " " << k.impl
+                << "; --plan-only lists them): this run measures a fallback, not the machine\n";
+      break;
+    }
+}
+
+std::vector<KernelRecord> kernel_records(const std::vector<PlannedKernel>& kernels) {
+  std::vector<KernelRecord> records;
+  records.reserve(kernels.size());
+  for (const auto& k : kernels) records.push_back({k.op, k.pass, k.shape, k.impl});
+  return records;
 }
 
 // Rank 0's record of the run, refreshed at each flush, so a failure can still write it.
@@ -48,11 +102,14 @@ struct Recorder {
   RunRecord record;
   double seconds = 0;
 
-  void collect(MPI_Comm comm, const RankTrace& mine, const std::vector<std::string>& hosts) {
+  void collect(MPI_Comm comm, const RankTrace& mine, const WorldInfo& w) {
     const double t0 = steady_seconds();
     auto ranks = gather_traces(comm, mine);
     if (!ranks.empty()) {  // rank 0
-      for (size_t r = 0; r < ranks.size(); ++r) ranks[r].host = hosts.at(r);
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        ranks[r].host = w.hosts.at(r);
+        ranks[r].local_rank = w.local_ranks.at(r);
+      }
       record.ranks = std::move(ranks);
     }
     seconds += steady_seconds() - t0;
@@ -64,7 +121,72 @@ struct Recorder {
   }
 };
 
+// Where the run is recorded: rank 0 registers it in the results file before any
+// communicator exists, so a wait for the file's lock (another job appending) is no
+// collective's timeout; the other ranks wait in a plain broadcast of the outcome, and every
+// rank ends the same way when it fails. A stop signal while waiting ends the wait.
+struct Registration {
+  RunOutcome outcome = RunOutcome::complete;  // complete: registered (or no --output)
+  std::string message;
+};
+
+LockOptions lock_options(const TrainOptions& o, bool cancellable) {
+  LockOptions lock;
+  lock.timeout_seconds = o.lock_timeout_s;
+  if (cancellable) lock.cancel = &stop_requested();
+  lock.on_wait = [](const std::string& line) { std::cerr << "dlperf-train: " + line + "\n" << std::flush; };
+  return lock;
+}
+
+Registration register_run(MPI_Comm world, bool root, const TrainOptions& o, Recorder& rec) {
+  // 0 registered, 1 bad input (exit 2), 2 interrupted by a signal, 3 not recorded.
+  int code = 0;
+  std::string message;
+  if (root && !o.output.empty()) {
+    UpdateOptions opt;
+    opt.lock = lock_options(o, /*cancellable=*/true);
+    try {
+      rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info, opt);
+    } catch (const LockInterrupted& e) {
+      code = 2;
+      message = e.what();
+    } catch (const Error& e) {
+      code = e.kind() == ErrorKind::usage ? 1 : 3;
+      message = e.what();
+    }
+  }
+  DLPERF_CHECK_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, world));
+  if (code == 1) throw_usage_error(root ? message : "rank 0 could not register the run (its message says why)");
+  if (code == 2) return {RunOutcome::not_started, message};
+  if (code == 3) return {RunOutcome::not_recorded, "the run was not started: " + message};
+  return {};
+}
+
+// "replicas: parameters bit-identical on all 4 ranks (checksum 0x...)", or which ranks differ
+// from rank 0 (a wrong allreduce, or ranks that ran different code).
+std::string replica_summary(const std::vector<uint64_t>& checksums, const std::vector<std::string>& hosts) {
+  if (checksums.size() < 2) return "";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(checksums[0]));
+  std::string differ;
+  for (size_t r = 1; r < checksums.size(); ++r)
+    if (checksums[r] != checksums[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r) + " (" + hosts.at(r) + ")";
+  if (differ.empty()) return "replicas: parameters bit-identical on all " + std::to_string(checksums.size()) + " ranks (checksum " + hex + ")\n";
+  return "replicas: parameters DIFFER from rank 0's (checksum " + std::string(hex) + ") on rank(s) " + differ + "\n";
+}
+
 }  // namespace
+
+int exit_code(RunOutcome outcome) {
+  switch (outcome) {
+    case RunOutcome::complete: return 0;
+    case RunOutcome::partial:
+    case RunOutcome::not_started: return kExitStopped;
+    case RunOutcome::diverged: return kExitDiverged;
+    case RunOutcome::not_recorded: return kExitError;
+  }
+  return kExitError;
+}
 
 double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64_t batch_per_rank) {
   double longest = 0;
@@ -102,24 +224,72 @@ std::unique_ptr<Communicator> make_gradient_comm(const TrainOptions& o, const Wo
 }  // namespace
 
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
+  if (o.loader_only) return run_loader_only(session, o, out);
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
+  check_ranks_agree(world, o.settings);  // before anything is built or exchanged
   if (o.find_max_batch) {
     RunSummary s;
     s.max_batch = find_max_batch(session, o, out);
     return s;
   }
-  if (o.pin_threads && o.backend == BackendKind::cpu)
-    pin_to_cores(disjoint_core_range(allowed_cores(), w.local_rank, w.local_size, o.threads));
+  // The dataset first: a missing or empty one is a usage error before anything is built.
+  std::shared_ptr<const data::Dataset> dataset;
+  if (uses_image_files(o)) dataset = share_dataset(world, o.data, o.num_classes);
+  std::string pinning;
+  if (o.pin_threads) {
+    // Before the backend starts its thread pool, so every compute thread inherits the cores.
+    std::vector<std::vector<int>> near;  // cores close to each local rank's GPU, when known
+#if defined(DLPERF_WITH_CUDA)
+    if (o.backend == BackendKind::cuda) near = gpu_locality_by_local_rank(w.local_size);
+#endif
+    note_start_cores();
+    const PinPlan plan = pin_local_ranks(world, w, o.threads, near);
+    note_compute_pinning(plan);
+    pinning = plan.how;
+  }
+
+  TrainingStack stack = build_stack(o, w);
+  Backend& be = stack.be();
+  ParamStore& store = *stack.store;
+  Model& model = *stack.model;
+  const std::vector<PlannedKernel> kernels = be.planned_kernels();
+  if (o.plan_only) {
+    if (root) {
+      out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device: "
+          << with_commas(store.parameter_count()) << " parameters; backend " << be.description() << "\n";
+      report_kernels(kernels, be.isa(), true, out);
+    }
+    RunSummary s;
+    s.parameter_count = store.parameter_count();
+    return s;
+  }
+  init_stack(stack, o, w, dataset);
+  DataSource& data = *stack.data;
+  check_parameter_counts_agree(world, store.parameter_count());
+
+  RunSummary s;
+  s.parameter_count = store.parameter_count();
+  Recorder rec;
+  if (root) {
+    rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
+    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be.isa();  // a GPU's sm_XX is in its kernel lines
+    rec.record.kernels = kernel_records(kernels);
+    add_device_facts(rec.record.info, be.device_facts());
+    rec.record.info.profile_ops = o.profile_ops;
+    rec.record.info.cuda_graph = o.cuda_graph ? 1 : 0;
+  }
+  if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {
+    s.outcome = reg.outcome;
+    s.message = reg.message;
+    return s;
+  }
 
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
   auto control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
-  TrainingStack stack = build_stack(o, w);
-  Backend& be = stack.be();
-  ParamStore& store = *stack.store;
 
   std::unique_ptr<Communicator> device_comm;
   Communicator* grad_comm = control.get();
@@ -136,13 +306,9 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   RankTrace mine;
   mine.host = w.this_host;
   mine.clock_offset = measure_clock_offset(world);
-  Recorder rec;
   if (root) {
-    rec.record.info = make_run_info(w, o);
-    add_device_facts(rec.record.info, be.device_facts());
     rec.record.info.comm_backend = w.size > 1 ? to_string(grad_comm->backend()) : "";
     if (device_comm && o.comm == CommBackend::mpi) rec.record.info.comm_backend = "mpi_staged";
-    if (!o.output.empty()) rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info);
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
@@ -151,29 +317,29 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    if (!pinning.empty()) out << "\npinned: " << pinning;
+    out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
-        << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n"
-        << std::flush;
+        << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
+    report_kernels(kernels, be.isa(), false, out);
   }
 
   const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
-  Trainer trainer(*stack.model, be, *stack.optimizer, tc, &store.grads());
-  if (root) {
-    RunInfo& info = rec.record.info;
-    info.loss_scaling = to_string(tc.loss_scale.mode);
-    info.cuda_graph = o.cuda_graph ? 1 : 0;
-    info.profile_ops = o.profile_ops;
-  }
-  // Stops are agreed on by every rank at an iteration boundary (Slurm signals each rank on
-  // its own); a lone rank needs no agreement.
-  const auto should_stop = [&]() { return w.size > 1 ? any_rank_stopping(*control) : stop_requested().load(); };
+  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads());
+  if (root) rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
+  // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
+  // each rank on its own; losses differ per rank); a lone rank needs no agreement.
+  const auto boundary = [&](const BoundaryFlags& local) {
+    const BoundaryFlags here{stop_requested().load(), local.diverged};
+    return w.size > 1 ? agree_at_boundary(*control, here) : here;
+  };
   // NCCL's log names its transport once the first collectives have connected (a flush and the
   // end of the run read it).
   const std::function<std::string()> nccl_transport = [c = device_comm.get()] { return c ? c->transport() : std::string(); };
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
-    rec.collect(world, t, w.hosts);
+    rec.collect(world, t, w);
     if (root) {
       rec.record.info.input_mode = to_string(trainer.input_mode());
       rec.record.info.nccl_transport = nccl_transport();
@@ -181,8 +347,20 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.flush();
   };
   try {
-    trainer.run([&]() -> const HostBatch& { return stack.data->next(); }, exchange.get(), mine, should_stop, root ? &out : nullptr,
+    trainer.run(data, exchange.get(), mine, boundary, root ? &out : nullptr,
                 after_iteration);
+  } catch (const DivergedError& e) {
+    // Every rank threw at the same boundary: gather what was measured (the diverging
+    // iterations included) and record the run as failed; no rank is left waiting.
+    rec.collect(world, mine, w);
+    if (e.here() && !root) std::cerr << "dlperf-train: rank " << w.rank << ": " << e.what() << "\n" << std::flush;
+    s.outcome = RunOutcome::diverged;
+    s.message = std::string(e.what()) + "; recorded as failed";
+    if (rec.writer) {
+      rec.record.info.end_time_utc = utc_now_iso8601();
+      rec.writer->finish(rec.record, RunStatus::failed, e.what());
+    }
+    return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
     if (rec.writer) {
@@ -194,7 +372,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be.peak_memory_bytes();
   mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
-  rec.collect(world, mine, w.hosts);
+  mine.data_bad_samples = data.stats().bad_samples;
+  rec.collect(world, mine, w);
   // NCCL's transport can differ per rank (P2P inside a node, IB between nodes): the union.
   const std::string transports = join_distinct(gather_strings(world, nccl_transport()));
   if (root) {
@@ -203,11 +382,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     info.nccl_transport = transports;
     if (stack.profiler) rec.record.ops = stack.profiler->result(0);
   }
+  // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
+  // gradients, same update): one checksum per rank makes a broken allreduce visible.
+  const uint64_t checksum = store.checksum();
+  std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
+  DLPERF_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, world));
 
-  RunSummary s;
-  s.parameter_count = store.parameter_count();
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
+  if (s.stopped_early) s.outcome = RunOutcome::partial;
   if (!root) return s;
+  for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
   const auto& ranks = rec.record.ranks;
   s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
   s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
@@ -236,6 +420,10 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                   static_cast<double>(device_peak) / (1024.0 * 1024.0), static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
     out << line;
   }
+  out << replica_summary(checksums, w.hosts);
+  if (dataset)
+    out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w),
+                          mine.iterations.empty() ? 0.0 : mine.iterations.back().end - mine.iterations.front().start);
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,
@@ -247,7 +435,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
                                                 std::to_string(mine.iterations.size()) + " iterations"
                                           : "stopped early";
-    out << "run stopped early: " << why << "; recorded as partial\n";
+    out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");
     if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
   } else if (rec.writer) {
     rec.writer->finish(rec.record, RunStatus::complete);

@@ -6,7 +6,13 @@ namespace dlperf {
 
 TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   TrainingStack s;
-  s.backend = make_backend(o.backend, {o.precision, o.threads, w.local_rank, o.memory_limit_mb << 20});
+  BackendOptions bo;
+  bo.precision = o.precision;
+  bo.threads = o.threads;
+  bo.device = w.local_rank;
+  bo.memory_limit_bytes = o.memory_limit_mb << 20;
+  bo.conv_autotune = o.conv_autotune;
+  s.backend = make_backend(o.backend, bo);
   Backend* model_be = s.backend.get();
   if (o.profile_ops > 0) {
     s.profiler = std::make_unique<OpProfiler>(o.warmup, o.profile_ops);  // the first measured iterations
@@ -15,10 +21,14 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   }
   s.model = make_model(o, *model_be);
   s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers());
-  s.model->init_params(o.seed);
   s.optimizer = make_optimizer(o, *s.backend, *s.store);
-  s.data = make_data(o, w.rank);
   return s;
+}
+
+void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset) {
+  s.model->init_params(o.seed);
+  if (dataset) s.data = make_image_data(o, w, dataset, *s.model->raw_input("images"), *s.backend);
+  else s.data = make_data(o, w.rank);
 }
 
 TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler) {
@@ -32,6 +42,7 @@ TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* prof
   tc.cuda_graph = o.cuda_graph;
   tc.timeout = std::chrono::seconds(o.timeout_s);
   tc.profiler = profiler;
+  tc.max_loss_growth = o.max_loss_growth;
   return tc;
 }
 

@@ -14,6 +14,7 @@
 #include "train/param_store.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
+#include "train/image_data.h"
 
 namespace dlperf {
 
@@ -26,10 +27,17 @@ struct TrainingStack {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<DataSource> data;
   Backend& be() { return *backend; }
+  // The backend the model was built on, which the trainer drives (the profiling decorator
+  // forwards everything else to the real one).
+  Backend& model_be() { return profiled ? *profiled : *backend; }
 };
 
-// The stack for o.batch_size per device, parameters initialised from o.seed.
+// The stack for o.batch_size per device: backend, model, parameters (not initialised yet) and
+// optimizer; enough for --plan-only.
 TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w);
+// Then, for training: parameters initialised from o.seed and the data source (the image
+// loader over `dataset` when given, else generated data or BERT shards).
+void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset);
 
 // The loop's configuration for this run (profiler: the stack's, or null).
 TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler);

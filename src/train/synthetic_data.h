@@ -7,16 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/model.h"
+#include "train/data_source.h"
 
 namespace dlperf {
-
-// Where a model's batches come from: synthetic generators or files.
-class DataSource {
- public:
-  virtual ~DataSource() = default;
-  virtual const HostBatch& next() = 0;
-};
 
 class SyntheticImages final : public DataSource {
  public:

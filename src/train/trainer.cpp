@@ -69,7 +69,7 @@ struct Trainer::Run {
   int64_t step = 0;  // the step being queued
   float lr = 0;      // its learning rate
 
-  Run(Trainer& tr, GradientExchange* ex, const DataFn& data)
+  Run(Trainer& tr, GradientExchange* ex, DataSource& data)
       : t(tr), exchange(ex), world(ex ? ex->world_size() : 1), graph(tr.be_) {
     const auto& ls = t.cfg_.loss_scale;
     update.check_finite = ls.mode == LossScaling::dynamic;
@@ -121,7 +121,7 @@ struct Trainer::Run {
       ix.data = recorder->mark();
     });
     phase(Phase::forward);
-    for (Layer* l : layers) l->refresh_compute_weights();
+    t.be_.refresh_compute_weights(layers);
     t.model_.forward();
     graph.act([this] {
       StepIndex& ix = at(step);
@@ -185,21 +185,54 @@ struct Trainer::Run {
     }
     if (t.cfg_.profiler && t.cfg_.profiler->profiles(s)) t.cfg_.profiler->collect(s, r, 0.0);
     t.device_peak_ = std::max(t.device_peak_, t.be_.device_memory_used_bytes());
-    if (!std::isfinite(it.loss))
-      throw Error(ErrorKind::fault, "loss became " + std::to_string(it.loss) + " at iteration " + std::to_string(s) +
-                                        ": lower --lr or check the input");
     return it;
   }
 };
 
-void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
+void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
                   std::ostream* progress, const IterationFn& after_iteration) {
   Run r(*this, exchange, data);
   input_mode_ = r.input->mode();
   const int64_t capture_at = cfg_.cuda_graph ? std::max<int64_t>(1, cfg_.warmup - 1) : -1;
   const double run_start = steady_seconds();
+  float first_loss = 0;
+  std::string diverged;  // why this rank's loss diverged, "" while it has not
+  // Every rank asks at the same boundaries, so every rank stops, or fails, at the same one. The
+  // losses it judges are the retired steps' (a step late), so a diverging step is the last one
+  // recorded when the DivergedError is thrown.
+  const auto stop_here = [&]() {
+    const BoundaryFlags mine{false, !diverged.empty()};
+    const BoundaryFlags all = boundary ? boundary(mine) : mine;
+    if (all.diverged)
+      throw DivergedError(diverged.empty() ? "the loss diverged on another rank (its message says how)" : diverged,
+                          !diverged.empty());
+    return all.stop;
+  };
+  const auto judge = [&](int64_t s, float loss) {
+    if (s == 0) first_loss = loss;
+    const double limit = cfg_.max_loss_growth * std::max(1.0, static_cast<double>(first_loss));
+    char why[200];
+    if (!std::isfinite(loss))
+      std::snprintf(why, sizeof why, "the loss became %g at iteration %lld: the run diverged; lower --lr or check the input",
+                    static_cast<double>(loss), static_cast<long long>(s));
+    else if (cfg_.max_loss_growth > 0 && loss > limit)
+      std::snprintf(why, sizeof why,
+                    "the loss grew to %.4g at iteration %lld, more than %g x its first value %.4g (--max-loss-growth): "
+                    "the run diverged; lower --lr",
+                    static_cast<double>(loss), static_cast<long long>(s), cfg_.max_loss_growth, static_cast<double>(first_loss));
+    else
+      why[0] = '\0';
+    if (diverged.empty()) diverged = why;
+  };
   const auto record = [&](int64_t s) {
-    trace.iterations.push_back(r.retire(s));
+    if (!diverged.empty()) return;  // the steps after a diverged one are not recorded (the run fails at the next boundary)
+    IterationTiming retired = r.retire(s);
+    judge(s, retired.loss);
+    const DataStats ds = data.stats();
+    retired.data_queue_depth = ds.queue_depth;
+    retired.data_images = ds.images;
+    retired.data_bytes_read = ds.bytes_read;
+    trace.iterations.push_back(retired);
     const IterationTiming& t = trace.iterations.back();
     if (after_iteration) after_iteration(trace);
     if (progress && cfg_.print_every > 0 && ((s + 1) % cfg_.print_every == 0 || s + 1 == cfg_.iterations)) {
@@ -219,7 +252,7 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
   r.input->prime();
   int64_t queued = -1;  // the last step queued and not yet retired
   for (int64_t it = 0; it < cfg_.iterations; ++it) {
-    if (should_stop && should_stop()) break;
+    if (stop_here()) break;
     r.step = it;
     r.lr = cfg_.lr.at(it);
     r.recorder->begin(it);
@@ -241,6 +274,7 @@ void Trainer::run(const DataFn& data, GradientExchange* exchange, RankTrace& tra
     queued = it;
   }
   if (queued >= 0) record(queued);
+  stop_here();  // after the last step: a divergence there fails every rank alike
 }
 
 double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration) {

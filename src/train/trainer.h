@@ -21,8 +21,11 @@
 #include <iosfwd>
 #include <memory>
 
+#include "core/error.h"
 #include "models/model.h"
 #include "trace/run_record.h"
+#include "core/error.h"
+#include "train/data_source.h"
 #include "train/input_stage.h"
 #include "train/optimizer.h"
 
@@ -79,9 +82,34 @@ struct TrainConfig {
   bool cuda_graph = false;    // capture the step at the last warm-up iteration and replay it
   std::chrono::milliseconds timeout{60'000};  // bound on the host's wait for a step to finish
   OpProfiler* profiler = nullptr;  // --profile-ops: told the phase each op call runs in
+  // Divergence: the run fails when the loss is NaN/Inf, or exceeds max_loss_growth times
+  // max(first loss, 1) (0: only NaN/Inf). A loss that explodes while staying finite (a huge
+  // --lr) would otherwise be reported as a normal run with a normal throughput.
+  double max_loss_growth = 10;
+};
+
+// What every rank must decide together at an iteration boundary (before each iteration and
+// after the last): stop early (a signal) or fail (the loss diverged on some rank). Ranks that
+// decided apart would leave one rank waiting in an allreduce for another that has left.
+struct BoundaryFlags {
+  bool stop = false;
+  bool diverged = false;
 };
 
 using IterationFn = std::function<void(const RankTrace&)>;  // after each iteration (periodic trace flush)
+// Combines this rank's flags with every rank's (an allreduce in a distributed run, adding
+// the stop signal); empty: this rank decides alone and never stops early.
+using BoundaryFn = std::function<BoundaryFlags(const BoundaryFlags& mine)>;
+
+// The loss diverged (here, or on another rank): thrown on every rank at the same boundary.
+class DivergedError : public Error {
+ public:
+  DivergedError(const std::string& what, bool here) : Error(ErrorKind::fault, what), here_(here) {}
+  bool here() const { return here_; }  // this rank saw it (else another rank did)
+
+ private:
+  bool here_;
+};
 
 // Seconds on this process's steady clock.
 double steady_seconds();
@@ -93,10 +121,12 @@ class Trainer {
   Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr);
   ~Trainer();
 
-  // Runs the iterations, appending to trace. Before each iteration asks should_stop (may be
-  // empty); when it says yes, returns early and trace holds what was measured. progress may
-  // be null (ranks other than 0).
-  void run(const DataFn& data, GradientExchange* exchange, RankTrace& trace, const std::function<bool()>& should_stop,
+  // Runs the iterations, appending to trace. At each iteration boundary asks `boundary` (may
+  // be empty): on stop, returns early and trace holds what was measured; on divergence,
+  // throws DivergedError (trace holds the diverging iteration). progress may be null (ranks
+  // other than 0). The data phase is the time the step waits for its input: the source's
+  // next() (the loader's queue) and the copy into the model's input tensors.
+  void run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
            std::ostream* progress, const IterationFn& after_iteration = {});
 
   InputMode input_mode() const { return input_mode_; }  // after run()

@@ -1,5 +1,7 @@
 // dlperf-reduce as a program: outputs written, exit 0 / 1 (regression) / 2 (bad input with
-// one line on stderr), directories as input.
+// one line on stderr) / 3 (an output cannot be written) / 4 (unreadable inputs skipped),
+// directories as input; it never writes onto an input and checks every write (issue 18 rows
+// 2, 4, 10, 11; issue 15 item 5).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -8,6 +10,12 @@
 #include <sstream>
 
 #include "analysis_test_util.h"
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iterator>
+
 #include "trace/trace_writer.h"
 
 namespace dlperf {
@@ -18,8 +26,9 @@ struct Result {
   std::string out, err;
 };
 
-Result run_reduce_cli(const std::string& args, const test::TempDir& dir) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+// stdout_to: where the report goes ("" = a file in dir, read back as Result::out).
+Result run_reduce_cli(const std::string& args, const test::TempDir& dir, const std::string& stdout_to = "") {
+  const std::string out = stdout_to.empty() ? dir.file("stdout.txt") : stdout_to, err = dir.file("stderr.txt");
   const std::string cmd = std::string(DLPERF_BINARY_DIR) + "/analysis/dlperf-reduce " + args + " >" + out + " 2>" + err;
   int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
@@ -28,7 +37,7 @@ Result run_reduce_cli(const std::string& args, const test::TempDir& dir) {
     ss << in.rdbuf();
     return ss.str();
   };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, stdout_to.empty() ? slurp(out) : "", slurp(err)};
 }
 
 std::string make_trace(const test::TempDir& dir, const std::string& name, double step_2g) {
@@ -80,6 +89,156 @@ TEST(ReduceCli, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
     ASSERT_FALSE(r.err.empty()) << args;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  }
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_one_line_error(const Result& r, int code, const std::string& mention, const std::string& what) {
+  EXPECT_EQ(r.code, code) << what << ": " << r.err;
+  ASSERT_FALSE(r.err.empty()) << what;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << what << ": not one line: " << r.err;
+  EXPECT_NE(r.err.find(mention), std::string::npos) << what << ": " << r.err;
+}
+
+TEST(ReduceCli, NeverWritesOntoAnInput) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "v.h5", 0.1);
+  const std::string before = bytes_of(trace);
+  std::filesystem::create_symlink(trace, dir.file("alias.h5"));
+  std::filesystem::create_directories(dir.file("sub"));
+  for (const std::string flag : {"--json", "--csv", "--plot"})
+    for (const std::string& out : {trace, dir.file("alias.h5"), dir.file("sub/../v.h5")}) {
+      auto r = run_reduce_cli(flag + " " + out + " " + trace, dir);
+      expect_one_line_error(r, 2, "is an input of this reduction", flag + " " + out);
+      EXPECT_EQ(bytes_of(trace), before) << flag << " " << out << " changed the input";
+    }
+  // The --compare baseline is an input too.
+  const std::string base = make_trace(dir, "base.h5", 0.1);
+  expect_one_line_error(run_reduce_cli(trace + " --compare " + base + " --csv " + base, dir), 2, "is an input", "--compare");
+}
+
+TEST(ReduceCli, OutputsAreReplacedWholeAndNoTemporaryIsLeft) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  std::ofstream(dir.file("o.json")) << "old";
+  // What a dlperf-reduce killed while writing o.json on this host left behind (its pid is gone).
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string h = host;
+  for (char& c : h)
+    if (c == '.' || c == '/') c = '_';
+  std::ofstream(dir.file(".o.json.tmp." + h + "." + std::to_string(dead))) << "half";
+  std::filesystem::permissions(dir.file("o.json"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                                       std::filesystem::perms::group_read);
+  auto r = run_reduce_cli(trace + " --json " + dir.file("o.json"), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(bytes_of(dir.file("o.json")).rfind("{", 0), 0u);
+  EXPECT_EQ(std::filesystem::status(dir.file("o.json")).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write | std::filesystem::perms::group_read);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  // Two outputs on one file would overwrite each other.
+  expect_one_line_error(run_reduce_cli(trace + " --json " + dir.file("x") + " --csv " + dir.file("x"), dir), 2, "--json", "same output");
+}
+
+TEST(ReduceCli, AFailedWriteToStandardOutputIsAnError) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  expect_one_line_error(run_reduce_cli(trace, dir, "/dev/full"), 3, "standard output", "> /dev/full");
+}
+
+TEST(ReduceCli, ThresholdsAreRangeChecked) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  for (const std::string args : {"--tolerance 5", "--tolerance 0", "--tolerance nan", "--cv-warning -1", "--cv-warning 2",
+                                 "--straggler-threshold -3", "--straggler-threshold 0", "--warmup -1"}) {
+    const std::string flag = args.substr(0, args.find(' '));
+    expect_one_line_error(run_reduce_cli(trace + " " + args, dir), 2, flag, args);
+  }
+}
+
+TEST(ReduceCli, ReferenceMustBeThePublishedFiguresCsv) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  std::ofstream(dir.file("junk.csv")) << "this is not\nthe reference\n";
+  std::ofstream(dir.file("header_only.csv")) << "system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup\n";
+  expect_one_line_error(run_reduce_cli(trace + " --reference " + trace, dir), 2, "is an HDF5 results file", "--reference a.h5");
+  expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.path(), dir), 2, "is a directory", "--reference DIR");
+  expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("junk.csv"), dir), 2, "--reference", "junk");
+  expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("header_only.csv"), dir), 2, "no reference figures",
+                        "header only");
+}
+
+TEST(ReduceCli, RunsTooShortForTheWindowAreAnErrorNotAnEmptyTable) {
+  test::TempDir dir;
+  const std::string path = dir.file("short.h5");
+  append_runs(path, {test::run_at("resnet50", 1, 1, 0.1, RunStatus::complete, 10)});
+  auto r = run_reduce_cli(path, dir);
+  expect_one_line_error(r, 2, "shorter than --warmup + --window = 120 iterations (the longest has 10)", "short runs");
+  EXPECT_EQ(run_reduce_cli(path + " --warmup 2 --window 8", dir).code, 0);
+}
+
+// A file with one damaged run: run_000002's loss dataset removed.
+std::string trace_with_damaged_run(const test::TempDir& dir, const std::string& name) {
+  const std::string path = dir.file(name);
+  append_runs(path, {test::run_at("resnet50", 1, 1, 0.1), test::run_at("resnet50", 1, 1, 0.1), test::run_at("resnet50", 1, 1, 0.1)});
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  EXPECT_GE(f, 0);
+  EXPECT_GE(H5Ldelete(f, "/runs/run_000002/loss", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  return path;
+}
+
+TEST(ReduceCli, UnreadableFilesAndRunsAreSkippedAndNamed) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("d"));
+  make_trace(dir, "d/good.h5", 0.1);
+  std::ofstream(dir.file("d/junk.h5")) << "not hdf5";
+  trace_with_damaged_run(dir, "d/damaged.h5");
+  auto r = run_reduce_cli(dir.file("d"), dir);
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("skipped " + dir.file("d/junk.h5") + ": not an HDF5 file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("skipped " + dir.file("d/damaged.h5") + ":/runs/run_000002: corrupt dlperf trace"), std::string::npos)
+      << r.err;
+  // good.h5: 1n1g and 1n2g; damaged.h5: two readable 1n1g runs -> 3 runs at 1n1g.
+  EXPECT_NE(r.out.find("| 1 | 1 | 3 | 320.00 |"), std::string::npos) << r.out;
+  auto skip = run_reduce_cli("--skip-bad " + dir.file("d"), dir);
+  EXPECT_EQ(skip.code, 0) << skip.err;
+  EXPECT_NE(skip.err.find("skipped"), std::string::npos);  // still named
+}
+
+TEST(ReduceCli, DlperfResultJsonKeyedRn50IsABaseline) {
+  test::TempDir dir;
+  const std::string path = dir.file("gpu.h5");
+  RunRecord one = test::run_at("resnet50", 1, 1, 0.1), two = test::run_at("resnet50", 1, 2, 0.1);
+  one.info.backend = two.info.backend = "cuda";
+  append_runs(path, {one, two});
+  // DLPerf's own result file (DLPerf/Tensorflow/resnet50v1.5/result/resnet50_result.json shape).
+  std::ofstream(dir.file("dlperf.json")) << R"({"rn50": {"1n1g": {"average_speed": 321.8, "batch_size_per_device": 32,
+      "median_speed": 320.0, "speedup": 1.0}, "1n2g": {"average_speed": 700, "batch_size_per_device": 32,
+      "median_speed": 700, "speedup": 2.0}}})";
+  auto r = run_reduce_cli(path + " --compare " + dir.file("dlperf.json") + " --tolerance 0.95", dir);
+  EXPECT_EQ(r.code, 1) << r.err;  // 640 / 700 = 0.914 < 0.95
+  EXPECT_NE(r.out.find("| resnet50_fp32_b32_cuda | 1n1g | 320.00 | 320.00 | 1.000 | ok |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| resnet50_fp32_b32_cuda | 1n2g | 640.00 | 700.00 | 0.914 | REGRESSION |"), std::string::npos) << r.out;
+}
+
+TEST(ReduceCli, BaselineJsonIsReadStrictly) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  const std::string ok = R"("1n1r": {"median_speed": 320, "batch_size_per_device": 32})";
+  for (const std::string& bad : {"{\"resnet50\": {" + ok + "}, \"resnet50\": {" + ok + "}}",
+                                std::string(R"({"resnet50": {"1n1r": {"median_speed": NaN}}})"),
+                                std::string(R"({"resnet50": {"1n1r": {"median_speed": 0x140}}})")}) {
+    std::ofstream(dir.file("b.json"), std::ios::trunc) << bad;
+    expect_one_line_error(run_reduce_cli(trace + " --compare " + dir.file("b.json"), dir), 2, "invalid JSON", bad);
   }
 }
 

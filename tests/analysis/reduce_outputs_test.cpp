@@ -9,7 +9,7 @@
 #include "analysis_test_util.h"
 #include "compare.h"
 #include "core/error.h"
-#include "json_lite.h"
+#include "json_strict.h"
 #include "reference.h"
 #include "report.h"
 
@@ -30,12 +30,12 @@ TEST(ReduceOutputs, MarkdownHasTheDlperfTable) {
   std::ostringstream os;
   write_markdown(os, hand_reduction(), MethodOptions{}, ReportOptions{});
   const std::string md = os.str();
-  EXPECT_NE(md.find("| node_num | gpu_num | batch_size_per_device | samples/s | speedup | efficiency |"), std::string::npos);
+  EXPECT_NE(md.find("| node_num | rank_num | batch_size_per_device | samples/s | speedup | efficiency |"), std::string::npos);
   EXPECT_NE(md.find("| 1 | 1 | 32 | 320.00 | 1.00 | 100.0% |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1 | 2 | 32 | 610.00 | 1.91 | 95.3% |"), std::string::npos) << md;
   EXPECT_NE(md.find("1 run(s) excluded: 1 partial"), std::string::npos) << md;
   // cv of {320, 320, 256} = 12.37% > 5%: a noisy-group warning.
-  EXPECT_NE(md.find("warning: noisy group resnet50_fp32_b32_cpu 1n1g"), std::string::npos) << md;
+  EXPECT_NE(md.find("warning: noisy group resnet50_fp32_b32_cpu 1n1r"), std::string::npos) << md;
 }
 
 TEST(ReduceOutputs, MissingBaselineNote) {
@@ -49,15 +49,15 @@ TEST(ReduceOutputs, CsvAndJson) {
   Reduction r = hand_reduction();
   std::ostringstream csv;
   write_csv(csv, r);
-  EXPECT_NE(csv.str().find("resnet50_fp32_b32_cpu,resnet50,fp32,cpu,,32,1,2,2,4,0,610"), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find("resnet50_fp32_b32_cpu,resnet50,fp32,cpu,,32,1,2,2,cpu_rank,4,0,610"), std::string::npos) << csv.str();
   std::ostringstream js;
   write_json(js, r);
-  JsonValue v = parse_json(js.str(), "json");
-  const JsonValue& p = v.object.at("resnet50_fp32_b32_cpu").object.at("1n2g");
-  EXPECT_NEAR(p.object.at("median_speed").number, 610, 1e-6);
-  EXPECT_NEAR(p.object.at("average_speed").number, 605, 1e-6);
-  EXPECT_NEAR(p.object.at("speedup").number, 1.90625, 1e-9);
-  EXPECT_EQ(p.object.at("batch_size_per_device").number, 32);
+  const nlohmann::json v = parse_json_strict(js.str(), "json");
+  const nlohmann::json& p = v.at("resnet50_fp32_b32_cpu").at("1n2r");  // CPU-backend ranks: "r", not "g"
+  EXPECT_NEAR(p.at("median_speed").get<double>(), 610, 1e-6);
+  EXPECT_NEAR(p.at("average_speed").get<double>(), 605, 1e-6);
+  EXPECT_NEAR(p.at("speedup").get<double>(), 1.90625, 1e-9);
+  EXPECT_EQ(p.at("batch_size_per_device").get<int>(), 32);
 }
 
 TEST(ReduceOutputs, SvgIsWellFormedEnough) {
@@ -72,7 +72,7 @@ TEST(ReduceOutputs, SvgIsWellFormedEnough) {
 
 TEST(ReduceOutputs, CompareFlagsRegressionsBelowTolerance) {
   Reduction r = hand_reduction();
-  std::vector<BaselinePoint> base = {{"resnet50_fp32_b32_cpu", "1n1g", 320, 32}, {"resnet50", "1n2g", 700, 32}};
+  std::vector<BaselinePoint> base = {{"resnet50_fp32_b32_cpu", "1n1r", 320, 32}, {"resnet50", "1n2r", 700, 32}};
   auto rows = compare(r, base, 0.95);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_FALSE(rows[0].regression);

@@ -70,6 +70,20 @@ TEST(OpsReport, TopOpsWithShareOfTheStep) {
   EXPECT_NE(s.find("| conv2d | 1 | 5.000 | 50.0% |"), std::string::npos) << s;
 }
 
+// The profile and the run's kernel records are one view: each op's row names what the library
+// chose to run it with (distinct implementations over its passes, in plan order).
+TEST(OpsReport, RowsNameThePlannedKernels) {
+  RunRecord r = profiled_run();
+  r.kernels = {{"conv1", "forward", "(2, 3, 8, 8) f32", "brgconv:avx512_core"},
+               {"conv1", "backward_data", "(2, 3, 8, 8) f32", "ref:any"},
+               {"conv1", "backward_weights", "(2, 3, 8, 8) f32", "brgconv:avx512_core"}};
+  std::ostringstream out;
+  write_ops_report(out, {r}, OpsOptions{2});
+  const std::string s = out.str();
+  EXPECT_NE(s.find("| 50.0% | 2 | brgconv:avx512_core; ref:any |"), std::string::npos) << s;
+  EXPECT_NE(s.find("| bn1 |"), std::string::npos) << s;
+}
+
 TEST(OpsReport, NoProfileIsAUsageError) {
   RunRecord r = profiled_run();
   r.ops = {};

@@ -31,6 +31,10 @@ expect_usage_error() {  # flag-to-mention, then the arguments
 expect_usage_error --model --model resnet101
 expect_usage_error --backend --backend tpu
 expect_usage_error --precision --precision fp8
+# tf32 and fp16 are CUDA precisions: the CPU backend says so in the fp16 error's style
+expect_usage_error "--precision tf32 is for the cuda backend" --backend cpu --precision tf32
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision fp16
+expect_usage_error "--precision fp16 is for the cuda backend" --backend cpu --precision amp
 expect_usage_error --batch-size --batch-size 0
 expect_usage_error --batch-size --batch-size -4
 expect_usage_error --iterations --iterations 0
@@ -43,12 +47,27 @@ expect_usage_error --no-such-flag --no-such-flag
 expect_usage_error --lr --lr 0
 expect_usage_error --resnet-blocks --resnet-blocks 3,4,6
 expect_usage_error --bucket-mb --bucket-mb 0
+# Validation by meaning (issue 18 row 8): sizes no backend can hold, options the model ignores.
+expect_usage_error --image-size --image-size 100000
+expect_usage_error --batch-size --model bert_base --batch-size 100000000 --seq-len 512
+expect_usage_error --seq-len --seq-len 64
+expect_usage_error --bert-layers --bert-layers 2
+expect_usage_error --dropout --dropout 0.2
+expect_usage_error --image-size --model bert_base --image-size 32
+expect_usage_error --resnet-width --model vgg16 --resnet-width 8
+expect_usage_error --momentum --model bert_base --momentum 0.9
+expect_usage_error --lock-timeout --lock-timeout -1
+expect_usage_error --max-loss-growth --max-loss-growth 0.5
 
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
 for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \
-  --lr --momentum --weight-decay --label-smoothing --print-every --output; do
+  --lr --momentum --weight-decay --label-smoothing --print-every --output --lock-timeout --max-loss-growth; do
   grep -q -- "$opt" "$dir/help" || { echo "FAIL: --help lacks $opt"; failures=$((failures + 1)); }
+done
+# Every precision the parser accepts is named where --precision is described.
+for p in fp32 tf32 bf16 fp16; do
+  sed -n '/--precision/,/--batch-size/p' "$dir/help" | grep -qw "$p" || { echo "FAIL: --help does not list $p for --precision"; failures=$((failures + 1)); }
 done
 "$train" --version | grep -q '^dlperf-train [0-9]' || { echo "FAIL: --version"; failures=$((failures + 1)); }
 

@@ -148,12 +148,42 @@ TEST(AllreduceBench, ExactWithoutCorruptionAndCatchesACorruptedBuffer) {
   c.iters = 2;
   c.warmup = 1;
   for (const BenchRow& row : run_allreduce_bench(comm, c)) {
-    EXPECT_EQ(row.wrong, 0u) << row.bytes;
-    EXPECT_GT(row.time_us, 0.0);
+    EXPECT_EQ(row.out_of_place.wrong, 0u) << row.bytes;
+    EXPECT_EQ(row.in_place.wrong, 0u) << row.bytes;
+    EXPECT_GT(row.out_of_place.time_us, 0.0);
+    EXPECT_GT(row.in_place.time_us, 0.0);
   }
   c.corrupt_rank = comm.size() - 1;
-  for (const BenchRow& row : run_allreduce_bench(comm, c))  // one bad element, seen by every rank
-    EXPECT_EQ(row.wrong, static_cast<uint64_t>(comm.size())) << row.bytes;
+  for (const BenchRow& row : run_allreduce_bench(comm, c)) {  // one bad element, seen by every rank
+    EXPECT_EQ(row.out_of_place.wrong, static_cast<uint64_t>(comm.size())) << row.bytes;
+    EXPECT_EQ(row.in_place.wrong, static_cast<uint64_t>(comm.size())) << row.bytes;
+  }
+}
+
+// Every element type MPI can reduce, out of place (the receive buffer starts as 0xff bytes, so
+// an implementation that reduced in place would be caught) and in place.
+TEST(AllreduceBench, EveryMpiTypeOutOfPlaceAndInPlace) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  for (DataType t : kAllDataTypes) {
+    EXPECT_EQ(comm.supports(t), t != DataType::float16 && t != DataType::bfloat16) << to_string(t);
+    if (!comm.supports(t)) continue;
+    BenchConfig c;
+    c.type = t;
+    c.min_bytes = 8;
+    c.max_bytes = 1000;
+    c.factor = 5;
+    c.iters = 1;
+    c.warmup = 0;
+    const auto rows = run_allreduce_bench(comm, c);
+    ASSERT_EQ(rows.size(), 4u) << to_string(t);  // 8, 40, 200, 1000 bytes
+    for (const BenchRow& row : rows) {
+      EXPECT_EQ(row.count, row.bytes / size_of(t));
+      EXPECT_EQ(row.out_of_place.wrong + row.in_place.wrong, 0u) << to_string(t) << " " << row.bytes;
+    }
+  }
+  BenchConfig half;
+  half.type = DataType::float16;
+  EXPECT_THROW(run_allreduce_bench(comm, half), Error);
 }
 
 }  // namespace

@@ -47,7 +47,16 @@ TEST(NcclCommunicator, AllreduceBroadcastAndCorruptCheck) {
   c.factor = 16;
   c.iters = 2;
   c.corrupt_rank = 0;
-  for (const BenchRow& row : run_allreduce_bench(comm, c)) EXPECT_EQ(row.wrong, static_cast<uint64_t>(comm.size()));
+  for (const BenchRow& row : run_allreduce_bench(comm, c)) {
+    EXPECT_EQ(row.out_of_place.wrong, static_cast<uint64_t>(comm.size()));
+    EXPECT_EQ(row.in_place.wrong, static_cast<uint64_t>(comm.size()));
+  }
+  // Types MPI lacks, exact out of place and in place.
+  for (DataType t : {DataType::float16, DataType::bfloat16, DataType::int8}) {
+    c.type = t;
+    c.corrupt_rank = -1;
+    for (const BenchRow& row : run_allreduce_bench(comm, c)) EXPECT_EQ(row.out_of_place.wrong + row.in_place.wrong, 0u) << to_string(t);
+  }
 }
 
 }  // namespace

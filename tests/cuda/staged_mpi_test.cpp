@@ -61,11 +61,13 @@ TEST(StagedMpiOnOneGpu, ReplicasEndBitIdenticalAndStopTogether) {
   install_stop_handlers();
   Trainer t(*model, *be, sgd, tc, &store.grads());
   RankTrace trace;
-  const auto should_stop = [&] { return any_rank_stopping(*control); };
+  const auto boundary = [&](const BoundaryFlags& local) {
+    return agree_at_boundary(*control, BoundaryFlags{stop_requested().load(), local.diverged});
+  };
   const auto after = [&](const RankTrace& tr) {
     if (world().rank == 1 && tr.iterations.size() == 3) std::raise(SIGUSR1);  // only rank 1 is told to stop
   };
-  t.run([&]() -> const HostBatch& { return data.next(); }, &exchange, trace, should_stop, nullptr, after);
+  t.run(data, &exchange, trace, boundary, nullptr, after);
   // Rank 1 saw the signal after iteration 2 was retired, while iteration 3 was queued: both
   // ranks leave before iteration 4 and retire 0-3.
   EXPECT_EQ(trace.iterations.size(), 4u);

@@ -172,7 +172,7 @@ ResNetRun train_resnet(bool graph, InputMode input, int64_t iterations) {
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 5);
   Trainer t(*model, *be, sgd, tc, &store.grads());
   RankTrace trace;
-  t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+  t.run(data, nullptr, trace, {}, nullptr);
   ResNetRun r;
   for (const auto& it : trace.iterations) r.losses.push_back(it.loss);
   r.mode = t.input_mode();

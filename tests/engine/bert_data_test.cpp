@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 
@@ -132,6 +133,23 @@ TEST(BertShardData, BadShardsAreOneLineUsageErrors) {
   fs::create_directories(dir.path / "empty");
   w = usage_error([&] { BertShards((dir.path / "empty").string(), {2, 16, 3, 64}, 0); });
   EXPECT_NE(w.find("no .hdf5"), std::string::npos) << w;
+}
+
+// A shard cut short (a copy that ran out of space, a truncated download): the error names
+// the file, whether it is the first or a later one (every shard is checked at start).
+TEST(BertShardData, TruncatedShardNamesItsFile) {
+  TempDir dir;
+  write_shard(dir.path / "part_00.hdf5", 64, 16, 3);
+  write_shard(dir.path / "part_01.hdf5", 64, 16, 3);
+  const fs::path cut = dir.path / "part_01.hdf5";
+  fs::resize_file(cut, fs::file_size(cut) * 6 / 10);
+  auto w = usage_error([&] { BertShards(dir.path.string(), {4, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("--data " + cut.string() + ":"), std::string::npos) << w;
+  w = usage_error([&] { BertShards(cut.string(), {4, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("--data " + cut.string() + ":"), std::string::npos) << w;
+  std::ofstream(dir.path / "empty.hdf5").flush();
+  w = usage_error([&] { BertShards((dir.path / "empty.hdf5").string(), {4, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("empty.hdf5"), std::string::npos) << w;
 }
 
 std::string parse_error(std::vector<const char*> args) {

@@ -45,6 +45,14 @@ expect_bad "repeats must be an integer from 1 to 1000 (got '-1')" --profile "$pr
 expect_bad "batch_per_device is missing in [vgg16]" --profile "$profile" --matrix "$(edited m5.ini "$matrix" '/^batch_per_device = 128$/d')"
 # shellcheck disable=SC2016  # the $( is literal: it must be rejected, not run
 expect_bad "extra_args '\$(rm' may only use" --profile "$profile" --matrix "$(edited m6.ini "$matrix" 's/^extra_args = .*/extra_args = $(rm -rf x)/')"
+# extra_args go through dlperf-train's own option parser when the scripts are generated
+# (issue 18 row 11), not when a queued job finally starts.
+expect_bad "m7.ini:29: extra_args is refused by dlperf-train for bert_base: unrecognised option '--bogus-flag'" \
+  --profile "$profile" --matrix "$(edited m7.ini "$matrix" 's/^extra_args = .*/extra_args = --seq-len 128 --bogus-flag/')"
+expect_bad "extra_args is refused by dlperf-train for rn50: --seq-len does not apply to --model resnet50" \
+  --profile "$profile" --matrix "$(edited m8.ini "$matrix" 's/^\[rn50\]$/[rn50]\nextra_args = --seq-len 64/')"
+expect_bad "extra_args is refused by dlperf-train for vgg16: --lock-timeout must be 0 to 604800 seconds" \
+  --profile "$profile" --matrix "$(edited m9.ini "$matrix" 's/^models = .*/models = vgg16\nextra_args = --lock-timeout -5/')"
 
 # A good run writes every file; --list names them without writing.
 "$gen" --profile "$profile" --matrix "$matrix" --list >"$tmp/list"

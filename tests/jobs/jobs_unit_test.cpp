@@ -130,7 +130,10 @@ TEST(Profile, BadValuesNameTheKey) {
   EXPECT_NE(profile_error(with("load = module", "load = conda")).find("load 'conda' is unknown"), std::string::npos);
   EXPECT_NE(profile_error(with("modules = dlperf/0.1.0 cuda", "modules =")).find("modules must list"), std::string::npos);
   EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu;rm")).find("must be one word"), std::string::npos);
-  EXPECT_NE(profile_error(with("UCX_TLS", "ucx_tls")).find("environment variables like UCX_TLS"), std::string::npos);
+  EXPECT_NE(profile_error(with("UCX_TLS", "UCX-TLS")).find("environment variables like UCX_TLS"), std::string::npos);
+  EXPECT_NE(profile_error(with("UCX_TLS", "1UCX_TLS")).find("environment variables like UCX_TLS"), std::string::npos);
+  // Open MPI's MCA variables are mixed case: an Ethernet cluster's profile needs them.
+  EXPECT_EQ(profile(with("UCX_TLS", "OMPI_MCA_btl_tcp_if_include")).env.front().first, "OMPI_MCA_btl_tcp_if_include");
   EXPECT_NE(profile_error(with("--exclusive", "exclusive")).find("long sbatch options"), std::string::npos);
   EXPECT_NE(profile_error(base + "[gpus]\n").find("unknown section [gpus]"), std::string::npos);
 }
@@ -168,6 +171,33 @@ TEST(Jobs, OnePerModelAndConfigurationThenCpuVariants) {
   EXPECT_EQ(jobs[5].batch_per_device, 64);  // cpu batch defaults to the GPU one
 }
 
+// real_data = yes adds <model>_data_* jobs that read $DLPERF_DATA (refusing to start without
+// it), kept out of submit_all.sh's gpu/cpu sets and submitted with `data`.
+TEST(Jobs, RealDataVariantsReadDlperfData) {
+  std::string text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes");
+  const auto jobs = expand_jobs(profile(), matrix(text));
+  std::vector<std::string> names;
+  for (const auto& j : jobs) names.push_back(j.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"rn50_1n1g", "rn50_4n8g", "rn50_data_1n1g", "rn50_data_4n8g", "bert_base_1n1g",
+                                             "bert_base_4n8g", "rn50_cpu_2n2r", "rn50_data_cpu_2n2r", "bert_base_cpu_2n2r"}));
+  const std::string g = render_sbatch(profile(), jobs[3], {"p.ini", "m.ini"});
+  EXPECT_NE(g.find("if [ -z \"${DLPERF_DATA:-}\" ]; then"), std::string::npos) << g;
+  EXPECT_NE(g.find("--data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\""), std::string::npos) << g;
+  const std::string c = render_sbatch(profile(), jobs[7], {"p.ini", "m.ini"});
+  EXPECT_NE(c.find("--loader-threads 1"), std::string::npos) << c;
+  EXPECT_EQ(render_sbatch(profile(), jobs[0], {"p.ini", "m.ini"}).find("DLPERF_DATA"), std::string::npos);
+  const std::string all = render_submit_all(jobs, {"p.ini", "m.ini"});
+  EXPECT_NE(all.find("data_jobs=(rn50_data_1n1g.sh rn50_data_4n8g.sh rn50_data_cpu_2n2r.sh)"), std::string::npos) << all;
+  EXPECT_NE(all.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)"), std::string::npos) << all;
+  text = kMatrix;
+  text.replace(text.find("extra_args = --seq-len 128"), 26, "extra_args = --seq-len 128\nreal_data = yes");
+  EXPECT_NE(matrix_error(text).find("real_data"), std::string::npos);
+  text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = maybe");
+  EXPECT_NE(matrix_error(text).find("yes or no"), std::string::npos);
+}
+
 TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
   const Profile p = profile(std::string(kProfile) + "");
   Matrix m = matrix();
@@ -190,9 +220,9 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
                            "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
-                           "srun --mpi=pmix dlperf-train --model bert_base --backend cuda --precision fp16",
+                           "srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
-                           "results=${DLPERF_RESULTS:-results.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
+                           "results=${DLPERF_RESULTS:-$results_dir/bert_base_4n8g_$SLURM_JOB_ID.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
                            "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})
     EXPECT_NE(s.find(line), std::string::npos) << line;
   // #SBATCH lines are only read before the first command.

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # A generated sbatch script's control flow without Slurm: srun, squeue, dlperf-train and
 # dlperf-reduce are stand-ins on PATH that log their arguments. Checks: every repeat runs
-# through srun --mpi=pmix with SRUN_CPUS_PER_TASK set and its own --repeat-index; a failed
+# through srun --mpi=pmix --kill-on-bad-exit=1 with SRUN_CPUS_PER_TASK set and its own --repeat-index; a failed
 # repeat does not stop the next ones but the script exits 1 at the end; the reduce table is
-# printed; with less time left than the --signal lead, no repeat starts; outside Slurm the
-# script says how to submit it and exits 2.
+# printed; each job writes its own results.d/<job>_<job id>.h5 (never one file shared by jobs
+# on different nodes); with less time left than the --signal lead, no repeat starts; outside
+# Slurm the script says how to submit it and exits 2. Then submit_all.sh with a stand-in
+# sbatch: the jobs are chained one after another (afterany on the previous), --concurrent
+# submits them without a dependency, and reduce.sh waits for all and reads results.d.
 #   script_behaviour_test.sh DLPERF_JOBS
 set -euo pipefail
 gen=$1
@@ -26,7 +29,7 @@ cat >"$tmp/matrix.ini" <<'INI'
 [matrix]
 models = rn50
 configurations =
-cpu_configurations = 1n2r
+cpu_configurations = 1n2r 2n2r
 repeats = 3
 iterations = 12
 warmup = 2
@@ -39,8 +42,9 @@ script=$tmp/gen/rn50_cpu_1n2r.sh
 
 cat >"$tmp/bin/srun" <<'SH'
 #!/bin/bash
-echo "srun $1 SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK UCX_TLS=$UCX_TLS" >>"$LOG"
-shift
+opts=()
+while [[ $1 == -* ]]; do opts+=("$1"); shift; done
+echo "srun ${opts[*]} SRUN_CPUS_PER_TASK=$SRUN_CPUS_PER_TASK UCX_TLS=$UCX_TLS" >>"$LOG"
 exec "$@"
 SH
 cat >"$tmp/bin/squeue" <<'SH'
@@ -51,6 +55,7 @@ cat >"$tmp/bin/dlperf-train" <<'SH'
 #!/bin/bash
 echo "dlperf-train $*" >>"$LOG"
 case " $* " in *" --repeat-index ${FAKE_FAIL_REPEAT:-none} "*) echo "dlperf-train: simulated failure" >&2; exit 3 ;; esac
+case " $* " in *" --repeat-index ${FAKE_PARTIAL_REPEAT:-none} "*) echo "run stopped early: stopped by signal 10; recorded as partial"; exit 4 ;; esac
 echo "summary: fake"
 SH
 cat >"$tmp/bin/dlperf-reduce" <<'SH'
@@ -73,12 +78,13 @@ fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; d
 
 run ok
 [ $rc -eq 0 ] || fail "all repeats ok: exit $rc"
-[ "$(grep -c '^srun --mpi=pmix SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
+[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
 for i in 0 1 2; do
-  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.h5 --repeat-index $i$" "$LOG" ||
+  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.d/rn50_cpu_1n2r_42.h5 --repeat-index $i$" "$LOG" ||
     fail "repeat $i arguments"
 done
-grep -q '^dlperf-reduce --warmup 2 --window 10 results.h5$' "$LOG" || fail "reduce arguments"
+[ -d "$tmp/run/results.d" ] || fail "results.d not created"
+grep -q '^dlperf-reduce --warmup 2 --window 10 results.d/rn50_cpu_1n2r_42.h5$' "$LOG" || fail "reduce arguments"
 grep -q '| node_num | gpu_num |' "$tmp/ok.out" || fail "table not printed"
 
 run one_fails FAKE_FAIL_REPEAT=1 DLPERF_RESULTS=/data/r.h5
@@ -89,16 +95,69 @@ grep -q 'repeat 1 failed (exit 3); going on with the next' "$tmp/one_fails.err" 
 grep -q '1 of 3 repeats failed' "$tmp/one_fails.err" || fail "summary message"
 grep -q '^dlperf-reduce ' "$LOG" || fail "no reduce after a failure"
 
+# dlperf-train exits 4 when a signal (--signal=USR1 before the time limit) stopped it: the run
+# is partial, no time is left for another repeat, and the job reports it.
+run partial FAKE_PARTIAL_REPEAT=1
+[ $rc -eq 1 ] || fail "a partial repeat: exit $rc, want 1"
+[ "$(grep -c '^dlperf-train ' "$LOG")" -eq 2 ] || fail "a repeat started after the partial one"
+grep -q 'repeat 1 stopped early by a signal, recorded as partial; no further repeats' "$tmp/partial.err" || fail "partial message"
+grep -q '2 of 3 repeats failed, stopped early or were not started' "$tmp/partial.err" || fail "partial summary"
+grep -q '^dlperf-reduce ' "$LOG" || fail "no reduce after a partial repeat"
+
 run no_time FAKE_TIME_LEFT=1:29
 [ $rc -eq 1 ] || fail "no time left: exit $rc, want 1"
 grep -q '^dlperf-train ' "$LOG" && fail "a repeat started with 89 s left and a 90 s signal lead"
 grep -q '89 s left, too little for repeat 0 of 3: not started' "$tmp/no_time.err" || fail "no-time message"
 
-run long_job FAKE_TIME_LEFT=1-02:03:04
+run long_job FAKE_TIME_LEFT=1-02:03:04 DLPERF_RESULTS_DIR="$tmp/scratch/rd"
 [ $rc -eq 0 ] || fail "days-hours:minutes:seconds time left: exit $rc"
+grep -q -- "--output $tmp/scratch/rd/rn50_cpu_1n2r_42.h5 --repeat-index 0$" "$LOG" || fail "DLPERF_RESULTS_DIR not used"
+[ -d "$tmp/scratch/rd" ] || fail "DLPERF_RESULTS_DIR not created"
 
 rc=0
 env -u SLURM_JOB_ID bash "$script" >"$tmp/outside.out" 2>"$tmp/outside.err" || rc=$?
 [ $rc -eq 2 ] || fail "outside Slurm: exit $rc, want 2"
 grep -q "sbatch $script" "$tmp/outside.err" || fail "outside Slurm: no sbatch hint"
+
+# submit_all.sh with a stand-in sbatch that logs its arguments and hands out job ids 100, 101, ...
+cat >"$tmp/bin/sbatch" <<'SH'
+#!/bin/bash
+n=$(( $(wc -l <"$LOG") + 100 ))
+echo "sbatch $*" >>"$LOG"
+echo "$n;cluster"
+SH
+chmod +x "$tmp/bin/sbatch"
+submit() {
+  local name=$1
+  shift
+  export LOG=$tmp/$name.log
+  : >"$LOG"
+  rc=0
+  (cd "$tmp/run" && PATH="$tmp/bin:$PATH" "$tmp/gen/submit_all.sh" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err") || rc=$?
+}
+submit chained cpu --account=proj
+[ $rc -eq 0 ] || fail "submit_all.sh cpu: exit $rc"
+[ "$(sed -n 1p "$LOG")" = "sbatch --parsable --account=proj $tmp/gen/rn50_cpu_1n2r.sh" ] || fail "first job: $(sed -n 1p "$LOG")"
+[ "$(sed -n 2p "$LOG")" = "sbatch --parsable --dependency=afterany:100 --account=proj $tmp/gen/rn50_cpu_2n2r.sh" ] ||
+  fail "second job not chained after the first: $(sed -n 2p "$LOG")"
+[ "$(sed -n 3p "$LOG")" = "sbatch --parsable --dependency=afterany:100:101 --account=proj $tmp/gen/reduce.sh" ] ||
+  fail "reduce job: $(sed -n 3p "$LOG")"
+grep -q '^submitted rn50_cpu_2n2r.sh as job 101 (after job 100)$' "$tmp/chained.out" || fail "chained message"
+
+submit concurrent cpu --concurrent
+[ $rc -eq 0 ] || fail "submit_all.sh cpu --concurrent: exit $rc"
+[ "$(grep -c -- '--dependency' "$LOG")" -eq 1 ] || fail "--concurrent: only reduce.sh may have a dependency"
+grep -q "^sbatch --parsable --dependency=afterany:100:101 $tmp/gen/reduce.sh$" "$LOG" || fail "--concurrent reduce job"
+
+submit no_gpu gpu
+[ $rc -eq 2 ] || fail "no GPU jobs in the matrix: exit $rc, want 2"
+submit bad_word bogus
+[ $rc -eq 2 ] || fail "unknown first word: exit $rc, want 2"
+
+# reduce.sh reads the whole results directory and writes results.csv/.json/.svg beside it.
+script=$tmp/gen/reduce.sh
+run reduce
+[ $rc -eq 0 ] || fail "reduce.sh: exit $rc"
+grep -q '^dlperf-reduce --warmup 2 --window 10 results.d --csv results.csv --json results.json --plot results.svg$' "$LOG" ||
+  fail "reduce.sh arguments"
 echo "script behaviour ok"

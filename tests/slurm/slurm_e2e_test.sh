@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # End to end on a real Slurm: start munged, slurmctld and slurmd here (local_slurm.sh),
-# generate CPU-backend jobs with dlperf-jobs, submit them with the generated submit_all.sh,
-# and check what a user would: results.h5 holds 2 complete runs, the job output has the
-# dlperf-reduce table, the reduce job ran after the matrix (--dependency=afterany). Then a job
+# generate CPU-backend jobs with dlperf-jobs (1 node x 1 rank and 1 node x 2 ranks), submit
+# them with the generated submit_all.sh, and check what a user would: each job wrote its own
+# results.d/<job>_<job id>.h5 with 2 complete runs, the job output has the dlperf-reduce
+# table, the second job started only after the first ended and the reduce job after both
+# (--dependency=afterany), and the reduce job's table covers the whole directory. Then a job
 # whose time limit is too short: --signal=USR1 stops dlperf-train, its run is recorded as
-# partial and the earlier runs are intact. Every daemon started is stopped by PID on exit.
+# partial in its own file and the earlier runs are intact. Every daemon started is stopped by
+# PID on exit.
 #   slurm_e2e_test.sh DLPERF_JOBS DLPERF_TRAIN DLPERF_REDUCE
 # Exit 77 (CTest: skipped) when not root or Slurm/munge are not installed.
 set -euo pipefail
@@ -67,7 +70,7 @@ cat >"$dir/matrix.ini" <<'INI'
 [matrix]
 models = rn50
 configurations =
-cpu_configurations = 1n2r
+cpu_configurations = 1n1r 1n2r
 repeats = 2
 iterations = 12
 warmup = 2
@@ -82,20 +85,24 @@ sed -e 's/^repeats = 2/repeats = 1/' -e 's/^iterations = 12/iterations = 1000000
 "$jobs_exe" --profile "$dir/profile.ini" --matrix "$dir/matrix-short.ini" --output-dir "$dir/gen-short"
 grep -q '^#SBATCH --time=1$' "$dir/gen-short/rn50_cpu_1n2r.sh"
 
-status_of() {  # status attribute of run N
-  h5dump -a "/runs/$(printf 'run_%06d' "$1")/status" "$dir/work/results.h5" | sed -n 's/.*(0): "\(.*\)".*/\1/p'
+status_of() {  # status attribute of run N in results file F
+  h5dump -a "/runs/$(printf 'run_%06d' "$2")/status" "$1" | sed -n 's/.*(0): "\(.*\)".*/\1/p'
 }
+job_time() { scontrol show job "$1" | grep -o "$2=[0-9T:-]*" | cut -d= -f2; }
 
-echo "== 1. submit_all.sh cpu: the matrix (2 repeats) and the reduce job after it"
+echo "== 1. submit_all.sh cpu: two jobs one after the other (2 repeats each), then the reduce job"
 t0=$SECONDS
 cd "$dir/work"
 "$dir/gen/submit_all.sh" cpu --chdir="$dir/work" | tee submit.log
-job=$(sed -n 's/^submitted rn50_cpu_1n2r.sh as job \([0-9]*\)$/\1/p' submit.log)
+first=$(sed -n 's/^submitted rn50_cpu_1n1r.sh as job \([0-9]*\)$/\1/p' submit.log)
+job=$(sed -n 's/^submitted rn50_cpu_1n2r.sh as job \([0-9]*\) (after job '"$first"')$/\1/p' submit.log)
 reduce_job=$(sed -n 's/^submitted reduce.sh as job \([0-9]*\) .*/\1/p' submit.log)
-[ -n "$job" ] && [ -n "$reduce_job" ]
-state=$(local_slurm_wait_job "$job" 240)
-echo "job $job: $state ($((SECONDS - t0)) s)"
-[ "$state" = JobState=COMPLETED ]
+[ -n "$first" ] && [ -n "$job" ] && [ -n "$reduce_job" ]
+for j in "$first" "$job"; do
+  state=$(local_slurm_wait_job "$j" 240)
+  echo "job $j: $state ($((SECONDS - t0)) s)"
+  [ "$state" = JobState=COMPLETED ]
+done
 state=$(local_slurm_wait_job "$reduce_job" 120)
 echo "reduce job $reduce_job: $state"
 [ "$state" = JobState=COMPLETED ]
@@ -104,13 +111,23 @@ cat "$out"
 [ "$(grep -c '^dlperf: repeat [01] of 2$' "$out")" -eq 2 ]
 grep -Eq '^\| 1 \| 2 \| 4 \| [0-9.]+ \|' "$out"                 # the throughput table: 1 node x 2 ranks
 grep -Eq '^\| 1 \| 2 \| 2 \| [0-9.]+ \|' "$out"                 # the repeats table: 2 runs
-[ "$(status_of 1)" = complete ] && [ "$(status_of 2)" = complete ]
-h5dump -a /runs/run_000002/slurm_job_id results.h5 | grep -q "\"$job\""
+# One file per job, named after the script and the job id (and its .lock, docs/trace-schema.md).
+ls results.d
+[ "$(find results.d -type f -name '*.h5' | sort | tr '\n' ' ')" = "results.d/rn50_cpu_1n1r_$first.h5 results.d/rn50_cpu_1n2r_$job.h5 " ]
+mine=results.d/rn50_cpu_1n2r_$job.h5
+[ "$(status_of "$mine" 1)" = complete ] && [ "$(status_of "$mine" 2)" = complete ]
+h5dump -a /runs/run_000002/slurm_job_id "$mine" | grep -q "\"$job\""
+# The reduce job reads the directory: both configurations, 2 runs each.
+cat "dlperf_reduce_$reduce_job.out"
+grep -Eq '^\| 1 \| 1 \| 2 \| [0-9.]+ \|' "dlperf_reduce_$reduce_job.out"
 grep -Eq '^\| 1 \| 2 \| 2 \| [0-9.]+ \|' "dlperf_reduce_$reduce_job.out"
-job_time() { scontrol show job "$1" | grep -o "$2=[0-9T:-]*" | cut -d= -f2; }
+ended=$(job_time "$first" EndTime)
+started=$(job_time "$job" StartTime)
+echo "first job ended $ended, second job started $started"
+[[ ! "$started" < "$ended" ]]  # chained: not before the first job ended
 ended=$(job_time "$job" EndTime)
 started=$(job_time "$reduce_job" StartTime)
-echo "matrix job ended $ended, reduce job started $started"
+echo "matrix ended $ended, reduce job started $started"
 [[ ! "$started" < "$ended" ]]  # afterany: not before the matrix ended
 [ -s results.csv ] && [ -s results.json ] && [ -s results.svg ]
 
@@ -121,12 +138,15 @@ state=$(local_slurm_wait_job "$short" 200)
 echo "job $short: $state ($((SECONDS - t0)) s)"
 out="dlperf_rn50_cpu_1n2r_$short.out"
 cat "$out"
-[ "$state" = JobState=COMPLETED ]
+# dlperf-train exits 4 for a partial run; the script stops its repeats and ends non-zero.
+[ "$state" = JobState=FAILED ]
 grep -q 'recorded as partial' "$out"
-[ "$(status_of 3)" = partial ]
-h5dump -a /runs/run_000003/status_reason results.h5 | grep -q 'stopped by signal 10'
-[ "$(status_of 1)" = complete ] && [ "$(status_of 2)" = complete ]
-"$reduce_exe" --warmup 2 --window 10 results.h5 | grep -Eq '^\| 1 \| 2 \| 2 \| [0-9.]+ \| .* \| 1 \|$'  # 2 runs, 1 excluded
+grep -q 'repeat 0 stopped early by a signal, recorded as partial' "$out"
+short_file=results.d/rn50_cpu_1n2r_$short.h5
+[ "$(status_of "$short_file" 1)" = partial ]
+h5dump -a /runs/run_000001/status_reason "$short_file" | grep -q 'stopped by signal 10'
+[ "$(status_of "$mine" 1)" = complete ] && [ "$(status_of "$mine" 2)" = complete ]
+"$reduce_exe" --warmup 2 --window 10 results.d | grep -Eq '^\| 1 \| 2 \| 2 \| [0-9.]+ \| .* \| 1 \|$'  # 2 runs, 1 excluded
 
 echo "== 3. outside Slurm the script explains itself and exits 2"
 rc=0

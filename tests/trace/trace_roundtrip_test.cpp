@@ -1,8 +1,10 @@
 // Every RunInfo field and every per-iteration value survives write then read; runs append
 // in order; a flushed but unfinished run reads back as running with what was flushed.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include "core/error.h"
+#include "trace/h5_io.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_writer.h"
 #include "trace_test_util.h"
@@ -21,6 +23,9 @@ RunRecord full_run() {
   i.start_time_utc = "2026-11-21T21:40:00Z";
   i.end_time_utc = "2026-11-21T21:45:00Z";
   i.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+  i.cpu_isa = "avx512_core_amx";
+  r.kernels = {{"conv1", "forward", "(32, 3, 224, 224) bf16 k7/2 -> 64", "brgconv:avx512_core_amx"},
+               {"layer1.0.conv1.weight", "reorder", "(64, 64, 1, 1) f32 -> bf16", "jit:uni"}};
   i.gpu_model = "NVIDIA H100 80GB HBM3";
   i.gpu_memory_bytes = 85899345920;
   i.versions = {{"onednn", "3.1.1"}, {"hdf5", "1.10.8"}, {"nccl", "2.21.5"}};
@@ -33,6 +38,12 @@ RunRecord full_run() {
   i.status_reason = "";
   // Ragged ranks (rank 2 stopped early) must round-trip too.
   r.ranks[2].iterations.resize(5);
+  // Schema 1.2: local ranks (ranks 0, 1 on one node, 2 on another) and full 64-bit checksums.
+  const int64_t local[] = {0, 1, 0};
+  for (size_t k = 0; k < r.ranks.size(); ++k) {
+    r.ranks[k].local_rank = local[k];
+    r.ranks[k].param_checksum = 0xfedcba9876543210ull - k;  // above INT64_MAX: unsigned all the way
+  }
   return r;
 }
 
@@ -67,6 +78,14 @@ TEST(TraceRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(b.end_time_utc, a.end_time_utc);
   EXPECT_EQ(b.hosts, a.hosts);
   EXPECT_EQ(b.cpu_model, a.cpu_model);
+  EXPECT_EQ(b.cpu_isa, a.cpu_isa);
+  ASSERT_EQ(out.kernels.size(), in.kernels.size());
+  for (size_t k = 0; k < in.kernels.size(); ++k) {
+    EXPECT_EQ(out.kernels[k].op, in.kernels[k].op);
+    EXPECT_EQ(out.kernels[k].pass, in.kernels[k].pass);
+    EXPECT_EQ(out.kernels[k].shape, in.kernels[k].shape);
+    EXPECT_EQ(out.kernels[k].impl, in.kernels[k].impl);
+  }
   EXPECT_EQ(b.gpu_model, a.gpu_model);
   EXPECT_EQ(b.gpu_memory_bytes, a.gpu_memory_bytes);
   EXPECT_EQ(b.versions, a.versions);
@@ -83,6 +102,8 @@ TEST(TraceRoundTrip, EveryFieldSurvives) {
     EXPECT_EQ(y.host, x.host);
     EXPECT_EQ(y.clock_offset, x.clock_offset);
     EXPECT_EQ(y.peak_memory_bytes, x.peak_memory_bytes);
+    EXPECT_EQ(y.local_rank, x.local_rank);
+    EXPECT_EQ(y.param_checksum, x.param_checksum);
     ASSERT_EQ(y.iterations.size(), x.iterations.size());
     for (size_t i = 0; i < x.iterations.size(); ++i) {
       EXPECT_EQ(y.iterations[i].start, x.iterations[i].start);
@@ -146,6 +167,29 @@ TEST(TraceRoundTrip, FinishPartialKeepsReason) {
   EXPECT_EQ(runs[0].info.status, RunStatus::partial);
   EXPECT_EQ(runs[0].info.status_reason, "SIGTERM after 8 of 120 iterations");
   EXPECT_EQ(runs[0].ranks[0].iterations.size(), 8u);
+}
+
+// A run written before schema 1.2 has neither local_rank nor param_checksum: it still reads,
+// with both marked "not recorded".
+TEST(TraceRoundTrip, SchemaOneOneRunHasNoLocalRanksOrChecksums) {
+  test::TempDir dir;
+  const std::string path = dir.file("results.h5");
+  RunRecord r = full_run();
+  TraceWriter(path, r.info).finish(r, RunStatus::complete);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::write_attr(f.get(), "dlperf_schema_version", std::string("1.1"));
+    ASSERT_GE(H5Ldelete(f.get(), "runs/run_000001/local_rank", H5P_DEFAULT), 0);
+    ASSERT_GE(H5Ldelete(f.get(), "runs/run_000001/param_checksum", H5P_DEFAULT), 0);
+  }
+  auto runs = read_runs(path);
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0].ranks.size(), 3u);
+  for (const auto& rank : runs[0].ranks) {
+    EXPECT_EQ(rank.local_rank, -1);
+    EXPECT_EQ(rank.param_checksum, 0u);
+  }
+  EXPECT_EQ(runs[0].ranks[1].iterations.size(), 7u);
 }
 
 TEST(RunStatusNames, RoundTripAndRejectUnknown) {

@@ -1,4 +1,4 @@
-// The schema 1.1 fields (issue 13) survive write then read: how the step ran, per-iteration
+// The schema 1.2 fields (issue 13) survive write then read: how the step ran, per-iteration
 // loss scale and skipped steps, per-bucket allreduce times, the device's memory peak and the
 // per-op profile; a file written by an older minor version is raised to this one on append
 // and its earlier runs read back with the defaults.
@@ -111,7 +111,7 @@ TEST(TraceStepFields, AbsentWhereNotMeasured) {
   }
 }
 
-// A 1.0 file: appending raises the root version to 1.1, and the 1.0 run (without the new
+// A 1.0 file: appending raises the root version to 1.2, and the 1.0 run (without the new
 // datasets) reads back with the defaults.
 TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
   test::TempDir dir;
@@ -140,7 +140,7 @@ TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
   w.finish(next, RunStatus::complete);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.1");
+  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.2");
   H5Fclose(f);
   const auto runs = read_runs(path);
   ASSERT_EQ(runs.size(), 2u);

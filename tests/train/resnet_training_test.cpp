@@ -36,7 +36,7 @@ struct Rig {
     SyntheticImages data(rc.batch, rc.image_size, rc.classes, seed, 8);
     Trainer t(*model, *be, *sgd, tc);
     RankTrace trace;
-    t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+    t.run(data, nullptr, trace, {}, nullptr);
     std::vector<float> losses;
     for (const auto& it : trace.iterations) losses.push_back(it.loss);
     return losses;
@@ -138,7 +138,7 @@ TEST(ResNet, DynamicLossScalingSkipsOverflowingStepsAndRecovers) {
     SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3);
     Trainer t(*s.model, *s.be, *s.sgd, tc, &s.store->grads());
     RankTrace trace;
-    t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+    t.run(data, nullptr, trace, {}, nullptr);
     std::vector<float> after(s.store->size());
     s.store->values().read(after);
     if (initial > 1e30f) {

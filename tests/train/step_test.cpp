@@ -103,7 +103,7 @@ TEST(OpProfile, ResNetOpsAccountForForwardAndBackward) {
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 9);
   Trainer t(*rig.model, *rig.be, sgd, tc);
   RankTrace trace;
-  t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+  t.run(data, nullptr, trace, {}, nullptr);
   const OpProfile p = rig.profiler->result(0);
   ASSERT_EQ(p.steps, 3);
   EXPECT_EQ(p.first_iteration, 1);
@@ -147,7 +147,7 @@ TEST(OpProfile, BertOpsAccountForForwardAndBackward) {
   SyntheticTokens data({c.batch, c.seq_len, c.max_predictions, c.vocab}, 11);
   Trainer t(*rig.model, *rig.be, lamb, tc);
   RankTrace trace;
-  t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+  t.run(data, nullptr, trace, {}, nullptr);
   const OpProfile p = rig.profiler->result(0);
   const double ops = ops_ms(p), phases = phase_ms(trace, 1, 2);
   EXPECT_GT(ops, 0.8 * phases) << "ops " << ops << " ms of " << phases << " ms forward + backward";
@@ -173,7 +173,7 @@ TEST(OpProfile, ProfilingChangesNoResult) {
     SyntheticImages data(rc.batch, rc.image_size, rc.classes, 9);
     Trainer t(*rig.model, *rig.be, sgd, tc);
     RankTrace trace;
-    t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+    t.run(data, nullptr, trace, {}, nullptr);
     runs[profile] = losses(trace);
   }
   EXPECT_EQ(runs[0], runs[1]);
@@ -190,7 +190,7 @@ TEST(StepGate, OverflowIsSkippedCountedAndHalvesTheScale) {
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3);
   Trainer t(*rig.model, *rig.be, sgd, tc, &rig.store->grads());
   RankTrace trace;
-  t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+  t.run(data, nullptr, trace, {}, nullptr);
   ASSERT_EQ(trace.iterations.size(), 3u);
   EXPECT_TRUE(trace.iterations[0].skipped);
   EXPECT_EQ(trace.iterations[0].loss_scale, 3e38f);
@@ -209,7 +209,7 @@ TEST(StepGate, GrowsTheScaleAfterTheIntervalOfGoodSteps) {
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3);
   Trainer t(*rig.model, *rig.be, sgd, tc, &rig.store->grads());
   RankTrace trace;
-  t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+  t.run(data, nullptr, trace, {}, nullptr);
   const float want[5] = {128, 128, 256, 256, 512};
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_FALSE(trace.iterations[i].skipped);
@@ -254,7 +254,7 @@ TEST(StepGate, ClippingOnTheGateMatchesTheHostPath) {
       TrainConfig tc = config(1, 0.1f);
       Trainer t(*rig.model, *rig.be, clip, tc, &rig.store->grads());
       RankTrace trace;
-      t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+      t.run(data, nullptr, trace, {}, nullptr);
     } else {
       rig.model->load(data.next());
       for (Layer* l : rig.model->layers()) l->refresh_compute_weights();
@@ -284,10 +284,19 @@ TEST(InputStage, ResidentEqualsDirectForOneBatch) {
     TrainConfig tc = config(3);
     tc.input = resident ? InputMode::resident : InputMode::direct;
     SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3, /*pool=*/1);
-    int calls = 0;
+    struct Counting final : DataSource {
+      DataSource& inner;
+      int calls = 0;
+      explicit Counting(DataSource& d) : inner(d) {}
+      const HostBatch& next() override {
+        ++calls;
+        return inner.next();
+      }
+    } counting(data);
+    const int& calls = counting.calls;
     Trainer t(*rig.model, *rig.be, sgd, tc);
     RankTrace trace;
-    t.run([&]() -> const HostBatch& { ++calls; return data.next(); }, nullptr, trace, {}, nullptr);
+    t.run(counting, nullptr, trace, {}, nullptr);
     EXPECT_EQ(t.input_mode(), resident ? InputMode::resident : InputMode::direct);
     EXPECT_EQ(calls, resident ? 1 : 3);
     runs[resident] = losses(trace);
@@ -300,9 +309,8 @@ TEST(InputStage, CpuHasNoPipe) {
   const auto rc = small_resnet();
   Rig rig(false, 0, 1, [&](Backend& b) { return make_resnet(b, rc); });
   SyntheticImages data(rc.batch, rc.image_size, rc.classes, 3);
-  const DataFn fn = [&]() -> const HostBatch& { return data.next(); };
-  EXPECT_EQ(make_input_stage(InputMode::automatic, *rig.model, *rig.be, fn)->mode(), InputMode::direct);
-  EXPECT_THROW(make_input_stage(InputMode::pipelined, *rig.model, *rig.be, fn), Error);
+  EXPECT_EQ(make_input_stage(InputMode::automatic, *rig.model, *rig.be, data)->mode(), InputMode::direct);
+  EXPECT_THROW(make_input_stage(InputMode::pipelined, *rig.model, *rig.be, data), Error);
 }
 
 TEST(MaxBatchSearch, FindsTheBoundaryByDoublingThenBisection) {

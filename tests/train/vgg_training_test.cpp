@@ -56,7 +56,7 @@ struct Rig {
     SyntheticImages data(vc.batch, vc.image_size, vc.classes, seed, 8);
     Trainer t(*model, *be, *sgd, tc);
     RankTrace trace;
-    t.run([&]() -> const HostBatch& { return data.next(); }, nullptr, trace, {}, nullptr);
+    t.run(data, nullptr, trace, {}, nullptr);
     std::vector<float> losses;
     for (const auto& it : trace.iterations) losses.push_back(it.loss);
     return losses;

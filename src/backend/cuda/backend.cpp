@@ -5,6 +5,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -48,11 +49,14 @@ Ctx make_context(const BackendOptions& o) {
   if (o.device < 0) throw_usage_error("CUDA device " + std::to_string(o.device) + " is negative");
   // The local rank modulo the devices this process sees: one rank per GPU on a node that shows
   // all GPUs, or the one GPU Slurm's --gpus-per-task / --gpu-bind shows each rank.
-  auto ctx = std::make_shared<Context>(o.device % count);
+  auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune);
   // bf16 tensor cores and cuDNN's bf16 kernels start with Ampere (sm_80).
   if (o.precision == Precision::bf16 && ctx->props.major < 8)
     throw_usage_error(std::string("--precision bf16 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +
                       std::to_string(ctx->props.major) + std::to_string(ctx->props.minor) + "); use --precision fp16");
+  if (o.precision == Precision::tf32 && ctx->props.major < 8)
+    throw_usage_error(std::string("--precision tf32 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +
+                      std::to_string(ctx->props.major) + std::to_string(ctx->props.minor) + "); use --precision fp32");
   return ctx;
 }
 
@@ -82,9 +86,12 @@ std::string CudaBackend::description() const {
 TensorPtr CudaBackend::tensor(const Dims& dims, DType dtype, Layout layout) {
   return std::make_unique<CudaTensor>(ctx_, dims, dtype, layout);
 }
-TensorPtr CudaBackend::tensor_like(const Tensor& t) { return std::make_unique<CudaTensor>(ctx_, t.dims(), t.dtype(), dev(t).layout()); }
+TensorPtr CudaBackend::tensor_like(const Tensor& t) {
+  return std::make_unique<CudaTensor>(ctx_, t.dims(), t.dtype(), dev(t).layout(), dev(t).padded() ? dev(t).pitch() : 0);
+}
 
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
+  DLPERF_ASSERT(!dev(src).padded() && !dev(dst).padded(), "convert of dense tensors (a padded one is read or written instead)");
   if (src.dims() == dst.dims()) {
     cuda::convert(*ctx_, dev(src).data(), src.dtype(), dev(src).nhwc(), dev(dst).data(), dst.dtype(), dev(dst).nhwc(), src.dims());
     return;
@@ -165,6 +172,14 @@ std::unique_ptr<GraphSegment> CudaBackend::end_capture() {
   return std::make_unique<CudaGraphSegment>(exec, ctx_->s());
 }
 
+HostMemory CudaBackend::host_memory(size_t bytes) {
+  void* p = nullptr;
+  DLPERF_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  return HostMemory(p, [](void* q) { (void)cudaFreeHost(q); });
+}
+std::vector<PlannedKernel> CudaBackend::planned_kernels() const { return ctx_->kernels; }
+std::string CudaBackend::isa() const { return "sm_" + std::to_string(ctx_->props.major * 10 + ctx_->props.minor); }
+
 // The high-water mark of the backend's own allocations (tensors, buffers, parameter copies,
 // workspaces); cuDNN's and cuBLAS's internal allocations are not included.
 int64_t CudaBackend::peak_memory_bytes() const { return ctx_->memory.peak.load(); }
@@ -172,21 +187,53 @@ void CudaBackend::synchronize() { ctx_->sync(); }
 
 std::unique_ptr<Conv2d> CudaBackend::conv2d(const Conv2dSpec& s, const Tensor& x) { return make_conv2d(ctx_, s, x); }
 std::unique_ptr<BatchNorm> CudaBackend::batch_norm(const BatchNormSpec& s, const Tensor& x) { return make_batch_norm(ctx_, s, x); }
-std::unique_ptr<Pool2d> CudaBackend::pool2d(const Pool2dSpec& s, const Tensor& x) { return make_pool2d(ctx_, s, x); }
-std::unique_ptr<GlobalAvgPool> CudaBackend::global_avg_pool(const Tensor& x) { return make_global_avg_pool(ctx_, x); }
+// The ops below run one library call or one of dlperf's kernels each way; recorded by kind.
+void CudaBackend::record(const char* kind, const Tensor& x, const std::string& impl) {
+  for (const char* pass : {"forward", "backward"}) ctx_->record_kernel(kind, pass, shape_str(x.dims(), x.dtype(), dev(x).nhwc()), impl);
+}
+
+std::unique_ptr<Pool2d> CudaBackend::pool2d(const Pool2dSpec& s, const Tensor& x) {
+  record(s.kind == PoolKind::max ? "max_pool" : "avg_pool", x, "cudnn pooling");
+  return make_pool2d(ctx_, s, x);
+}
+std::unique_ptr<GlobalAvgPool> CudaBackend::global_avg_pool(const Tensor& x) {
+  record("global_avg_pool", x, "cudnn pooling");
+  return make_global_avg_pool(ctx_, x);
+}
 std::unique_ptr<Linear> CudaBackend::linear(const LinearSpec& s, const Tensor& x) { return make_linear(ctx_, s, x); }
-std::unique_ptr<Activation> CudaBackend::activation(ActivationKind k, const Tensor& x) { return make_activation(ctx_, k, x); }
-std::unique_ptr<Add> CudaBackend::add(const Tensor& a, const Tensor& b, bool fuse_relu) { return make_add(ctx_, a, b, fuse_relu); }
+std::unique_ptr<Activation> CudaBackend::activation(ActivationKind k, const Tensor& x) {
+  record(k == ActivationKind::relu ? "relu" : k == ActivationKind::gelu ? "gelu" : "tanh", x, "dlperf:eltwise");
+  return make_activation(ctx_, k, x);
+}
+std::unique_ptr<Add> CudaBackend::add(const Tensor& a, const Tensor& b, bool fuse_relu) {
+  record(fuse_relu ? "add_relu" : "add", a, "dlperf:eltwise");
+  return make_add(ctx_, a, b, fuse_relu);
+}
 std::unique_ptr<SoftmaxCrossEntropy> CudaBackend::cross_entropy(const CrossEntropySpec& s, const Tensor& logits) {
+  record("cross_entropy", logits, "dlperf:cross_entropy");
   return make_cross_entropy(ctx_, s, logits);
 }
 std::unique_ptr<LayerNorm> CudaBackend::layer_norm(const LayerNormSpec& s, const Tensor& x) { return make_layer_norm(ctx_, s, x); }
-std::unique_ptr<Embedding> CudaBackend::embedding(const EmbeddingSpec& s, const Tensor& ids) { return make_embedding(ctx_, s, ids, dtype()); }
-std::unique_ptr<Dropout> CudaBackend::dropout(float p, const Tensor& x) { return make_dropout(ctx_, p, x); }
+std::unique_ptr<DropoutAddNorm> CudaBackend::dropout_add_norm(const AddNormSpec& s, const Tensor& a) {
+  return make_dropout_add_norm(ctx_, s, a);
+}
+std::unique_ptr<Embedding> CudaBackend::embedding(const EmbeddingSpec& s, const Tensor& ids) {
+  ctx_->record_kernel(s.name, "forward", shape_str(ids.dims(), ids.dtype()) + " -> " + std::to_string(s.features), "dlperf:gather");
+  ctx_->record_kernel(s.name, "backward", shape_str(ids.dims(), ids.dtype()) + " -> " + std::to_string(s.features),
+                      "dlperf:sorted_scatter (cub radix sort)");
+  return make_embedding(ctx_, s, ids, dtype());
+}
+std::unique_ptr<Dropout> CudaBackend::dropout(float p, const Tensor& x) {
+  record("dropout", x, "dlperf:dropout");
+  return make_dropout(ctx_, p, x);
+}
 std::unique_ptr<BatchedMatmul> CudaBackend::batched_matmul(const BatchedMatmulSpec& s, DType t) {
   return make_batched_matmul(ctx_, s, t);
 }
-std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) { return make_masked_softmax(ctx_, x); }
+std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) {
+  record("masked_softmax", x, "dlperf:masked_softmax");
+  return make_masked_softmax(ctx_, x);
+}
 
 void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) {
   DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
@@ -194,7 +241,10 @@ void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::sp
                           s.grad_scale, s.first_step, s.gate, ctx_->s()));
 }
 
-std::unique_ptr<RowGather> CudaBackend::gather_rows(const Tensor& x, const Tensor& idx) { return make_gather_rows(ctx_, x, idx); }
+std::unique_ptr<RowGather> CudaBackend::gather_rows(const Tensor& x, const Tensor& idx) {
+  record("gather_rows", x, "dlperf:gather / sorted_scatter");
+  return make_gather_rows(ctx_, x, idx);
+}
 std::unique_ptr<Linear> CudaBackend::tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) {
   return make_tied_linear(ctx_, s, tied, x);
 }
@@ -202,7 +252,12 @@ std::unique_ptr<Linear> CudaBackend::tied_linear(const LinearSpec& s, Embedding&
 namespace {
 AdamParams adam_params(const AdamStep& s) {
   const auto t = static_cast<double>(s.step);
-  return {s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.grad_scale,
+  return {s.lr,
+          s.beta1,
+          s.beta2,
+          s.eps,
+          s.weight_decay,
+          s.grad_scale,
           static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta1), t))),
           static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta2), t)))};
 }
@@ -232,6 +287,56 @@ void CudaBackend::lamb_apply(std::span<float> w, std::span<const float> update, 
   DLPERF_CHECK(launch_axpy(w.data(), update.data(), static_cast<int64_t>(w.size()), step, gate, ctx_->s()));
 }
 
+CudaBackend::OptTable& CudaBackend::opt_table(std::span<const ParamSegment> segments) {
+  for (auto& t : opt_tables_)
+    if (std::equal(segments.begin(), segments.end(), t.key.begin(), t.key.end())) return t;
+  std::vector<OptSegment> segs;
+  std::vector<OptTask> tasks;
+  for (const ParamSegment& p : segments) {
+    OptSegment g;
+    g.offset = static_cast<int64_t>(p.offset);
+    g.count = static_cast<int64_t>(p.count);
+    g.decay = p.decay;
+    g.first_task = static_cast<int64_t>(tasks.size());
+    for (int64_t b = 0; b < g.count; b += kOptTaskElems)
+      tasks.push_back({static_cast<int64_t>(segs.size()), g.offset + b, g.offset + std::min(g.count, b + kOptTaskElems)});
+    g.tasks = static_cast<int64_t>(tasks.size()) - g.first_task;
+    segs.push_back(g);
+  }
+  auto up = [](size_t b) { return (b + 255) / 256 * 256; };
+  OptTable t;
+  t.key.assign(segments.begin(), segments.end());
+  t.segments = static_cast<int64_t>(segs.size());
+  t.tasks = static_cast<int64_t>(tasks.size());
+  t.tasks_at = up(segs.size() * sizeof(OptSegment));
+  t.partial_at = t.tasks_at + up(tasks.size() * sizeof(OptTask));
+  t.ratio_at = t.partial_at + up(2 * tasks.size() * sizeof(double));
+  auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(t.ratio_at + up(segs.size() * sizeof(float)) + 256));
+  auto* base = static_cast<char*>(mem->get());
+  DLPERF_CHECK(cudaMemcpyAsync(base, segs.data(), segs.size() * sizeof(OptSegment), cudaMemcpyHostToDevice, ctx_->s()));
+  DLPERF_CHECK(cudaMemcpyAsync(base + t.tasks_at, tasks.data(), tasks.size() * sizeof(OptTask), cudaMemcpyHostToDevice, ctx_->s()));
+  ctx_->sync();  // the host vectors go out of scope (the first step only)
+  t.mem = std::shared_ptr<void>(mem, mem->get());
+  opt_tables_.push_back(std::move(t));
+  return opt_tables_.back();
+}
+
+void CudaBackend::adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) {
+  OptTable& t = opt_table(segments);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_adamw_multi(w, g, m, v, reinterpret_cast<const OptSegment*>(base), reinterpret_cast<const OptTask*>(base + t.tasks_at),
+                                  t.tasks, adam_params(s), s.gate, ctx_->s()));
+}
+
+void CudaBackend::lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                            const AdamStep& s) {
+  OptTable& t = opt_table(segments);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_lamb_multi(w, g, m, v, update, reinterpret_cast<const OptSegment*>(base), t.segments,
+                                 reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, adam_params(s), s.gate,
+                                 reinterpret_cast<double*>(base + t.partial_at), reinterpret_cast<float*>(base + t.ratio_at), ctx_->s()));
+}
+
 double CudaBackend::sum_squares(std::span<const float> x) {
   auto* partial = static_cast<double*>(reduce_.get());
   double* sums = partial + 2 * kReduceBlocks;
@@ -240,6 +345,43 @@ double CudaBackend::sum_squares(std::span<const float> x) {
   DLPERF_CHECK(cudaMemcpyAsync(&host, sums, sizeof host, cudaMemcpyDeviceToHost, ctx_->s()));
   ctx_->sync();
   return host;
+}
+
+void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
+  // The segment list is rebuilt on the host each step (a few hundred entries) and uploaded
+  // only when it changed: the first step, or another model on this backend.
+  std::vector<CastSegment> segments;
+  for (Layer* l : layers) {
+    const auto* owner = dynamic_cast<const ParamOwner*>(l);
+    DLPERF_ASSERT(owner != nullptr, "every CUDA layer with parameters owns cuda::Params");
+    for (const Param& p : owner->cuda_params()) {
+      CastSegment g;
+      if (p.cast_segment(g)) segments.push_back(g);
+    }
+  }
+  const auto same = [](const CastSegment& a, const CastSegment& b) {
+    return a.src == b.src && a.dst == b.dst && a.n == b.n && a.c == b.c && a.hw == b.hw && a.type == b.type && a.krsc == b.krsc;
+  };
+  if (!cast_table_ || !std::equal(segments.begin(), segments.end(), cast_key_.begin(), cast_key_.end(), same)) {
+    std::vector<CastTask> tasks;
+    for (size_t k = 0; k < segments.size(); ++k) {
+      const int64_t count = segments[k].n * segments[k].c * segments[k].hw;
+      for (int64_t b = 0; b < count; b += kCastTaskElems) tasks.push_back({static_cast<int64_t>(k), b, std::min(count, b + kCastTaskElems)});
+    }
+    const size_t seg_bytes = (segments.size() * sizeof(CastSegment) + 255) / 256 * 256;
+    auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(std::max<size_t>(seg_bytes + tasks.size() * sizeof(CastTask), 1)));
+    DLPERF_CHECK(cudaMemcpyAsync(mem->get(), segments.data(), segments.size() * sizeof(CastSegment), cudaMemcpyHostToDevice, ctx_->s()));
+    DLPERF_CHECK(cudaMemcpyAsync(static_cast<char*>(mem->get()) + seg_bytes, tasks.data(), tasks.size() * sizeof(CastTask),
+                                 cudaMemcpyHostToDevice, ctx_->s()));
+    ctx_->sync();  // the host vectors go out of scope
+    cast_table_ = std::shared_ptr<void>(mem, mem->get());
+    cast_key_ = std::move(segments);
+    cast_tasks_ = static_cast<int64_t>(tasks.size());
+    cast_segments_bytes_ = seg_bytes;
+  }
+  auto* base = static_cast<char*>(cast_table_.get());
+  DLPERF_CHECK(launch_cast_segments(reinterpret_cast<const CastSegment*>(base), reinterpret_cast<const CastTask*>(base + cast_segments_bytes_),
+                                    cast_tasks_, ctx_->s()));
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }

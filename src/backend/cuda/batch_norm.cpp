@@ -1,13 +1,17 @@
-// Batch normalisation in training mode on cuDNN (cudnnBatchNormalization*Ex), x (N, C, H, W)
-// in either layout; scale, shift, batch statistics and running statistics are f32 (C).
-// Running statistics follow PyTorch: running = (1 - m) running + m batch with cuDNN's
-// exponentialAverageFactor = m, and cuDNN keeps the unbiased variance as PyTorch does.
+// Batch normalisation in training mode, x (N, C, H, W) in either layout, optionally fused with
+// a residual add and the ReLU: y = act(bn(x) [+ z]). Scale, shift, batch and running statistics
+// are f32 (C). Running statistics follow PyTorch: running = (1 - m) running + m batch, the
+// variance unbiased. Three implementations, chosen at plan time and recorded:
 //
-// fuse_relu: on NHWC f16 with C % 4 == 0 cuDNN fuses the ReLU (CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-// the persistent NHWC kernels, which need y again in backward). Elsewhere the ReLU runs in
-// place on y after BN, and backward first masks dy with y > 0 into the shared scratch.
-// Either way backward reads the y of the last forward: callers keep it alive until then, as
-// every model does (it is the next layer's input).
+//   cudnn_nhwc_fused   f16 channels-last, C % 4 == 0: cuDNN's persistent NHWC kernels
+//                      (cudnnBatchNormalization*Ex, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, or
+//                      OPS_BN_ADD_ACTIVATION with the residual), one launch each way; the only
+//                      data type these fused ops support.
+//   nhwc_kernels       other channels-last runs (bf16, f32): batch_norm.cu, statistics and the
+//                      normalise + add + ReLU pass in two launches each way.
+//   cudnn + add_relu   NCHW (no model plans it on CUDA; kept for the conformance tests):
+//                      cuDNN's spatial BN, then one add + ReLU kernel; backward masks first.
+// Every path reads the y of the last forward in backward (the mask; cuDNN's fused kernels too).
 #include <algorithm>
 
 #include "backend/cuda/ops.h"
@@ -15,34 +19,28 @@
 namespace dlperf::cuda {
 namespace {
 
+enum class BnPath : uint8_t { cudnn_fused, nhwc_kernels, cudnn_unfused };
+
 class CudaBatchNorm final : public WithParams<BatchNorm> {
  public:
   CudaBatchNorm(Ctx ctx, const BatchNormSpec& s, const CudaTensor& x) : ctx_(std::move(ctx)), spec_(s) {
     const Dims& xd = x.dims();
     if (xd.size() != 4 || xd[1] != s.channels)
       throw_usage_error("batch_norm " + s.name + ": input " + to_string(xd) + " does not have " + std::to_string(s.channels) + " channels");
+    if (s.residual && !s.residual->same_layout(x))
+      throw_usage_error("batch_norm " + s.name + ": residual " + to_string(s.residual->dims()) + " differs from the input in shape or layout");
     x_dims_ = xd;
     dtype_ = x.dtype();
     nhwc_ = x.nhwc();
-    // cuDNN's lower bound on epsilon; PyTorch's default 1e-5 sits exactly on it.
-    eps_ = std::max(static_cast<double>(s.eps), CUDNN_BN_MIN_EPSILON);
-    mode_ = nhwc_ && dtype_ != DType::f32 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
-    fused_ = s.fuse_relu && nhwc_ && dtype_ == DType::f16 && s.channels % 4 == 0;
-    ops_ = fused_ ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
-    set_4d(x_desc_, dtype_, nhwc_, xd[0], xd[1], xd[2], xd[3]);
-    DLPERF_CHECK(cudnnDeriveBNTensorDescriptor(c_desc_, x_desc_, mode_));
-    DLPERF_CHECK(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    cudnnActivationDescriptor_t act = fused_ ? relu_.get() : nullptr;
-
-    size_t fwd_ws = 0, bwd_ws = 0, reserve = 0;
-    const cudnnHandle_t h = ctx_->cudnn;
-    DLPERF_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, mode_, ops_, x_desc_, nullptr, x_desc_, c_desc_, act, &fwd_ws));
-    DLPERF_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, mode_, ops_, x_desc_, x_desc_, x_desc_, nullptr, x_desc_, c_desc_,
-                                                                   act, &bwd_ws));
-    DLPERF_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, mode_, ops_, act, x_desc_, &reserve));
-    ctx_->workspace.reserve(std::max(fwd_ws, bwd_ws));
-    reserve_ = ctx_->alloc(reserve);  // per layer: it carries state from forward to backward
-    if (s.fuse_relu && !fused_) ctx_->scratch.reserve(static_cast<size_t>(x.numel()) * dtype_size(dtype_));
+    residual_ = s.residual != nullptr;
+    spec_.residual = nullptr;  // planned for; the tensor itself may go
+    rows_ = xd[0] * xd[2] * xd[3];
+    if (nhwc_ && dtype_ == DType::f16 && s.channels % 4 == 0 && (s.fuse_relu || !residual_))
+      path_ = BnPath::cudnn_fused;
+    else if (nhwc_)
+      path_ = BnPath::nhwc_kernels;
+    else
+      path_ = BnPath::cudnn_unfused;
 
     const auto c = static_cast<size_t>(s.channels);
     stats_ = ctx_->alloc(4 * c * sizeof(float));  // running mean, running var, saved mean, saved 1/std
@@ -50,6 +48,25 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
     DLPERF_CHECK(launch_fill(running_var(), ElemType::f32, s.channels, 1.0f, ctx_->s()));
     add_param(ctx_, s.name + ".weight", ParamRole::norm_scale, {s.channels}, DType::f32);
     add_param(ctx_, s.name + ".bias", ParamRole::norm_shift, {s.channels}, DType::f32);
+
+    std::string declined;
+    if (path_ != BnPath::nhwc_kernels) {
+      declined = plan_cudnn();
+      if (!declined.empty()) {
+        if (!nhwc_) throw Error(ErrorKind::library, "batch_norm " + s.name + ": " + declined);
+        path_ = BnPath::nhwc_kernels;
+      }
+    }
+    if (path_ == BnPath::nhwc_kernels) plan_kernels();
+    const char* names[] = {"cudnn_nhwc_persistent", "dlperf:batch_norm_nhwc", "cudnn_spatial+dlperf:add_relu"};
+    const std::string impl = std::string(names[static_cast<int>(path_)]) + (residual_ ? " bn+add+relu" : s.fuse_relu ? " bn+relu" : " bn");
+    const std::string shape = shape_str(xd, dtype_, nhwc_);
+    for (const char* pass : {"forward", "backward"}) {
+      if (declined.empty())
+        ctx_->record_kernel(s.name, pass, shape, impl);
+      else
+        ctx_->warn_fallback(s.name, pass, shape, impl, declined);
+    }
   }
 
   TensorPtr make_output() const override {
@@ -57,30 +74,20 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
   }
 
   void forward(const Tensor& x, Tensor& y) override {
-    const float one = 1.0f, zero = 0.0f;
-    DLPERF_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-        ctx_->cudnn, mode_, ops_, &one, &zero, x_desc_, dev(x).data(), nullptr, nullptr, x_desc_, dev(y).data(), c_desc_,
-        params_[0].value(), params_[1].value(), static_cast<double>(spec_.momentum), running_mean(), running_var(), eps_, saved_mean(),
-        saved_inv_std(), fused_ ? relu_.get() : nullptr, ctx_->workspace.get(), ctx_->workspace.bytes(), reserve_.get(),
-        reserve_.bytes()));
-    if (spec_.fuse_relu && !fused_)
-      DLPERF_CHECK(launch_activation_forward(ActKind::relu, dev(y).data(), dev(y).data(), elem(dtype_), y.numel(), ctx_->s()));
-    y_ = dev(y).data();
+    DLPERF_ASSERT(!residual_, "batch_norm " + spec_.name + " is planned with a residual: call forward_add");
+    run_forward(x, nullptr, y);
   }
-
+  void forward_add(const Tensor& x, const Tensor& z, Tensor& y) override {
+    DLPERF_ASSERT(residual_, "batch_norm " + spec_.name + " is planned without a residual: call forward");
+    run_forward(x, &z, y);
+  }
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
-    DLPERF_ASSERT(y_ != nullptr, "batch_norm backward follows a forward");
-    const float one = 1.0f, zero = 0.0f;
-    const void* grad = dev(dy).data();
-    if (spec_.fuse_relu && !fused_) {
-      DLPERF_CHECK(launch_relu_backward_from_y(y_, grad, ctx_->scratch.get(), elem(dtype_), dy.numel(), ctx_->s()));
-      grad = ctx_->scratch.get();
-    }
-    DLPERF_CHECK(cudnnBatchNormalizationBackwardEx(
-        ctx_->cudnn, mode_, ops_, &one, &zero, &one, &zero, x_desc_, dev(x).data(), x_desc_, y_, x_desc_, grad, nullptr, nullptr,
-        x_desc_, dev(dx).data(), c_desc_, params_[0].value(), params_[1].value(), params_[0].grad(), params_[1].grad(), eps_,
-        saved_mean(), saved_inv_std(), fused_ ? relu_.get() : nullptr, ctx_->workspace.get(), ctx_->workspace.bytes(), reserve_.get(),
-        reserve_.bytes()));
+    DLPERF_ASSERT(!residual_, "batch_norm " + spec_.name + " is planned with a residual: call backward_add");
+    run_backward(x, dy, dx, nullptr);
+  }
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dz) override {
+    DLPERF_ASSERT(residual_, "batch_norm " + spec_.name + " is planned without a residual: call backward");
+    run_backward(x, dy, dx, &dz);
   }
 
   void read_running_stats(std::span<float> mean, std::span<float> var) const override {
@@ -92,6 +99,107 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
   }
 
  private:
+  bool relu() const { return spec_.fuse_relu; }
+
+  // cuDNN descriptors, workspace and reserve; why not, when cuDNN rejects the configuration.
+  std::string plan_cudnn() {
+    eps_ = std::max(static_cast<double>(spec_.eps), CUDNN_BN_MIN_EPSILON);  // cuDNN's lower bound; PyTorch's 1e-5 sits on it
+    const bool fused = path_ == BnPath::cudnn_fused;
+    mode_ = fused ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+    ops_ = fused && residual_ ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : fused && relu() ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
+    set_4d(x_desc_, dtype_, nhwc_, x_dims_[0], x_dims_[1], x_dims_[2], x_dims_[3]);
+    DLPERF_CHECK(cudnnDeriveBNTensorDescriptor(c_desc_, x_desc_, mode_));
+    DLPERF_CHECK(cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    cudnnActivationDescriptor_t act = ops_ == CUDNN_BATCHNORM_OPS_BN ? nullptr : relu_desc_.get();
+    cudnnTensorDescriptor_t z = ops_ == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? x_desc_.get() : nullptr;
+    size_t fwd_ws = 0, bwd_ws = 0, reserve = 0;
+    const cudnnHandle_t h = ctx_->cudnn;
+    const cudnnStatus_t a = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, mode_, ops_, x_desc_, z, x_desc_, c_desc_, act, &fwd_ws);
+    const cudnnStatus_t b =
+        cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, mode_, ops_, x_desc_, x_desc_, x_desc_, z, x_desc_, c_desc_, act, &bwd_ws);
+    const cudnnStatus_t r = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, mode_, ops_, act, x_desc_, &reserve);
+    for (cudnnStatus_t st : {a, b, r})
+      if (st != CUDNN_STATUS_SUCCESS)
+        return std::string("cuDNN rejects ") + to_string(dtype_) + " " + to_string(x_dims_) + " (" + cudnnGetErrorString(st) + ")";
+    ctx_->workspace.reserve(std::max(fwd_ws, bwd_ws));
+    reserve_ = ctx_->alloc(reserve);  // per layer: it carries state from forward to backward
+    // The unfused path's ReLU-masked gradient.
+    if (path_ == BnPath::cudnn_unfused && relu() && !residual_)
+      ctx_->scratch.reserve(static_cast<size_t>(product(x_dims_)) * dtype_size(dtype_));
+    return {};
+  }
+
+  void plan_kernels() {
+    grid_ = bn_nhwc_grid(rows_, spec_.channels, ctx_->props.multiProcessorCount);
+    const auto c = static_cast<size_t>(spec_.channels);
+    work_ = ctx_->alloc((2 * grid_.row_blocks + 3) * c * sizeof(float));  // partial sums | coefficients
+    counters_ = ctx_->alloc(grid_.tiles * sizeof(int));
+    DLPERF_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), ctx_->s()));
+  }
+
+  BnNhwcState kernel_state() const {
+    BnNhwcState st;
+    st.gamma = params_[0].value();
+    st.beta = params_[1].value();
+    st.running_mean = running_mean();
+    st.running_var = running_var();
+    st.save_mean = saved_mean();
+    st.save_invstd = saved_inv_std();
+    st.partial = work_.as<float>();
+    st.coef = work_.as<float>() + 2 * static_cast<size_t>(grid_.row_blocks) * static_cast<size_t>(spec_.channels);
+    st.counters = counters_.as<int>();
+    return st;
+  }
+
+  void run_forward(const Tensor& x, const Tensor* z, Tensor& y) {
+    y_ = dev(y).data();
+    const void* zp = z ? dev(*z).data() : nullptr;
+    if (path_ == BnPath::nhwc_kernels) {
+      DLPERF_CHECK(launch_bn_nhwc_forward(dev(x).data(), zp, dev(y).data(), elem(dtype_), rows_, spec_.channels, grid_, kernel_state(),
+                                          spec_.eps, spec_.momentum, relu(), ctx_->s()));
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    const bool fused_act = ops_ != CUDNN_BATCHNORM_OPS_BN;
+    const bool fused_add = ops_ == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    DLPERF_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+        ctx_->cudnn, mode_, ops_, &one, &zero, x_desc_, dev(x).data(), fused_add ? x_desc_.get() : nullptr, fused_add ? zp : nullptr,
+        x_desc_, dev(y).data(), c_desc_, params_[0].value(), params_[1].value(), static_cast<double>(spec_.momentum), running_mean(),
+        running_var(), eps_, saved_mean(), saved_inv_std(), fused_act ? relu_desc_.get() : nullptr, ctx_->workspace.get(),
+        ctx_->workspace.bytes(), reserve_.get(), reserve_.bytes()));
+    if (fused_act) return;
+    if (zp)  // unfused: y = act(y + z) in one pass
+      DLPERF_CHECK(launch_add(dev(y).data(), zp, dev(y).data(), elem(dtype_), y.numel(), relu(), ctx_->s()));
+    else if (relu())
+      DLPERF_CHECK(launch_activation_forward(ActKind::relu, dev(y).data(), dev(y).data(), elem(dtype_), y.numel(), ctx_->s()));
+  }
+
+  void run_backward(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor* dz) {
+    DLPERF_ASSERT(y_ != nullptr, "batch_norm backward follows a forward");
+    void* dzp = dz ? dev(*dz).data() : nullptr;
+    if (path_ == BnPath::nhwc_kernels) {
+      DLPERF_CHECK(launch_bn_nhwc_backward(dev(x).data(), y_, dev(dy).data(), dev(dx).data(), dzp, elem(dtype_), rows_, spec_.channels, grid_,
+                                           kernel_state(), params_[0].grad(), params_[1].grad(), relu(), ctx_->s()));
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    const bool fused_act = ops_ != CUDNN_BATCHNORM_OPS_BN;
+    const bool fused_add = ops_ == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    const void* grad = dev(dy).data();
+    if (!fused_act && relu()) {  // unfused: mask first, into dz (the residual's gradient) or the scratch
+      void* masked = dzp ? dzp : ctx_->scratch.get();
+      DLPERF_CHECK(launch_relu_backward_from_y(y_, grad, masked, elem(dtype_), dy.numel(), ctx_->s()));
+      grad = masked;
+    } else if (!fused_act && dzp) {  // no ReLU: the residual receives dy itself
+      DLPERF_CHECK(cudaMemcpyAsync(dzp, grad, static_cast<size_t>(dy.numel()) * dtype_size(dtype_), cudaMemcpyDeviceToDevice, ctx_->s()));
+    }
+    DLPERF_CHECK(cudnnBatchNormalizationBackwardEx(
+        ctx_->cudnn, mode_, ops_, &one, &zero, &one, &zero, x_desc_, dev(x).data(), x_desc_, y_, x_desc_, grad,
+        fused_add ? x_desc_.get() : nullptr, fused_add ? dzp : nullptr, x_desc_, dev(dx).data(), c_desc_, params_[0].value(),
+        params_[1].value(), params_[0].grad(), params_[1].grad(), eps_, saved_mean(), saved_inv_std(),
+        fused_act ? relu_desc_.get() : nullptr, ctx_->workspace.get(), ctx_->workspace.bytes(), reserve_.get(), reserve_.bytes()));
+  }
+
   float* running_mean() const { return stats_.as<float>(); }
   float* running_var() const { return stats_.as<float>() + spec_.channels; }
   float* saved_mean() const { return stats_.as<float>() + 2 * spec_.channels; }
@@ -101,14 +209,20 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
   BatchNormSpec spec_;
   Dims x_dims_;
   DType dtype_ = DType::f32;
-  bool nhwc_ = false;
-  bool fused_ = false;
+  bool nhwc_ = false, residual_ = false;
+  int64_t rows_ = 0;  // N * H * W
+  BnPath path_ = BnPath::nhwc_kernels;
+  // cuDNN paths
   double eps_ = 1e-5;
   cudnnBatchNormMode_t mode_{};
   cudnnBatchNormOps_t ops_{};
-  TensorDesc x_desc_, c_desc_;  // x, y, dy, dx share x_desc_; c_desc_: (1, C, 1, 1) f32
-  ActivationDesc relu_;
-  DeviceMemory reserve_, stats_;
+  TensorDesc x_desc_, c_desc_;  // x, y, z, dy, dx, dz share x_desc_; c_desc_: (1, C, 1, 1) f32
+  ActivationDesc relu_desc_;
+  DeviceMemory reserve_;
+  // batch_norm.cu path
+  BnNhwcGrid grid_;
+  DeviceMemory work_, counters_;
+  DeviceMemory stats_;
   const void* y_ = nullptr;  // the last forward's output
 };
 

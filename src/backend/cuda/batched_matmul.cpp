@@ -4,10 +4,14 @@
 // orientation of a and b (a transposed operand gets the transposed gradient).
 //
 // Operands are dense (batch, rows, cols) or head-interleaved (MatmulOperand::heads): batch =
-// (B, heads) and matrix (b, h) sits inside a (B, rows, heads, cols) tensor, row pitch
-// heads * cols, consecutive heads `cols` apart. cuBLAS has one batch stride, so a product
-// with any interleaved operand runs as B calls of `heads` matrices each; all-dense products
-// are one call.
+// (B, heads) and matrix (b, h) sits inside a (B, rows, heads, cols) tensor at b * rows * heads
+// * cols + h * cols, row pitch heads * cols. All-dense products are one strided-batched call.
+// A product with an interleaved operand is a two-level stride pattern no single batch stride
+// describes, so it is one cublasGemmBatchedEx over every (b, h) with arrays of matrix pointers;
+// the arrays are built on the device by one small kernel the first time a call sees a set of
+// tensors, and kept (each op runs on the same tensors every step).
+#include <array>
+
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
@@ -26,6 +30,13 @@ class CudaBatchedMatmul final : public BatchedMatmul {
     a_ = {s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.a_layout};
     b_ = {s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.b_layout};
     c_ = {s.m, s.n, s.c_layout};
+    const bool dense = s.a_layout == MatmulOperand::dense && s.b_layout == MatmulOperand::dense && s.c_layout == MatmulOperand::dense;
+    const std::string shape = "(" + std::to_string(s.batch) + " x " + std::to_string(s.m) + " x " + std::to_string(s.k) + ") x (" +
+                              std::to_string(s.k) + " x " + std::to_string(s.n) + ") " + to_string(t) + (dense ? "" : " head-interleaved");
+    for (const char* pass : {"forward", "backward"})
+      ctx_->record_kernel("batched_matmul", pass, shape,
+                          std::string(dense ? "cublas strided batched" : "cublas pointer-array batched (one call)") + ", " +
+                              ctx_->gemm_math_name(t));
   }
 
   void forward(const Tensor& a, const Tensor& b, Tensor& c) override {
@@ -56,28 +67,48 @@ class CudaBatchedMatmul final : public BatchedMatmul {
   // z = alpha op(x) op(y) over every (b, h).
   void run(GemmShape g, const Tensor& x, const Stored& xs, const Tensor& y, const Stored& ys, Tensor& z, const Stored& zs) {
     const bool dense = xs.layout == MatmulOperand::dense && ys.layout == MatmulOperand::dense && zs.layout == MatmulOperand::dense;
-    const int64_t heads = s_.heads, images = s_.batch / heads;
-    const size_t esize = dtype_size(dtype_);
-    auto operand = [&](const Tensor& t, const Stored& o, int64_t image) {
-      const bool interleaved = o.layout == MatmulOperand::heads;
-      // Matrix (image, 0) starts image * heads * rows * cols elements in, in either layout.
-      const auto* base = static_cast<const char*>(dev(t).data()) + static_cast<size_t>(image * heads * o.rows * o.cols) * esize;
-      return GemmOperand{base, interleaved ? heads * o.cols : o.cols, interleaved ? o.cols : o.rows * o.cols};
-    };
+    g.batch = s_.batch;
     if (dense) {
-      g.batch = s_.batch;
-      gemm_ex(*ctx_, g, s_.alpha, operand(x, xs, 0), operand(y, ys, 0), dtype_, 0.0f, operand(z, zs, 0), dtype_);
+      auto operand = [](const Tensor& t, const Stored& o) { return GemmOperand{dev(t).data(), o.cols, o.rows * o.cols}; };
+      gemm_ex(*ctx_, g, s_.alpha, operand(x, xs), operand(y, ys), dtype_, 0.0f, operand(z, zs), dtype_);
       return;
     }
-    g.batch = heads;
-    for (int64_t i = 0; i < images; ++i)
-      gemm_ex(*ctx_, g, s_.alpha, operand(x, xs, i), operand(y, ys, i), dtype_, 0.0f, operand(z, zs, i), dtype_);
+    void** ptrs = pointers({dev(x).data(), dev(y).data(), dev(z).data()}, {&xs, &ys, &zs});
+    const int64_t n = s_.batch;
+    GemmPointers p{ptrs, ptrs + n, ptrs + 2 * n, pitch(xs), pitch(ys), pitch(zs)};
+    gemm_batched(*ctx_, g, s_.alpha, p, dtype_, 0.0f, dtype_);
   }
+
+  int64_t pitch(const Stored& o) const { return o.layout == MatmulOperand::heads ? s_.heads * o.cols : o.cols; }
+
+  // The device arrays of the (b, h) matrix pointers of x, y, z (3 * batch), made on first use.
+  void** pointers(const std::array<const void*, 3>& base, const std::array<const Stored*, 3>& stored) {
+    for (auto& e : ptr_cache_)
+      if (e.base == base) return e.mem.as<void*>();
+    BatchPointers bp;
+    for (int k = 0; k < 3; ++k) {
+      const Stored& o = *stored[static_cast<size_t>(k)];
+      bp.base[k] = base[static_cast<size_t>(k)];
+      bp.image_stride[k] = s_.heads * o.rows * o.cols;  // matrix (b, 0) starts there in either layout
+      bp.head_stride[k] = o.layout == MatmulOperand::heads ? o.cols : o.rows * o.cols;
+    }
+    if (ptr_cache_.size() >= 8) ptr_cache_.erase(ptr_cache_.begin());  // callers cycling through tensors (tests)
+    PtrArrays e{base, ctx_->alloc(static_cast<size_t>(3 * s_.batch) * sizeof(void*))};
+    DLPERF_CHECK(launch_batch_pointers(bp, static_cast<int64_t>(dtype_size(dtype_)), s_.batch / s_.heads, s_.heads, e.mem.as<void*>(), ctx_->s()));
+    ptr_cache_.push_back(std::move(e));
+    return ptr_cache_.back().mem.as<void*>();
+  }
+
+  struct PtrArrays {
+    std::array<const void*, 3> base;
+    DeviceMemory mem;
+  };
 
   Ctx ctx_;
   BatchedMatmulSpec s_;
   DType dtype_;
   Stored a_, b_, c_;
+  std::vector<PtrArrays> ptr_cache_;  // forward and the two backward products: three entries in a model
 };
 
 }  // namespace

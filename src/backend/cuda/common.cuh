@@ -38,13 +38,30 @@ cudaError_t dispatch_any(ElemType t, F&& f) {
   return dispatch_float(t, static_cast<F&&>(f));
 }
 
-// Grid for a grid-stride loop over count elements: enough blocks to fill the GPU, no more.
-constexpr int kThreads = 256;
-inline unsigned grid_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
-}
 inline cudaError_t launched() { return cudaGetLastError(); }
+
+// The value v takes when stored as T and read back (kernels that keep an intermediate in T use
+// the rounded value for what follows, so backward sees what forward used).
+template <class T>
+__device__ __forceinline__ float rounded(float v) {
+  T t[1];
+  store(t, 0, v);
+  return load(t, 0);
+}
+
+// Dropout's mask, shared by the Dropout op and the fused kernels: element i of call `key` is
+// kept with probability 1 - p. key = dropout_key(seed, counter) (kernels.h); splitmix64's finaliser is a
+// good 64-bit mix, cheap, stateless and the same on every GPU.
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ bool dropout_keep(uint64_t key, int64_t i, float p) {
+  const uint64_t h = mix64(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
+  const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 bits -> [0, 1)
+  return u >= p;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

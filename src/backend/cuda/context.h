@@ -3,7 +3,9 @@
 // storage with its low-precision compute copy, and the GEMM helpers every matrix op uses.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 #include "core/error.h"
 
 namespace dlperf::cuda {
+
+class GraphPlan;
 
 static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
                   static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
@@ -46,18 +50,25 @@ class SharedArea {
   DeviceMemory mem_;
 };
 
+// Which units a planned kernel's products run on, as its library reports it: not_matmul for
+// bandwidth-bound kernels (normalisations, element-wise), where tensor cores do not apply.
+enum class MathUnits : uint8_t { not_matmul, tensor_cores, cuda_cores };
+
 struct Context {
-  explicit Context(int device_ordinal);
+  Context(int device_ordinal, Precision precision, bool conv_autotune);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   int device = 0;
+  Precision precision = Precision::fp32;
+  bool conv_autotune = false;  // time the top cuDNN engine configurations per convolution
   cudaDeviceProp props{};
   MemoryCounter memory;  // declared before every allocation below: destroyed after them
   Stream stream;
   CudnnHandle cudnn;
   CublasHandle cublas;
+  CublasLtHandle cublas_lt;
   SharedArea workspace{memory};  // cuDNN algorithm workspaces
   SharedArea scratch{memory};    // op temporaries (masked gradients, f16 filter gradients)
 
@@ -67,27 +78,57 @@ struct Context {
   // A vector of `count` ones of type t, for the GEMMs that sum rows or columns (bias gradients).
   const void* ones(DType t, int64_t count);
 
+  // Math modes per precision. fp32: IEEE f32 (cuDNN FMA math, cuBLAS pedantic f32); tf32: TF32
+  // tensor cores allowed for f32 data; f16/bf16 data: tensor cores with f32 accumulation.
+  bool tf32() const { return precision == Precision::tf32; }
+  cudnnMathType_t conv_math(DType data) const;
+  cublasComputeType_t gemm_compute(DType in) const;
+
+  // The cuBLAS math asked for in-dtype GEMMs, for kernel records ("f32 pedantic", "tf32
+  // tensor cores", "tensor cores, f32 accumulation"); cuBLAS does not say which kernel it runs.
+  std::string gemm_math_name(DType in) const;
+  // Every kernel planned, for Backend::planned_kernels() (printed, and stored in the trace):
+  // op = the layer's name (or the op's kind), pass = "forward", "backward_data", ... A
+  // convolution passes the units its engine runs on: under tf32/bf16/fp16 one without tensor
+  // cores is recorded as a reference kernel (run.cpp warns: the run measures a fallback).
+  void record_kernel(std::string op, std::string pass, std::string shape, std::string impl, MathUnits units = MathUnits::not_matmul);
+  // A fast path that cannot be planned on this GPU / library: records the fallback (marked so
+  // in its implementation name) and warns on stderr once per (pass, fallback) with the reason.
+  void warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why,
+                     MathUnits units = MathUnits::not_matmul);
+  std::vector<PlannedKernel> kernels;
+  // cuDNN graph-API plans by shape (conv_graph.cpp); null with a reason where none qualifies.
+  std::map<std::string, std::shared_ptr<const GraphPlan>> graph_plans;
+  std::map<std::string, std::string> graph_failures;
+
  private:
+  std::set<std::string> warned_;
   std::vector<DeviceMemory> ones_;  // indexed by DType
   std::vector<int64_t> ones_count_;
 };
 using Ctx = std::shared_ptr<Context>;
 
-// A tensor in device memory: dense, canonical row-major or (for 4-D) channels-last NHWC.
+// A tensor in device memory: dense, canonical row-major or (for 4-D) channels-last NHWC; a
+// 2-D tensor may have a row pitch wider than its columns (the tied decoder's logits, (M, V)
+// stored (M, V padded to 8)): the padding columns stay zero.
 class CudaTensor final : public Tensor {
  public:
-  CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout);
+  CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t pitch = 0);  // pitch 0: dense
 
   size_t storage_bytes() const override { return mem_.bytes(); }
   void read(std::span<float> out) const override;
   void write(std::span<const float> in) override;
   void write_indices(std::span<const int32_t> in) override;
+  void write_bytes(const void* src, size_t bytes) override;
   void zero() override;
 
   bool same_layout(const Tensor& other) const override {
-    return dims() == other.dims() && dtype() == other.dtype() && layout_ == static_cast<const CudaTensor&>(other).layout_;
+    const auto& o = static_cast<const CudaTensor&>(other);
+    return dims() == other.dims() && dtype() == other.dtype() && layout_ == o.layout_ && pitch_ == o.pitch_;
   }
   Layout layout() const { return layout_; }
+  int64_t pitch() const { return pitch_; }  // row pitch of a 2-D tensor (its columns when dense)
+  bool padded() const { return dims().size() == 2 && pitch_ != dims()[1]; }
   bool nhwc() const { return layout_ == Layout::channels_last; }
   void* data() const { return mem_.get(); }
   template <class T>
@@ -96,6 +137,7 @@ class CudaTensor final : public Tensor {
  private:
   Ctx ctx_;
   Layout layout_;
+  int64_t pitch_ = 0;
   DeviceMemory mem_;
 };
 
@@ -113,19 +155,28 @@ void convert(Context& ctx, const void* src, DType src_type, bool src_nhwc, void*
              const Dims& dims);
 
 // One parameter. The f32 master values and gradients live in the trainer's flat buffers in
-// the canonical layout (KCRS for convolutions, (out, in) for linear), storage_elems = numel.
+// the canonical layout (KCRS for convolutions, (out, in) for linear), storage_elems = numel;
+// a table may be stored with its rows padded to a multiple (pad_rows_to): the padding rows sit
+// after the canonical ones and stay zero (BERT's vocabulary padded to a multiple of 8, so the
+// tied decoder's GEMMs are tensor-core aligned; the parameter count is still the canonical one).
 // An op that computes in f16/bf16, or wants a filter as KRSC (channels-last cuDNN), reads a
 // compute copy that refresh() rebuilds from the master once per step; otherwise it reads the
 // master directly.
 class Param {
  public:
-  Param(Ctx ctx, Dims canonical, DType compute, bool channels_last_filter);
-  size_t storage_elems() const { return static_cast<size_t>(product(dims_)); }
+  Param(Ctx ctx, Dims canonical, DType compute, bool channels_last_filter, int64_t pad_rows_to = 1);
+  size_t storage_elems() const { return static_cast<size_t>(product(stored_)); }
+  size_t canonical_elems() const { return static_cast<size_t>(product(dims_)); }
+  const Dims& stored_dims() const { return stored_; }  // dims with the padded rows
   void bind(const ParamSlot& slot);
   void refresh();
   void write(std::span<const float> canonical);
   void read_value(std::span<float> canonical) const;
   void read_grad(std::span<float> canonical) const;
+
+  // The refresh of this parameter's compute copy as one segment of launch_cast_segments; false
+  // when it has no copy.
+  bool cast_segment(CastSegment& out) const;
 
   float* value() const { return slot_.value; }  // f32 master, canonical
   float* grad() const { return slot_.grad; }    // f32, canonical
@@ -134,17 +185,27 @@ class Param {
 
  private:
   Ctx ctx_;
-  Dims dims_;
+  Dims dims_, stored_;
   DType compute_;
   bool krsc_ = false;
   ParamSlot slot_{};
   DeviceMemory copy_;  // compute dtype / layout, when it differs from the master
 };
 
+// What the backend's one-launch weight refresh needs from a layer: its parameters.
+class ParamOwner {
+ public:
+  virtual std::span<const Param> cuda_params() const = 0;
+
+ protected:
+  ~ParamOwner() = default;
+};
+
 // The Layer plumbing shared by the ops with parameters; Interface is the op's abstract class.
 template <class Interface>
-class WithParams : public Interface {
+class WithParams : public Interface, public ParamOwner {
  public:
+  std::span<const Param> cuda_params() const override { return params_; }
   void bind(std::span<const ParamSlot> slots) override {
     DLPERF_ASSERT(slots.size() == params_.size(), "one slot per parameter");
     for (size_t i = 0; i < slots.size(); ++i) params_[i].bind(slots[i]);
@@ -158,13 +219,16 @@ class WithParams : public Interface {
 
  protected:
   Param& add_param(const Ctx& ctx, std::string name, ParamRole role, const Dims& canonical, DType compute,
-                   bool channels_last_filter = false) {
-    params_.emplace_back(ctx, canonical, compute, channels_last_filter);
+                   bool channels_last_filter = false, int64_t pad_rows_to = 1) {
+    params_.emplace_back(ctx, canonical, compute, channels_last_filter, pad_rows_to);
     this->params_specs().push_back(ParamSpec{std::move(name), canonical, role, params_.back().storage_elems()});
     return params_.back();
   }
   std::vector<Param> params_;
 };
+
+// "(32, 64, 56, 56) f16 nhwc": a planned problem, for the kernel record.
+std::string shape_str(const Dims& dims, DType t, bool nhwc = false);
 
 // Sets a cuDNN 4-D tensor descriptor for (n, c, h, w) stored NCHW or NHWC.
 void set_4d(const TensorDesc& d, DType t, bool nhwc, int64_t n, int64_t c, int64_t h, int64_t w);
@@ -188,6 +252,17 @@ struct GemmOperand {
 };
 void gemm_ex(Context& ctx, const GemmShape& g, float alpha, GemmOperand x, GemmOperand y, DType in_type, float beta, GemmOperand z,
              DType out_type);
+
+// The same over arrays of matrix pointers in device memory (g.batch of each; x, y, z as in
+// gemm_ex, each with its row pitch): one cublasGemmBatchedEx call for batches no single stride
+// describes (BERT's (image, head) batch of head-interleaved operands).
+struct GemmPointers {
+  const void* const* x = nullptr;
+  const void* const* y = nullptr;
+  void* const* z = nullptr;
+  int64_t x_pitch = 0, y_pitch = 0, z_pitch = 0;
+};
+void gemm_batched(Context& ctx, const GemmShape& g, float alpha, const GemmPointers& p, DType in_type, float beta, DType out_type);
 
 // out (cols) f32 = sum over rows of a row-major (rows, cols) matrix x: a GEMM against ones.
 void column_sums(Context& ctx, const void* x, DType t, int64_t rows, int64_t cols, float* out);

@@ -1,33 +1,44 @@
 // Convolution on cuDNN: forward, backward data and backward filter, planned once.
 //   x (N, Cin, H, W) (x) w (Cout, Cin, k, k) -> y (N, Cout, Ho, Wo), in x's layout.
-// Algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7), taking the first one
-// that succeeds, fits the workspace limit and, for the backward passes, is deterministic (the
-// same seed must give the same losses bit for bit; cudnnFind* would also time-race). Each
-// direction has its own convolution descriptor because each carries its algorithm's math
-// type (tensor cores for f16/bf16; TF32 allowed for f32, as PyTorch's cuDNN default).
+// Each direction runs on cuDNN's graph API when it has a plan for the shape on this GPU and
+// cuDNN, else on the legacy API with a one-line warning (conv_plan.h); which one ran is in
+// Backend::planned_kernels(). A first layer (input_grad false) plans no backward-data pass. With bias and fuse_relu (VGG), forward is one fused graph
+// conv -> + bias -> ReLU where an engine supports it, else the convolution followed by one
+// bias + ReLU kernel; backward masks dy with the saved output (relu'(z) = [relu(z) > 0]).
 // Weights: master f32 KCRS; f16/bf16 or channels-last runs read the compute copy (KRSC for
 // NHWC filters). cuDNN writes the filter gradient in the filter's own type and layout, so
 // those runs convert it into the f32 KCRS gradient through the shared scratch.
 #include <algorithm>
-#include <vector>
+#include <array>
 
+#include "backend/cuda/conv_plan.h"
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
 namespace {
 
-constexpr size_t kWorkspaceLimit = size_t{1} << 30;  // per algorithm; the shared workspace is the max
-
-template <class Perf>
-const Perf& pick(const std::vector<Perf>& found, int count, bool need_deterministic, const std::string& what) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = found[static_cast<size_t>(i)];
-      const bool det_ok = !need_deterministic || pass == 1 || p.determinism == CUDNN_DETERMINISTIC;
-      if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit && det_ok) return p;
-    }
-  throw Error(ErrorKind::library, "cuDNN has no algorithm for " + what + " within " + std::to_string(kWorkspaceLimit >> 20) + " MiB");
+const char* pass_name(ConvDir d) {
+  switch (d) {
+    case ConvDir::fwd: return "forward";
+    case ConvDir::bwd_data: return "backward_data";
+    case ConvDir::bwd_filter: return "backward_weights";
+  }
+  return "?";
 }
+
+std::unique_ptr<ConvRunner> choose(Context& ctx, const std::string& name, const ConvShape& s, ConvDir d) {
+  try {
+    auto r = make_graph_conv(ctx, s, d);
+    ctx.record_kernel(name, pass_name(d), s.key(), r->name(), r->units());
+    return r;
+  } catch (const Error& e) {
+    auto r = make_legacy_conv(ctx, s, d);
+    ctx.warn_fallback(name, pass_name(d), s.key(), r->name(), std::string("no cuDNN graph-API plan: ") + e.what(), r->units());
+    return r;
+  }
+}
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 class CudaConv2d final : public WithParams<Conv2d> {
  public:
@@ -40,38 +51,48 @@ class CudaConv2d final : public WithParams<Conv2d> {
     if (ho < 1 || wo < 1)
       throw_usage_error("conv2d " + s.name + ": input " + to_string(xd) + " is too small for a " + std::to_string(s.kernel) + "x" +
                         std::to_string(s.kernel) + " kernel");
+    shape_ = {x.dtype(), x.nhwc(), xd[0], xd[1], xd[2], xd[3], s.out_channels, s.kernel, s.stride, s.padding, ho, wo};
     dtype_ = x.dtype();
     nhwc_ = x.nhwc();
+    bias_ = s.bias;
+    relu_ = s.fuse_relu;
     y_dims_ = {xd[0], s.out_channels, ho, wo};
     w_dims_ = {s.out_channels, s.in_channels, s.kernel, s.kernel};
-    set_4d(x_desc_, dtype_, nhwc_, xd[0], xd[1], xd[2], xd[3]);
-    set_4d(y_desc_, dtype_, nhwc_, xd[0], s.out_channels, ho, wo);
-    DLPERF_CHECK(cudnnSetFilter4dDescriptor(w_desc_, cudnn_type(dtype_), nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                            static_cast<int>(s.out_channels), static_cast<int>(s.in_channels),
-                                            static_cast<int>(s.kernel), static_cast<int>(s.kernel)));
-    for (const ConvDesc* d : {&fwd_desc_, &bwd_data_desc_, &bwd_filter_desc_}) {
-      const int p = static_cast<int>(s.padding), st = static_cast<int>(s.stride);
-      DLPERF_CHECK(cudnnSetConvolution2dDescriptor(*d, p, p, st, st, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+
+    Context& c = *ctx_;
+    if (bias_ && relu_) {
+      try {
+        fused_ = std::make_unique<ConvBiasRelu>(c, shape_);
+        c.record_kernel(s.name, "forward", shape_.key() + " +bias+relu", fused_->name(), fused_->units());
+      } catch (const Error& e) {
+        c.warn_fallback(s.name, "forward", shape_.key() + " +bias+relu", "unfused convolution + bias_relu kernel",
+                        std::string("no fused cuDNN engine: ") + e.what());
+      }
     }
-    int n = 0, c = 0, h = 0, w = 0;
-    DLPERF_CHECK(cudnnGetConvolution2dForwardOutputDim(fwd_desc_, x_desc_, w_desc_, &n, &c, &h, &w));
-    DLPERF_ASSERT(n == xd[0] && c == s.out_channels && h == ho && w == wo, "cuDNN agrees on the output shape");
-    plan_algorithms(s.name);
+    if (!fused_) runners_[0] = choose(c, s.name, shape_, ConvDir::fwd);
+    if (s.input_grad) runners_[1] = choose(c, s.name, shape_, ConvDir::bwd_data);  // a first layer needs no dx
+    runners_[2] = choose(c, s.name, shape_, ConvDir::bwd_filter);
+    size_t ws = fused_ ? fused_->workspace() : 0;
+    for (const auto& r : runners_)
+      if (r) ws = std::max(ws, r->workspace());
+    c.workspace.reserve(ws);
 
     add_param(ctx_, s.name + ".weight", ParamRole::weight, w_dims_, dtype_, nhwc_);
-    // cuDNN writes dw in the filter's type and layout; anything but f32 KCRS goes through scratch.
+    // The fused graph reads the bias in the compute dtype (its copy is refreshed with the weights).
+    if (bias_) add_param(ctx_, s.name + ".bias", ParamRole::bias, {s.out_channels}, fused_ ? dtype_ : DType::f32);
+    // Scratch: the ReLU-masked dy (fuse_relu), then dw in the filter's type and layout (when not f32 KCRS).
     dw_via_scratch_ = dtype_ != DType::f32 || nhwc_;
-    if (dw_via_scratch_) ctx_->scratch.reserve(static_cast<size_t>(product(w_dims_)) * dtype_size(dtype_));
-    bias_ = s.bias;
+    masked_bytes_ = relu_ ? align256(static_cast<size_t>(product(y_dims_)) * dtype_size(dtype_)) : 0;
+    const size_t dw_bytes = dw_via_scratch_ ? static_cast<size_t>(product(w_dims_)) * dtype_size(dtype_) : 0;
+    c.scratch.reserve(masked_bytes_ + dw_bytes);
     if (bias_) {
-      add_param(ctx_, s.name + ".bias", ParamRole::bias, {s.out_channels}, DType::f32);
       const int64_t hw = ho * wo;
       if (nhwc_) {
-        ctx_->ones(dtype_, xd[0] * hw);
+        c.ones(dtype_, xd[0] * hw);
       } else {
-        ctx_->ones(dtype_, hw);
-        ctx_->ones(DType::f32, xd[0]);
-        bias_rows_ = ctx_->alloc(static_cast<size_t>(xd[0] * s.out_channels) * sizeof(float));
+        c.ones(dtype_, hw);
+        c.ones(DType::f32, xd[0]);
+        bias_rows_ = c.alloc(static_cast<size_t>(xd[0] * s.out_channels) * sizeof(float));
       }
     }
   }
@@ -81,93 +102,60 @@ class CudaConv2d final : public WithParams<Conv2d> {
   }
 
   void forward(const Tensor& x, Tensor& y) override {
-    const float one = 1.0f, zero = 0.0f;
-    DLPERF_CHECK(cudnnConvolutionForward(ctx_->cudnn, &one, x_desc_, dev(x).data(), w_desc_, params_[0].compute(), fwd_desc_, fwd_algo_,
-                                         ctx_->workspace.get(), ctx_->workspace.bytes(), &zero, y_desc_, dev(y).data()));
-    if (bias_) {
+    y_ = dev(y).data();
+    if (fused_) {
+      fused_->run(*ctx_, dev(x).data(), params_[0].compute(), params_[1].compute(), dev(y).data());
+      return;
+    }
+    runners_[0]->run(*ctx_, dev(x).data(), params_[0].compute(), dev(y).data());
+    if (bias_ || relu_) {
       const int64_t hw = y_dims_[2] * y_dims_[3];
-      DLPERF_CHECK(launch_add_bias(dev(y).data(), elem(dtype_), params_[1].value(), y.numel(), y_dims_[1], nhwc_ ? 1 : hw, ctx_->s()));
+      DLPERF_CHECK(launch_bias_relu(dev(y).data(), elem(dtype_), bias_ ? params_[1].value() : nullptr, y.numel(), y_dims_[1],
+                                    nhwc_ ? 1 : hw, relu_, ctx_->s()));
     }
   }
 
   void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
-    const float one = 1.0f, zero = 0.0f;
-    void* dw = dw_via_scratch_ ? ctx_->scratch.get() : params_[0].grad();
-    DLPERF_CHECK(cudnnConvolutionBackwardFilter(ctx_->cudnn, &one, x_desc_, dev(x).data(), y_desc_, dev(dy).data(), bwd_filter_desc_,
-                                                bwd_filter_algo_, ctx_->workspace.get(), ctx_->workspace.bytes(), &zero, w_desc_, dw));
+    const void* g = dev(dy).data();
+    if (relu_) {
+      DLPERF_ASSERT(y_ != nullptr, "conv2d backward follows a forward");
+      DLPERF_CHECK(launch_relu_backward_from_y(y_, g, ctx_->scratch.get(), elem(dtype_), dy.numel(), ctx_->s()));
+      g = ctx_->scratch.get();
+    }
+    void* dw = dw_via_scratch_ ? static_cast<char*>(ctx_->scratch.get()) + masked_bytes_ : static_cast<void*>(params_[0].grad());
+    runners_[2]->run(*ctx_, dev(x).data(), g, dw);
     if (dw_via_scratch_) convert(*ctx_, dw, dtype_, nhwc_, params_[0].grad(), DType::f32, false, w_dims_);
-    if (bias_) bias_grad(dy);
-    if (dx)
-      DLPERF_CHECK(cudnnConvolutionBackwardData(ctx_->cudnn, &one, w_desc_, params_[0].compute(), y_desc_, dev(dy).data(),
-                                                bwd_data_desc_, bwd_data_algo_, ctx_->workspace.get(), ctx_->workspace.bytes(), &zero,
-                                                x_desc_, dev(*dx).data()));
+    if (bias_) bias_grad(g);
+    if (dx) {
+      DLPERF_ASSERT(runners_[1] != nullptr, "conv2d planned without input_grad asked for dx");
+      runners_[1]->run(*ctx_, g, params_[0].compute(), dev(*dx).data());
+    }
   }
 
  private:
-  void plan_algorithms(const std::string& name) {
-    const cudnnHandle_t h = ctx_->cudnn;
-    size_t ws = 0, bytes = 0;
-    int count = 0, got = 0;
-    {
-      DLPERF_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> found(static_cast<size_t>(count));
-      DLPERF_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc_, w_desc_, fwd_desc_, y_desc_, count, &got, found.data()));
-      const auto& p = pick(found, got, false, "the forward convolution " + name);
-      fwd_algo_ = p.algo;
-      DLPERF_CHECK(cudnnSetConvolutionMathType(fwd_desc_, p.mathType));
-      DLPERF_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, fwd_desc_, y_desc_, fwd_algo_, &bytes));
-      ws = std::max(ws, bytes);
-    }
-    {
-      DLPERF_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> found(static_cast<size_t>(count));
-      DLPERF_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc_, y_desc_, bwd_data_desc_, x_desc_, count, &got, found.data()));
-      const auto& p = pick(found, got, true, "the backward-data convolution " + name);
-      bwd_data_algo_ = p.algo;
-      DLPERF_CHECK(cudnnSetConvolutionMathType(bwd_data_desc_, p.mathType));
-      DLPERF_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, bwd_data_desc_, x_desc_, bwd_data_algo_, &bytes));
-      ws = std::max(ws, bytes);
-    }
-    {
-      DLPERF_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> found(static_cast<size_t>(count));
-      DLPERF_CHECK(
-          cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, bwd_filter_desc_, w_desc_, count, &got, found.data()));
-      const auto& p = pick(found, got, true, "the backward-filter convolution " + name);
-      bwd_filter_algo_ = p.algo;
-      DLPERF_CHECK(cudnnSetConvolutionMathType(bwd_filter_desc_, p.mathType));
-      DLPERF_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, bwd_filter_desc_, w_desc_, bwd_filter_algo_,
-                                                                  &bytes));
-      ws = std::max(ws, bytes);
-    }
-    ctx_->workspace.reserve(ws);
-  }
-
   // db (Cout) = sum of dy over N, H, W, as GEMMs against ones (deterministic, f32 result).
-  void bias_grad(const Tensor& dy) {
+  void bias_grad(const void* dy) {
     const int64_t n = y_dims_[0], c = y_dims_[1], hw = y_dims_[2] * y_dims_[3];
     float* db = params_[1].grad();
     if (nhwc_) {
-      column_sums(*ctx_, dev(dy).data(), dtype_, n * hw, c, db);  // (N*H*W, C)
+      column_sums(*ctx_, dy, dtype_, n * hw, c, db);  // (N*H*W, C)
     } else {
-      row_sums(*ctx_, dev(dy).data(), dtype_, n * c, hw, bias_rows_.as<float>());  // (N*C, H*W) -> (N, C)
+      row_sums(*ctx_, dy, dtype_, n * c, hw, bias_rows_.as<float>());  // (N*C, H*W) -> (N, C)
       column_sums(*ctx_, bias_rows_.get(), DType::f32, n, c, db);
     }
   }
 
   Ctx ctx_;
+  ConvShape shape_;
   DType dtype_ = DType::f32;
-  bool nhwc_ = false;
-  bool bias_ = false;
+  bool nhwc_ = false, bias_ = false, relu_ = false;
   bool dw_via_scratch_ = false;
+  size_t masked_bytes_ = 0;
   Dims y_dims_, w_dims_;
-  TensorDesc x_desc_, y_desc_;
-  FilterDesc w_desc_;
-  ConvDesc fwd_desc_, bwd_data_desc_, bwd_filter_desc_;
-  cudnnConvolutionFwdAlgo_t fwd_algo_{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
+  std::array<std::unique_ptr<ConvRunner>, 3> runners_;  // fwd (null when fused), bwd_data, bwd_filter
+  std::unique_ptr<ConvBiasRelu> fused_;
   DeviceMemory bias_rows_;  // (N, Cout) f32: per-image bias sums of NCHW gradients
+  const void* y_ = nullptr;  // the last forward's output (ReLU mask)
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
     if (d.size() != 2 || d[1] != s.classes)
       throw_usage_error("cross_entropy: logits " + to_string(d) + " are not (M, " + std::to_string(s.classes) + ")");
     rows_ = d[0];
+    ld_ = logits.pitch();  // a padded vocabulary's logits (tied_linear.cpp)
     // lse (M) | row losses and counts (2M) | mean loss and count (2)
     stats_ = ctx_->alloc(static_cast<size_t>(3 * rows_ + 2) * sizeof(float));
   }
@@ -23,7 +24,8 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
     DLPERF_ASSERT(labels.dtype() == DType::s32 && labels.numel() == rows_, "labels are (M) s32");
     logits_ = dev(logits).data();
     labels_ = dev(labels).as<const int32_t>();
-    DLPERF_CHECK(launch_cross_entropy_forward(logits_, elem(dtype_), labels_, rows_, spec_.classes, spec_.label_smoothing,
+    DLPERF_ASSERT(dev(logits).pitch() == ld_, "logits in the planned layout");
+    DLPERF_CHECK(launch_cross_entropy_forward(logits_, elem(dtype_), labels_, rows_, spec_.classes, ld_, spec_.label_smoothing,
                                               spec_.ignore_index, lse(), lse() + rows_, totals(), ctx_->s()));
   }
 
@@ -38,7 +40,8 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
 
   void backward(Tensor& dlogits, const LossGradScale& scale) override {
     DLPERF_ASSERT(logits_ != nullptr, "cross_entropy backward follows a forward");
-    DLPERF_CHECK(launch_cross_entropy_backward(logits_, elem(dtype_), labels_, lse(), totals(), rows_, spec_.classes, spec_.label_smoothing,
+    DLPERF_ASSERT(dev(dlogits).pitch() == ld_, "dlogits in the logits' layout");
+    DLPERF_CHECK(launch_cross_entropy_backward(logits_, elem(dtype_), labels_, lse(), totals(), rows_, spec_.classes, ld_, spec_.label_smoothing,
                                                spec_.ignore_index, scale.value, scale.device, dev(dlogits).data(), ctx_->s()));
   }
 
@@ -49,7 +52,7 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
   Ctx ctx_;
   CrossEntropySpec spec_;
   DType dtype_;
-  int64_t rows_ = 0;
+  int64_t rows_ = 0, ld_ = 0;  // ld: the logits' row pitch
   DeviceMemory stats_;
   const void* logits_ = nullptr;  // the last forward's inputs
   const int32_t* labels_ = nullptr;

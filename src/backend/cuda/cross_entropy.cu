@@ -12,28 +12,29 @@ namespace {
 __device__ __forceinline__ bool counts(int32_t label, int64_t k, int32_t ignore) { return label != ignore && label >= 0 && label < k; }
 
 template <class T>
-__global__ void xent_forward(const T* logits, const int32_t* labels, int64_t rows, int64_t k, float smoothing, int32_t ignore,
+__global__ void xent_forward(const T* logits, const int32_t* labels, int64_t rows, int64_t k, int64_t ld, float smoothing, int32_t ignore,
                              float* lse, float* row_loss) {
-  const int64_t r = blockIdx.x;
-  const T* x = logits + r * k;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) mx = fmaxf(mx, load(x, j));
-  mx = block_max(mx);
-  float se = 0.0f, sx = 0.0f;
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
-    const float v = load(x, j);
-    se += expf(v - mx);
-    sx += v;
-  }
-  se = block_sum(se);
-  sx = block_sum(sx);
-  if (threadIdx.x == 0) {
-    const float l = mx + logf(se);
-    lse[r] = l;
-    const int32_t label = labels[r];
-    const bool counted = counts(label, k, ignore);
-    row_loss[r] = counted ? l - ((1.0f - smoothing) * load(x, label) + smoothing / static_cast<float>(k) * sx) : 0.0f;
-    row_loss[rows + r] = counted ? 1.0f : 0.0f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * ld;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) mx = fmaxf(mx, load(x, j));
+    mx = block_max(mx);
+    float se = 0.0f, sx = 0.0f;
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+      const float v = load(x, j);
+      se += expf(v - mx);
+      sx += v;
+    }
+    se = block_sum(se);
+    sx = block_sum(sx);
+    if (threadIdx.x == 0) {
+      const float l = mx + logf(se);
+      lse[r] = l;
+      const int32_t label = labels[r];
+      const bool counted = counts(label, k, ignore);
+      row_loss[r] = counted ? l - ((1.0f - smoothing) * load(x, label) + smoothing / static_cast<float>(k) * sx) : 0.0f;
+      row_loss[rows + r] = counted ? 1.0f : 0.0f;
+    }
   }
 }
 
@@ -52,23 +53,25 @@ __global__ void xent_total(const float* row_loss, int64_t rows, float* totals) {
 }
 
 template <class T>
-__global__ void xent_backward(const T* logits, const int32_t* labels, const float* lse, const float* totals, int64_t k,
-                              float smoothing, int32_t ignore, float scale, const float* device_scale, T* dlogits) {
-  const int64_t r = blockIdx.x;
-  const T* x = logits + r * k;
-  T* g = dlogits + r * k;
-  const int32_t label = labels[r];
+__global__ void xent_backward(const T* logits, const int32_t* labels, const float* lse, const float* totals, int64_t rows, int64_t k,
+                              int64_t ld, float smoothing, int32_t ignore, float scale, const float* device_scale, T* dlogits) {
   const float count = totals[1];
-  if (!counts(label, k, ignore) || count <= 0.0f) {
-    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) store(g, j, 0.0f);
-    return;
-  }
   if (device_scale) scale *= *device_scale;  // the step gate's loss scale, current at run time
-  const float inv = scale / count, l = lse[r], uniform = smoothing / static_cast<float>(k);
-  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
-    float d = expf(load(x, j) - l) - uniform;
-    if (j == label) d -= 1.0f - smoothing;
-    store(g, j, d * inv);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * ld;
+    T* g = dlogits + r * ld;
+    const int32_t label = labels[r];
+    for (int64_t j = k + threadIdx.x; j < ld; j += blockDim.x) store(g, j, 0.0f);  // padding columns
+    if (!counts(label, k, ignore) || count <= 0.0f) {
+      for (int64_t j = threadIdx.x; j < k; j += blockDim.x) store(g, j, 0.0f);
+      continue;
+    }
+    const float inv = scale / count, l = lse[r], uniform = smoothing / static_cast<float>(k);
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+      float d = expf(load(x, j) - l) - uniform;
+      if (j == label) d -= 1.0f - smoothing;
+      store(g, j, d * inv);
+    }
   }
 }
 
@@ -76,13 +79,13 @@ constexpr int kRowThreads = 256;
 
 }  // namespace
 
-cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k,
+cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k, int64_t ld,
                                          float smoothing, int32_t ignore_index, float* lse, float* row_loss, float* totals,
                                          cudaStream_t s) {
   if (rows == 0) return cudaMemsetAsync(totals, 0, 2 * sizeof(float), s);
   const cudaError_t e = dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    xent_forward<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, rows, k, smoothing,
+    xent_forward<<<rows_grid(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, rows, k, ld, smoothing,
                                                                      ignore_index, lse, row_loss);
     return launched();
   });
@@ -92,14 +95,13 @@ cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const i
 }
 
 cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const int32_t* labels, const float* lse,
-                                          const float* totals, int64_t rows, int64_t k, float smoothing, int32_t ignore_index,
+                                          const float* totals, int64_t rows, int64_t k, int64_t ld, float smoothing, int32_t ignore_index,
                                           float scale, const float* device_scale, void* dlogits, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    xent_backward<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, lse, totals, k,
-                                                                      smoothing, ignore_index, scale, device_scale,
-                                                                      static_cast<T*>(dlogits));
+    xent_backward<<<rows_grid(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, lse, totals, rows, k, ld,
+                                                                      smoothing, ignore_index, scale, device_scale, static_cast<T*>(dlogits));
     return launched();
   });
 }

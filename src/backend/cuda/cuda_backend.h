@@ -6,8 +6,10 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 
 namespace dlperf::cuda {
 
@@ -28,11 +30,20 @@ class CudaBackend final : public Backend {
   TensorPtr tensor_like(const Tensor& t) override;
   void convert(const Tensor& src, Tensor& dst) override;
   std::unique_ptr<Buffer> buffer(size_t elems) override;
+  HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
   int64_t device_memory_used_bytes() const override;
   DeviceFacts device_facts() const override;
   void synchronize() override;
   void* stream_handle() override { return stream(); }  // NCCL orders itself after this stream
+  // Channels-last in every precision: cuDNN's tensor-core convolutions (f16, bf16, TF32) and
+  // the fused batch norm + add + ReLU kernels are NHWC; NCHW would add transposes around them.
+  Layout image_layout() const override { return Layout::channels_last; }
+  // The GPU's compute capability as its kernels are compiled for it: "sm_90" on an H100.
+  std::string isa() const override;
+  // What each op planned: cuDNN graph engine or legacy algorithm, cuBLASLt epilogue or the
+  // fallback, dlperf's own kernels; a fast path that could not be planned names its fallback.
+  std::vector<PlannedKernel> planned_kernels() const override;
 
   std::unique_ptr<StepRecorder> step_recorder() override;
   std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> model_inputs) override;
@@ -52,6 +63,7 @@ class CudaBackend final : public Backend {
   using Backend::add;
   std::unique_ptr<SoftmaxCrossEntropy> cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override;
   std::unique_ptr<LayerNorm> layer_norm(const LayerNormSpec& s, const Tensor& x) override;
+  std::unique_ptr<DropoutAddNorm> dropout_add_norm(const AddNormSpec& s, const Tensor& a) override;
   std::unique_ptr<Embedding> embedding(const EmbeddingSpec& s, const Tensor& ids) override;
   std::unique_ptr<Dropout> dropout(float p, const Tensor& x) override;
   std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& s, DType t) override;
@@ -59,8 +71,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) override;
   std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override;
 
+  // One launch converts every compute copy (f16/bf16 weights, channels-last filters, the fused
+  // convolutions' biases) from the f32 master values; the table is built on the first call.
+  void refresh_compute_weights(std::span<Layer* const> layers) override;
+
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override;
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) override;
+  // Multi-tensor forms: a fixed number of launches whatever the number of tensors; LAMB's norms
+  // and trust ratios stay on the device (no host round trip); the step gate as in launch_adamw.
+  void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override;
+  void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
+                 const AdamStep& s) override;
   // These two return host values: each waits for the stream (one small copy back).
   LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                         std::span<float> update, const AdamStep& s) override;
@@ -68,8 +89,25 @@ class CudaBackend final : public Backend {
   double sum_squares(std::span<const float> x) override;
 
  private:
+  void record(const char* kind, const Tensor& x, const std::string& impl);  // a one-call op, both passes
+
   std::shared_ptr<Context> ctx_;
   std::shared_ptr<void> reduce_;  // (kReduceBlocks + 1) * 2 doubles: block partials, then the sums
+  // The segment and task tables of the multi-tensor optimizer steps, one per segment list (an
+  // optimizer passes the same list every step; compared by value, a host-side check).
+  struct OptTable {
+    std::vector<ParamSegment> key;
+    int64_t segments = 0, tasks = 0;
+    std::shared_ptr<void> mem;  // OptSegment[segments] | OptTask[tasks] | f64 partial[2 tasks] | f32 ratio[segments]
+    size_t tasks_at = 0, partial_at = 0, ratio_at = 0;
+  };
+  OptTable& opt_table(std::span<const ParamSegment> segments);
+  std::vector<OptTable> opt_tables_;
+  // The weight-refresh table: the segments it was built from, and its segments | tasks on the device.
+  std::vector<CastSegment> cast_key_;
+  std::shared_ptr<void> cast_table_;
+  int64_t cast_tasks_ = 0;
+  size_t cast_segments_bytes_ = 0;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o);

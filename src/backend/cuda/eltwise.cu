@@ -57,20 +57,9 @@ __global__ void relu_bwd_y(const T* y, const T* dy, T* dx, int64_t count) {
   DLPERF_GRID_STRIDE(i, count) { store(dx, i, load(y, i) > 0.0f ? load(dy, i) : 0.0f); }
 }
 
-// splitmix64 finaliser: a good 64-bit mix, cheap, stateless, the same on every GPU.
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t count, float p, float scale, uint64_t key) {
-  DLPERF_GRID_STRIDE(i, count) {
-    const uint64_t h = mix64(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
-    const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 bits -> [0, 1)
-    store(y, i, u >= p ? load(x, i) * scale : 0.0f);
-  }
+  DLPERF_GRID_STRIDE(i, count) { store(y, i, dropout_keep(key, i, p) ? load(x, i) * scale : 0.0f); }
 }
 
 #undef DLPERF_GRID_STRIDE
@@ -121,7 +110,7 @@ cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, fl
                            cudaStream_t s) {
   if (count == 0) return cudaSuccess;
   // One key per (seed, call); the per-element mix64 spreads neighbouring keys and indices apart.
-  const uint64_t key = seed * 0xd1342543de82ef95ull + (counter + 1) * 0x9e3779b97f4a7c15ull;
+  const uint64_t key = dropout_key(seed, counter);
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);

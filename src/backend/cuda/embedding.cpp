@@ -1,6 +1,7 @@
 // Embedding table lookup (kernels in embedding.cu): ids (M) s32 -> y (M, C) = weight[ids] in
 // the compute type; weight (vocab, C). backward overwrites the f32 table gradient with the
-// scatter-add of dy rows, deterministically (or adds to it when the table is tied to a decoder).
+// scatter-add of dy rows, deterministically and linear in M (a sort of the ids, then ordered
+// sums; embedding.cu), or adds to it when the table is tied to a decoder.
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
@@ -12,7 +13,8 @@ class CudaEmbedding final : public WithParams<Embedding> {
       : ctx_(std::move(ctx)), spec_(s), dtype_(compute), rows_(ids.numel()) {
     if (ids.dtype() != DType::s32 || ids.dims().size() != 1)
       throw_usage_error("embedding " + s.name + ": ids " + to_string(ids.dims()) + " are not (M) s32");
-    add_param(ctx_, s.name + ".weight", ParamRole::embedding, {s.vocab, s.features}, dtype_);
+    add_param(ctx_, s.name + ".weight", ParamRole::embedding, {s.vocab, s.features}, dtype_, false, kTableRowPad);
+    ctx_->scratch.reserve(scatter_rows_scratch_bytes(rows_, s.features, s.vocab));
   }
 
   TensorPtr make_output() const override {
@@ -26,7 +28,7 @@ class CudaEmbedding final : public WithParams<Embedding> {
 
   void backward(const Tensor& ids, const Tensor& dy) override {
     DLPERF_CHECK(launch_scatter_rows(dev(ids).as<const int32_t>(), dev(dy).data(), elem(dtype_), params_[0].grad(), ElemType::f32, rows_,
-                                     spec_.vocab, spec_.features, accumulate_, ctx_->s()));
+                                     spec_.vocab, spec_.features, accumulate_, ctx_->scratch.get(), ctx_->s()));
   }
 
   // The table as the weight of a tied decoder (tied_linear.cpp), whose backward writes the

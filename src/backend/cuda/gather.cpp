@@ -14,6 +14,7 @@ class CudaRowGather final : public RowGather {
     m_ = x.dims()[0];
     c_ = x.dims()[1];
     r_ = idx.dims()[0];
+    ctx_->scratch.reserve(scatter_rows_scratch_bytes(r_, c_, m_));
   }
 
   TensorPtr make_output() const override { return std::make_unique<CudaTensor>(ctx_, Dims{r_, c_}, dtype_, Layout::canonical); }
@@ -24,7 +25,7 @@ class CudaRowGather final : public RowGather {
 
   void backward(const Tensor& idx, const Tensor& dy, Tensor& dx) override {
     DLPERF_CHECK(launch_scatter_rows(dev(idx).as<const int32_t>(), dev(dy).data(), elem(dtype_), dev(dx).data(), elem(dtype_), r_, m_, c_,
-                                     false, ctx_->s()));
+                                     false, ctx_->scratch.get(), ctx_->s()));
   }
 
  private:

@@ -3,6 +3,7 @@
 // destructors never throw and ignore failures (the context may already be broken).
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -41,6 +42,7 @@ class Handle {
 
 using CudnnHandle = Handle<cudnnHandle_t, cudnnCreate, cudnnDestroy>;
 using CublasHandle = Handle<cublasHandle_t, cublasCreate, cublasDestroy>;
+using CublasLtHandle = Handle<cublasLtHandle_t, cublasLtCreate, cublasLtDestroy>;
 using TensorDesc = Handle<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Handle<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Handle<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;

@@ -43,6 +43,10 @@ class PinnedTensor final : public Tensor {
     DLPERF_ASSERT(dtype() == DType::s32 && static_cast<int64_t>(in.size()) == numel(), "index tensor of matching size");
     std::memcpy(mem_.get(), in.data(), in.size_bytes());
   }
+  void write_bytes(const void* src, size_t bytes) override {
+    DLPERF_ASSERT(bytes == mem_.bytes(), "write_bytes of the tensor's size");
+    std::memcpy(mem_.get(), src, bytes);
+  }
   void zero() override { std::memset(mem_.get(), 0, mem_.bytes()); }
   bool same_layout(const Tensor& o) const override { return dims() == o.dims() && dtype() == o.dtype(); }
   const void* data() const { return mem_.get(); }

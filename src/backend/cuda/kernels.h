@@ -17,17 +17,77 @@ namespace dlperf::cuda {
 enum class ElemType : uint8_t { f32, bf16, f16, s32 };
 enum class ActKind : uint8_t { relu, gelu, tanh };
 
+#ifdef __CUDACC__
+#define DLPERF_HOST_DEVICE __host__ __device__
+#else
+#define DLPERF_HOST_DEVICE
+#endif
+// The key of one dropout call: (seed, call counter) -> the mask stream dropout_keep reads.
+DLPERF_HOST_DEVICE inline uint64_t dropout_key(uint64_t seed, uint64_t counter) {
+  return seed * 0xd1342543de82ef95ull + (counter + 1) * 0x9e3779b97f4a7c15ull;
+}
+
+// CUDA's limit on gridDim.y and gridDim.z (gridDim.x allows 2^31 - 1). Every launcher that
+// puts a shape-dependent count on y or z clamps or loops against it; kernel_limits_test checks
+// the launch configurations at the largest shapes a user can ask for.
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxGridX = 2147483647;
+
+// Grid for a grid-stride loop over count elements of kThreads-thread blocks: enough blocks to
+// fill any GPU, no more (the loop covers the rest).
+constexpr int kThreads = 256;
+inline unsigned grid_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+// Grid of the kernels that give each block one row and loop over rows with stride gridDim.x
+// (softmax, cross-entropy, the embedding's chunk and run sums).
+inline unsigned rows_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows > kMaxGridX ? kMaxGridX : rows));
+}
+
 // ---- convert.cu ---------------------------------------------------------------------------
 // dst = src over (n, c, hw) elements, any element type to any (s32 <-> f32 exact below 2^24),
 // each side either canonical (n, c, hw) or channels-last (n, hw, c). Weights use it too:
 // (K, C, R, S) -> (K, R, S, C) is the same index map with n = K, hw = R * S.
 cudaError_t launch_convert(const void* src, ElemType src_type, bool src_nhwc, void* dst, ElemType dst_type, bool dst_nhwc,
                            int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+// The once-per-step refresh of every weight's compute copy in one launch: segment k converts
+// the f32 master src (n, c, hw) canonical into dst of `type`, reordered to (n, hw, c) when krsc
+// (channels-last filters). tasks split the segments into blocks' worth of elements [begin, end).
+struct CastSegment {
+  const float* src = nullptr;
+  void* dst = nullptr;
+  int64_t n = 1, c = 1, hw = 1;
+  ElemType type = ElemType::f32;
+  bool krsc = false;
+};
+struct CastTask {
+  int64_t segment = 0, begin = 0, end = 0;
+};
+constexpr int64_t kCastTaskElems = 16384;  // elements per block of launch_cast_segments
+cudaError_t launch_cast_segments(const CastSegment* segments, const CastTask* tasks, int64_t task_count, cudaStream_t s);
+
+// The matrix pointers of a batched GEMM whose batch is (images, heads): for operand k in 0..2,
+// out[k * images * heads + b * heads + h] = base[k] + (b * image_stride[k] + h * head_stride[k]) * elem_bytes.
+// (BERT's head-interleaved operands: image_stride = T * H * D, head_stride = D.)
+struct BatchPointers {
+  const void* base[3] = {nullptr, nullptr, nullptr};
+  int64_t image_stride[3] = {0, 0, 0}, head_stride[3] = {0, 0, 0};
+};
+cudaError_t launch_batch_pointers(const BatchPointers& p, int64_t elem_bytes, int64_t images, int64_t heads, void** out, cudaStream_t s);
+
 // x[i] = value for i < count.
 cudaError_t launch_fill(void* x, ElemType t, int64_t count, float value, cudaStream_t s);
+// x[i] uniform in [-1, 1) from a counter-based hash of (seed, i): scratch operands for timing.
+cudaError_t launch_fill_uniform(void* x, ElemType t, int64_t count, uint64_t seed, cudaStream_t s);
 // y[i] += bias[(i / inner) % channels]: inner = H * W for (N, C, H, W), 1 for NHWC and (M, C).
 cudaError_t launch_add_bias(void* y, ElemType t, const float* bias, int64_t count, int64_t channels, int64_t inner,
                             cudaStream_t s);
+// y[i] = act(y[i] + bias[(i / inner) % channels]), act = ReLU when relu, else the identity;
+// bias may be null (no bias). One pass for a convolution's bias and ReLU.
+cudaError_t launch_bias_relu(void* y, ElemType t, const float* bias, int64_t count, int64_t channels, int64_t inner, bool relu,
+                             cudaStream_t s);
 
 // ---- eltwise.cu ---------------------------------------------------------------------------
 cudaError_t launch_activation_forward(ActKind k, const void* x, void* y, ElemType t, int64_t count, cudaStream_t s);
@@ -42,27 +102,93 @@ cudaError_t launch_relu_backward_from_y(const void* y, const void* dy, void* dx,
 cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, float p, uint64_t seed, uint64_t counter,
                            cudaStream_t s);
 
+// ---- batch_norm.cu ------------------------------------------------------------------------
+// Channels-last batch norm in training mode, fused with the residual add and ReLU, x (rows =
+// N*H*W, channels). Launch geometry: tiles of 32 channels x row_blocks blocks of rows.
+struct BnNhwcGrid {
+  unsigned tiles = 1, row_blocks = 1;
+};
+BnNhwcGrid bn_nhwc_grid(int64_t rows, int64_t channels, int sm_count);
+// Per-layer state, all f32 (C) unless said: gamma, beta (the parameters); running mean and
+// variance (updated with momentum, PyTorch's convention); saved mean and 1/std (forward ->
+// backward); partial (2 * row_blocks * C) and coef (3 * C) scratch; counters (tiles) ints,
+// zero before the first launch and left zero by every launch.
+struct BnNhwcState {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  float* save_mean = nullptr;
+  float* save_invstd = nullptr;
+  float* partial = nullptr;
+  float* coef = nullptr;
+  int* counters = nullptr;
+};
+// y = act(bn(x) + z); z may be null (no residual); act = ReLU when relu.
+cudaError_t launch_bn_nhwc_forward(const void* x, const void* z, void* y, ElemType t, int64_t rows, int64_t channels, BnNhwcGrid grid,
+                                   const BnNhwcState& st, float eps, float momentum, bool relu, cudaStream_t s);
+// From the forward's x and y: dx, the f32 parameter gradients, and dz = act'(y) * dy when dz
+// is not null (the residual's gradient).
+cudaError_t launch_bn_nhwc_backward(const void* x, const void* y, const void* dy, void* dx, void* dz, ElemType t, int64_t rows,
+                                    int64_t channels, BnNhwcGrid grid, const BnNhwcState& st, float* dgamma, float* dbeta, bool relu,
+                                    cudaStream_t s);
+
 // ---- cross_entropy.cu ---------------------------------------------------------------------
-// logits (rows, k) -> lse (rows), totals[0] = mean loss over counted rows, totals[1] = count.
-// row_loss (2 * rows) is scratch. A row counts when 0 <= label < k and label != ignore_index.
-cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k,
+// logits (rows, k) with row pitch ld >= k -> lse (rows), totals[0] = mean loss over counted
+// rows, totals[1] = count. row_loss (2 * rows) is scratch. A row counts when 0 <= label < k
+// and label != ignore_index. The ld - k padding columns (a padded vocabulary) are not classes.
+cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k, int64_t ld,
                                          float smoothing, int32_t ignore_index, float* lse, float* row_loss, float* totals,
                                          cudaStream_t s);
-// dlogits = scale (x *device_scale when not null, read as the kernel runs) / count * (softmax -
-// target), zero rows that do not count.
+// dlogits = scale (x *device_scale when not null, read as the kernel runs) / count * (softmax - target), zero rows that do not count, zero padding columns.
 cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const int32_t* labels, const float* lse,
-                                          const float* totals, int64_t rows, int64_t k, float smoothing, int32_t ignore_index,
+                                          const float* totals, int64_t rows, int64_t k, int64_t ld, float smoothing, int32_t ignore_index,
                                           float scale, const float* device_scale, void* dlogits, cudaStream_t s);
 
 // ---- layer_norm.cu ------------------------------------------------------------------------
-// x (rows, cols) -> y; mean, rstd (rows) saved for backward.
-cudaError_t launch_layer_norm_forward(const void* x, ElemType t, const float* gamma, const float* beta, void* y, float* mean,
-                                      float* rstd, int64_t rows, int64_t cols, float eps, cudaStream_t s);
-// Rows of partial sums per column block: layer_norm_partial_rows(rows) * 2 * cols floats of scratch.
-int64_t layer_norm_partial_rows(int64_t rows);
-cudaError_t launch_layer_norm_backward(const void* x, const void* dy, ElemType t, const float* gamma, const float* mean,
-                                       const float* rstd, void* dx, float* dgamma, float* dbeta, float* partial, int64_t rows,
-                                       int64_t cols, cudaStream_t s);
+// Layer norm over rows of cols, alone (a = the input, r = s = null, p = 0) or fused with the
+// dropout and residual add before it: s = r + dropout(a) (stored, for backward), y = LN(s).
+// mean, rstd (rows) are saved for backward. key = dropout_key(seed, counter) (common.cuh).
+struct AddNormForward {
+  const void* a = nullptr;
+  const void* r = nullptr;
+  void* s = nullptr;
+  void* y = nullptr;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-12f, p = 0.0f, scale = 1.0f;
+  uint64_t key = 0;
+};
+// From x (the layer norm's input: s, or a when unfused), dy, the saved statistics: dx = the
+// input's gradient (the residual's, when fused; may be null), da = dropout's backward of it
+// (may be null), dgamma and dbeta (f32, overwritten). partial: 2 * blocks * cols floats;
+// counter: one int, zero before the first launch and left zero.
+struct AddNormBackward {
+  const void* x = nullptr;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* da = nullptr;
+  const float* gamma = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  float* dgamma = nullptr;
+  float* dbeta = nullptr;
+  float* partial = nullptr;
+  int* counter = nullptr;
+  int64_t rows = 0, cols = 0;
+  float p = 0.0f, scale = 1.0f;
+  uint64_t key = 0;
+};
+struct AddNormGrid {
+  unsigned blocks = 1, threads = 256;
+  bool supported = true;  // cols within the kernels' 16 columns per thread
+};
+AddNormGrid add_norm_grid(int64_t rows, int64_t cols, int sm_count);
+cudaError_t launch_add_norm_forward(const AddNormForward& f, ElemType t, AddNormGrid g, cudaStream_t s);
+cudaError_t launch_add_norm_backward(const AddNormBackward& b, ElemType t, AddNormGrid g, cudaStream_t s);
 
 // ---- embedding.cu -------------------------------------------------------------------------
 // y (rows, cols) = w[ids] (w in the compute type); ids outside [0, vocab) give zero rows.
@@ -70,9 +196,14 @@ cudaError_t launch_embedding_forward(const int32_t* ids, const void* w, void* y,
                                      int64_t cols, cudaStream_t s);
 // out (out_rows, cols) = scatter-add of dy (rows, cols) rows at ids: zeroed first, or added to
 // when accumulate. out_type is f32 (embedding table gradients) or dy's type (row gather).
-// Deterministic (no atomics). The embedding forward doubles as the row gather.
+// Deterministic (no atomics) and linear in rows: a radix sort of the ids, then per-chunk and
+// per-id sums in a fixed order. Ids outside [0, out_rows) are skipped. scratch: at least
+// scatter_rows_scratch_bytes(rows, cols, out_rows) of device memory. The embedding forward
+// doubles as the row gather.
+size_t scatter_rows_scratch_bytes(int64_t rows, int64_t cols, int64_t out_rows);
+unsigned scatter_rows_chunk_grid(int64_t rows);  // blocks of its chunk-sum kernel
 cudaError_t launch_scatter_rows(const int32_t* ids, const void* dy, ElemType t, void* out, ElemType out_type, int64_t rows,
-                                int64_t out_rows, int64_t cols, bool accumulate, cudaStream_t s);
+                                int64_t out_rows, int64_t cols, bool accumulate, void* scratch, cudaStream_t s);
 
 // ---- masked_softmax.cu --------------------------------------------------------------------
 // x (rows, tk) -> y = softmax(x + mask[row / rows_per_batch]); mask (batches, tk) f32.
@@ -131,5 +262,26 @@ cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* 
 cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s);
 // sums[0] = sum x^2 in f64.
 cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s);
+// Multi-tensor Adam family over the flat buffers: one segment per parameter (or run of equal
+// decay), split into tasks of kOptTaskElems elements, one block each.
+struct OptSegment {
+  int64_t offset = 0, count = 0;
+  int64_t first_task = 0, tasks = 0;
+  bool decay = false;
+};
+struct OptTask {
+  int64_t segment = 0, begin = 0, end = 0;  // absolute element range in the flat buffers
+};
+constexpr int64_t kOptTaskElems = 16384;
+// AdamW over every segment; p.weight_decay applies to decaying segments.
+cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
+                               int64_t task_count, AdamParams p, const float* gate, cudaStream_t s);
+// LAMB over every segment in three launches: moments and u (+ per-task f64 sums of w^2, u^2 in
+// partial, 2 * task_count doubles), per-segment trust ratios (ratio, segment_count floats),
+// then w -= lr * ratio * u. The gate as in launch_adamw; with it nothing of the trust ratio
+// reaches the host.
+cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, const float* gate,
+                              double* partial, float* ratio, cudaStream_t s);
 
 }  // namespace dlperf::cuda

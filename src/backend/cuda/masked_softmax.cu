@@ -9,28 +9,30 @@ namespace {
 constexpr int kRowThreads = 128;  // BERT's Tk = 128: one element per thread
 
 template <class T>
-__global__ void msoftmax_fwd(const T* x, const float* mask, T* y, int64_t tk, int64_t rows_per_batch) {
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * tk;
-  const float* m = mask + (r / rows_per_batch) * tk;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) mx = fmaxf(mx, load(xr, j) + m[j]);
-  mx = block_max(mx);
-  float se = 0.0f;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) se += expf(load(xr, j) + m[j] - mx);
-  const float inv = 1.0f / block_sum(se);
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) store(y + r * tk, j, expf(load(xr, j) + m[j] - mx) * inv);
+__global__ void msoftmax_fwd(const T* x, const float* mask, T* y, int64_t rows, int64_t tk, int64_t rows_per_batch) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * tk;
+    const float* m = mask + (r / rows_per_batch) * tk;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) mx = fmaxf(mx, load(xr, j) + m[j]);
+    mx = block_max(mx);
+    float se = 0.0f;
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) se += expf(load(xr, j) + m[j] - mx);
+    const float inv = 1.0f / block_sum(se);
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) store(y + r * tk, j, expf(load(xr, j) + m[j] - mx) * inv);
+  }
 }
 
 template <class T>
-__global__ void msoftmax_bwd(const T* y, const T* dy, T* dx, int64_t tk) {
-  const int64_t r = blockIdx.x;
-  const T* yr = y + r * tk;
-  const T* dyr = dy + r * tk;
-  float dot = 0.0f;
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) dot += load(yr, j) * load(dyr, j);
-  dot = block_sum(dot);
-  for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) store(dx + r * tk, j, load(yr, j) * (load(dyr, j) - dot));
+__global__ void msoftmax_bwd(const T* y, const T* dy, T* dx, int64_t rows, int64_t tk) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* yr = y + r * tk;
+    const T* dyr = dy + r * tk;
+    float dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) dot += load(yr, j) * load(dyr, j);
+    dot = block_sum(dot);
+    for (int64_t j = threadIdx.x; j < tk; j += blockDim.x) store(dx + r * tk, j, load(yr, j) * (load(dyr, j) - dot));
+  }
 }
 
 }  // namespace
@@ -40,7 +42,7 @@ cudaError_t launch_masked_softmax_forward(const void* x, const float* mask, void
   if (rows == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    msoftmax_fwd<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(static_cast<const T*>(x), mask, static_cast<T*>(y), tk,
+    msoftmax_fwd<<<rows_grid(rows), kRowThreads, 0, s>>>(static_cast<const T*>(x), mask, static_cast<T*>(y), rows, tk,
                                                                      rows_per_batch);
     return launched();
   });
@@ -51,8 +53,8 @@ cudaError_t launch_masked_softmax_backward(const void* y, const void* dy, void* 
   if (rows == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    msoftmax_bwd<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(static_cast<const T*>(y), static_cast<const T*>(dy),
-                                                                     static_cast<T*>(dx), tk);
+    msoftmax_bwd<<<rows_grid(rows), kRowThreads, 0, s>>>(static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx),
+                                                     rows, tk);
     return launched();
   });
 }

@@ -6,6 +6,10 @@
 
 namespace dlperf::cuda {
 
+// Embedding tables are stored with their rows padded to a multiple of this (zero rows), so a
+// tied decoder's GEMMs over the vocabulary are tensor-core aligned (BERT: 30,522 -> 30,528).
+constexpr int64_t kTableRowPad = 8;
+
 std::unique_ptr<Conv2d> make_conv2d(Ctx ctx, const Conv2dSpec& s, const Tensor& x);
 std::unique_ptr<BatchNorm> make_batch_norm(Ctx ctx, const BatchNormSpec& s, const Tensor& x);
 std::unique_ptr<Pool2d> make_pool2d(Ctx ctx, const Pool2dSpec& s, const Tensor& x);
@@ -15,6 +19,7 @@ std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const 
 std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, const Tensor& b, bool fuse_relu);
 std::unique_ptr<SoftmaxCrossEntropy> make_cross_entropy(Ctx ctx, const CrossEntropySpec& s, const Tensor& logits);
 std::unique_ptr<LayerNorm> make_layer_norm(Ctx ctx, const LayerNormSpec& s, const Tensor& x);
+std::unique_ptr<DropoutAddNorm> make_dropout_add_norm(Ctx ctx, const AddNormSpec& s, const Tensor& a);
 std::unique_ptr<Embedding> make_embedding(Ctx ctx, const EmbeddingSpec& s, const Tensor& ids, DType compute);
 std::unique_ptr<Dropout> make_dropout(Ctx ctx, float p, const Tensor& x);
 std::unique_ptr<BatchedMatmul> make_batched_matmul(Ctx ctx, const BatchedMatmulSpec& s, DType dtype);

@@ -133,6 +133,71 @@ __global__ void finish_sums(const double* partial, int blocks, double* sums) {
   }
 }
 
+// Multi-tensor AdamW: one block per task; the gate as in adamw_kernel.
+__global__ void adamw_multi_kernel(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
+                                   AdamParams p, const float* gate) {
+  if (!gated(p, gate)) return;
+  const OptTask t = tasks[blockIdx.x];
+  const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+    float mi = m[i], vi = v[i];
+    const float u = adam_update(p, g[i], mi, vi);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= p.lr * (u + wd * w[i]);
+  }
+}
+
+// LAMB, 1: moments, u = direction + wd w, and the task's f64 sums of w^2 and u^2. A skipped
+// step (gate) leaves m and v unchanged and writes zero sums (every thread still joins them).
+__global__ void lamb_multi_moments(const float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                                   const OptTask* tasks, AdamParams p, const float* gate, double* partial) {
+  OptTask t = tasks[blockIdx.x];
+  if (!gated(p, gate)) t.end = t.begin;
+  const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+    float mi = m[i], vi = v[i];
+    const float wi = w[i];
+    const float u = adam_update(p, g[i], mi, vi) + wd * wi;
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = u;
+    w_sq += static_cast<double>(wi) * wi;
+    u_sq += static_cast<double>(u) * u;
+  }
+  w_sq = block_sum_f64(w_sq);
+  u_sq = block_sum_f64(u_sq);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = w_sq;
+    partial[2 * blockIdx.x + 1] = u_sq;
+  }
+}
+
+// LAMB, 2: one thread per segment adds its tasks' sums in order: ratio = ||w|| / ||u||.
+__global__ void lamb_multi_ratio(const OptSegment* segments, int64_t segment_count, const double* partial, float* ratio) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k >= segment_count) return;
+  const OptSegment sg = segments[k];
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int64_t t = sg.first_task; t < sg.first_task + sg.tasks; ++t) {
+    w_sq += partial[2 * t];
+    u_sq += partial[2 * t + 1];
+  }
+  ratio[k] = sg.decay && w_sq > 0.0 && u_sq > 0.0 ? static_cast<float>(sqrt(w_sq / u_sq)) : 1.0f;
+}
+
+// LAMB, 3: w -= lr * gate[lr] * ratio * u, nothing on a skipped step.
+__global__ void lamb_multi_apply(float* w, const float* update, const OptTask* tasks, const float* ratio, float lr, const float* gate) {
+  if (gate) {
+    if (gate[kGateSkip] != 0.0f) return;
+    lr *= gate[kGateLr];
+  }
+  const OptTask t = tasks[blockIdx.x];
+  const float step = lr * ratio[t.segment];
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) w[i] -= step * update[i];
+}
+
 __global__ void axpy_kernel(float* w, const float* update, int64_t count, float step, const float* gate) {
   if (gate) {
     if (gate[kGateSkip] != 0.0f) return;
@@ -168,6 +233,25 @@ cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* 
 cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
   axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step, gate);
+  return launched();
+}
+
+cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
+                               int64_t task_count, AdamParams p, const float* gate, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  adamw_multi_kernel<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, v, segments, tasks, p, gate);
+  return launched();
+}
+
+cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, const float* gate,
+                              double* partial, float* ratio, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>(task_count);
+  lamb_multi_moments<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, gate, partial);
+  lamb_multi_ratio<<<static_cast<unsigned>((segment_count + kThreads - 1) / kThreads), kThreads, 0, s>>>(segments, segment_count, partial,
+                                                                                                        ratio);
+  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, tasks, ratio, p.lr, gate);
   return launched();
 }
 

@@ -5,16 +5,33 @@
 
 namespace dlperf::cuda {
 
-CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout)
+namespace {
+int64_t row_pitch(const Dims& d, int64_t pitch) {
+  if (d.size() != 2) return pitch == 0 ? 0 : -1;
+  return pitch == 0 ? d[1] : pitch;
+}
+}  // namespace
+
+CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t pitch)
     : Tensor(std::move(dims), dtype),
       ctx_(std::move(ctx)),
       layout_(this->dims().size() == 4 ? layout : Layout::canonical),
-      mem_(ctx_->alloc(static_cast<size_t>(numel()) * dtype_size(dtype))) {
+      pitch_(row_pitch(this->dims(), pitch)),
+      mem_(ctx_->alloc(static_cast<size_t>(this->dims().size() == 2 ? this->dims()[0] * pitch_ : numel()) * dtype_size(dtype))) {
+  DLPERF_ASSERT(pitch_ >= 0 && (this->dims().size() != 2 || pitch_ >= this->dims()[1]), "a row pitch only on 2-D tensors, at least the columns");
   zero();
 }
 
 void CudaTensor::read(std::span<float> out) const {
   DLPERF_ASSERT(static_cast<int64_t>(out.size()) == numel(), "read size " + std::to_string(out.size()) + " != " + to_string(dims()));
+  if (padded()) {  // through a dense copy of the columns
+    CudaTensor dense(ctx_, dims(), dtype(), Layout::canonical);
+    const size_t e = dtype_size(dtype());
+    DLPERF_CHECK(cudaMemcpy2DAsync(dense.data(), static_cast<size_t>(dims()[1]) * e, data(), static_cast<size_t>(pitch_) * e,
+                                   static_cast<size_t>(dims()[1]) * e, static_cast<size_t>(dims()[0]), cudaMemcpyDeviceToDevice, ctx_->s()));
+    dense.read(out);
+    return;
+  }
   if (dtype() == DType::f32 && !nhwc()) {
     DLPERF_CHECK(cudaMemcpyAsync(out.data(), data(), out.size_bytes(), cudaMemcpyDeviceToHost, ctx_->s()));
   } else {
@@ -28,6 +45,15 @@ void CudaTensor::read(std::span<float> out) const {
 
 void CudaTensor::write(std::span<const float> in) {
   DLPERF_ASSERT(static_cast<int64_t>(in.size()) == numel(), "write size " + std::to_string(in.size()) + " != " + to_string(dims()));
+  if (padded()) {
+    CudaTensor dense(ctx_, dims(), dtype(), Layout::canonical);
+    dense.write(in);
+    const size_t e = dtype_size(dtype());
+    DLPERF_CHECK(cudaMemcpy2DAsync(data(), static_cast<size_t>(pitch_) * e, dense.data(), static_cast<size_t>(dims()[1]) * e,
+                                   static_cast<size_t>(dims()[1]) * e, static_cast<size_t>(dims()[0]), cudaMemcpyDeviceToDevice, ctx_->s()));
+    ctx_->sync();  // before dense is freed
+    return;
+  }
   if (dtype() == DType::f32 && !nhwc()) {
     DLPERF_CHECK(cudaMemcpyAsync(data(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
   } else {
@@ -43,6 +69,13 @@ void CudaTensor::write_indices(std::span<const int32_t> in) {
   DLPERF_ASSERT(dtype() == DType::s32 && static_cast<int64_t>(in.size()) == numel(), "index tensor of matching size");
   DLPERF_CHECK(cudaMemcpyAsync(data(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
   ctx_->sync();
+}
+
+void CudaTensor::write_bytes(const void* src, size_t bytes) {
+  DLPERF_ASSERT(bytes == mem_.bytes(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
+  // cudaMemcpyDefault: unified addressing tells host (pinned or pageable) from device sources.
+  DLPERF_CHECK(cudaMemcpyAsync(data(), src, bytes, cudaMemcpyDefault, ctx_->s()));
+  ctx_->sync();  // the caller may reuse `src` on return
 }
 
 void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, mem_.bytes(), ctx_->s())); }

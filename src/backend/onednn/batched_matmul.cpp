@@ -31,11 +31,11 @@ class CpuBatchedMatmul final : public BatchedMatmul {
     a_ = {s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.a_layout};
     b_ = {s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.b_layout};
     c_ = {s.m, s.n, s.c_layout};
-    fwd_ = plan(view(a_, s.transpose_a), view(b_, s.transpose_b), view(c_, false));
-    da_ = s.transpose_a ? plan(view(b_, s.transpose_b), view(c_, true), view(a_, false))
-                        : plan(view(c_, false), view(b_, !s.transpose_b), view(a_, false));
-    db_ = s.transpose_b ? plan(view(c_, true), view(a_, s.transpose_a), view(b_, false))
-                        : plan(view(a_, !s.transpose_a), view(c_, false), view(b_, false));
+    fwd_ = plan(view(a_, s.transpose_a), view(b_, s.transpose_b), view(c_, false), "forward");
+    da_ = s.transpose_a ? plan(view(b_, s.transpose_b), view(c_, true), view(a_, false), "backward_a")
+                        : plan(view(c_, false), view(b_, !s.transpose_b), view(a_, false), "backward_a");
+    db_ = s.transpose_b ? plan(view(c_, true), view(a_, s.transpose_a), view(b_, false), "backward_b")
+                        : plan(view(a_, !s.transpose_a), view(c_, false), view(b_, false), "backward_b");
   }
 
   void forward(const Tensor& a, const Tensor& b, Tensor& c) override {
@@ -65,10 +65,14 @@ class CpuBatchedMatmul final : public BatchedMatmul {
     return md(dims, to_dnnl(dtype_), strides);
   }
 
-  Plan plan(const md& src, const md& wei, const md& dst) const {
+  Plan plan(const md& src, const md& wei, const md& dst, const char* pass) const {
     dnnl::primitive_attr attr;
     if (s_.alpha != 1.0f) attr.set_output_scales(0, {s_.alpha});
-    return {dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx_->engine)), src, wei, dst};
+    const auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx_->engine);
+    const std::string shape = "(" + std::to_string(s_.batch) + " x " + std::to_string(s_.m) + "x" + std::to_string(s_.k) + " . " +
+                              std::to_string(s_.k) + "x" + std::to_string(s_.n) + ") " + to_string(dtype_);
+    record_kernel(*ctx_, "batched_matmul", pass, shape, pd);
+    return {dnnl::matmul(pd), src, wei, dst};
   }
 
   // The tensors hold the bytes; the planned descriptors say how to read them.

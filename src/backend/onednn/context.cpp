@@ -2,9 +2,21 @@
 #include "backend/onednn/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+
 namespace dlperf::onednn {
+
+DType from_dnnl(dt t) {
+  switch (t) {
+    case dt::bf16: return DType::bf16;
+    case dt::f16: return DType::f16;
+    case dt::s32: return DType::s32;
+    default: return DType::f32;
+  }
+}
 
 dt to_dnnl(DType t) {
   switch (t) {
@@ -31,6 +43,22 @@ tag plain_tag(size_t rank) {
 md plain_md(const Dims& dims, DType dtype) { return md(dims, to_dnnl(dtype), plain_tag(dims.size())); }
 md any_md(const Dims& dims, DType dtype) { return md(dims, to_dnnl(dtype), tag::any); }
 
+std::string shape_of(const Dims& dims, DType dtype) { return to_string(dims) + " " + to_string(dtype); }
+
+bool is_reference_impl(const std::string& impl) {
+  return impl.rfind("ref", 0) == 0 || impl.find(":ref") != std::string::npos || impl.find("_ref") != std::string::npos;
+}
+
+void record_kernel(Context& ctx, std::string op, std::string pass, std::string shape, const dnnl::primitive_desc_base& pd) {
+  std::string impl = pd.impl_info_str();
+  const bool reference = is_reference_impl(impl);
+  ctx.kernels.push_back({std::move(op), std::move(pass), std::move(shape), std::move(impl), reference});
+}
+
+void record_own_kernel(Context& ctx, std::string op, std::string pass, std::string shape) {
+  ctx.kernels.push_back({std::move(op), std::move(pass), std::move(shape), kOwnKernel, false});
+}
+
 // ---- CpuTensor -------------------------------------------------------------------------------
 
 void MemoryBudget::charge(int64_t bytes) {
@@ -42,32 +70,65 @@ void MemoryBudget::charge(int64_t bytes) {
   peak = std::max(peak, used);
 }
 
+HostMemory::HostMemory(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
+  constexpr size_t kMapThreshold = size_t{1} << 20;
+  if (bytes_ >= kMapThreshold) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      data_ = p;
+      mapped_ = true;
+      return;
+    }
+  }
+  data_ = std::aligned_alloc(64, (bytes_ + 63) / 64 * 64);
+  if (!data_) throw OutOfMemoryError("out of memory allocating " + std::to_string(bytes_) + " bytes");
+  std::memset(data_, 0, bytes_);
+}
+
+HostMemory::~HostMemory() {
+  if (!data_) return;
+  if (mapped_) ::munmap(data_, bytes_);
+  else std::free(data_);
+}
+
+// Padded elements of blocked layouts must start (and stay) zero: HostMemory starts zeroed.
 CpuTensor::CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc)
     : Tensor(std::move(dims), dtype),
       ctx_(std::move(ctx)),
       charge_(ctx_->budget, static_cast<int64_t>(desc.get_size())),
-      mem_(desc, ctx_->engine) {
-  zero();  // padded elements of blocked layouts must start (and stay) zero
-}
+      storage_(desc.get_size()),
+      mem_(desc, ctx_->engine, storage_.data()) {}
 
 CpuTensor::CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc, void* handle)
     : Tensor(std::move(dims), dtype), ctx_(std::move(ctx)), mem_(desc, ctx_->engine, handle) {}
 
 void CpuTensor::read(std::span<float> out) const {
   DLPERF_ASSERT(static_cast<int64_t>(out.size()) == numel(), "read size " + std::to_string(out.size()) + " != " + to_string(dims()));
-  dnnl::memory user(plain_md(dims(), DType::f32), ctx_->engine, out.data());
+  const md user_md = plain_md(dims(), DType::f32);
+  if (desc() == user_md) return (void)std::memcpy(out.data(), data(), out.size_bytes());
+  dnnl::memory user(user_md, ctx_->engine, out.data());
   reorder(*ctx_, mem_, user);
 }
 
 void CpuTensor::write(std::span<const float> in) {
   DLPERF_ASSERT(static_cast<int64_t>(in.size()) == numel(), "write size " + std::to_string(in.size()) + " != " + to_string(dims()));
-  dnnl::memory user(plain_md(dims(), DType::f32), ctx_->engine, const_cast<float*>(in.data()));
+  const md user_md = plain_md(dims(), DType::f32);
+  if (desc() == user_md) return (void)std::memcpy(data(), in.data(), in.size_bytes());
+  dnnl::memory user(user_md, ctx_->engine, const_cast<float*>(in.data()));
   reorder(*ctx_, user, mem_);
 }
 
 void CpuTensor::write_indices(std::span<const int32_t> in) {
   DLPERF_ASSERT(dtype() == DType::s32 && static_cast<int64_t>(in.size()) == numel(), "index tensor of matching size");
   std::memcpy(mem_.get_data_handle(), in.data(), in.size_bytes());
+}
+
+void CpuTensor::write_bytes(const void* src, size_t bytes) {
+  const md& d = mem_.get_desc();
+  DLPERF_ASSERT(bytes == d.get_size(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
+  DLPERF_ASSERT(d == plain_md(dims(), dtype()) || (dims().size() == 4 && d == md(dims(), to_dnnl(dtype()), tag::nhwc)),
+                "write_bytes needs a dense canonical or channels-last tensor");
+  std::memcpy(mem_.get_data_handle(), src, bytes);
 }
 
 bool CpuTensor::same_layout(const Tensor& other) const {
@@ -86,8 +147,13 @@ void reorder(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst) {
   ctx.stream.wait();
 }
 
-PlannedReorder::PlannedReorder(Context& ctx, const md& src, const md& dst) : needed_(src != dst) {
-  if (needed_) prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, src, ctx.engine, dst));
+PlannedReorder::PlannedReorder(Context& ctx, const md& src, const md& dst, const std::string& op) : needed_(src != dst) {
+  if (!needed_) return;
+  const auto pd = dnnl::reorder::primitive_desc(ctx.engine, src, ctx.engine, dst);
+  prim_ = dnnl::reorder(pd);
+  const auto dims = src.dims();
+  record_kernel(ctx, op, "reorder", shape_of(Dims(dims.begin(), dims.end()), from_dnnl(src.data_type())) + " -> " +
+                                        to_string(from_dnnl(dst.data_type())), pd);
 }
 
 void PlannedReorder::run(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst) const {
@@ -101,8 +167,8 @@ void PlannedReorder::run(Context& ctx, const dnnl::memory& src, const dnnl::memo
 
 // ---- Param -------------------------------------------------------------------------------------
 
-Param::Param(std::shared_ptr<Context> ctx, const md& master, const Dims& canonical)
-    : ctx_(std::move(ctx)), master_(master), canonical_(plain_md(canonical, DType::f32)) {
+Param::Param(std::shared_ptr<Context> ctx, std::string name, const md& master, const Dims& canonical)
+    : ctx_(std::move(ctx)), name_(std::move(name)), master_(master), canonical_(plain_md(canonical, DType::f32)) {
   DLPERF_ASSERT(master.data_type() == dt::f32, "master parameters are f32");
 }
 
@@ -112,7 +178,7 @@ size_t Param::add_view(const md& layout) {
   if (!v.shared) {
     v.charge = Charge(ctx_->budget, static_cast<int64_t>(layout.get_size()));
     v.mem = dnnl::memory(layout, ctx_->engine);
-    v.from_master = PlannedReorder(*ctx_, master_, layout);
+    v.from_master = PlannedReorder(*ctx_, master_, layout, name_);
   }
   views_.push_back(std::move(v));
   return views_.size() - 1;

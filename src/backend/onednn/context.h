@@ -5,7 +5,9 @@
 #include <dnnl.hpp>
 
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -58,12 +60,45 @@ struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   MemoryBudget budget;
+  std::vector<PlannedKernel> kernels;  // every primitive planned on this engine, in plan order
 };
 
+// The problem of a kernel as the record shows it: "(32, 64, 56, 56) bf16".
+std::string shape_of(const Dims& dims, DType dtype);
+// oneDNN's reference implementations ("ref:any", "ref_fused_convolution:any", "gemm:ref"): plain
+// C++ loops, kept by oneDNN for correctness where no optimised kernel applies.
+bool is_reference_impl(const std::string& impl);
+// Appends what oneDNN chose for a primitive planned for `op` to ctx.kernels.
+void record_kernel(Context& ctx, std::string op, std::string pass, std::string shape, const dnnl::primitive_desc_base& pd);
+// The same for dlperf's own vectorised OpenMP kernels (dropout, embedding, masked softmax, ...).
+inline constexpr const char* kOwnKernel = "dlperf:openmp";
+void record_own_kernel(Context& ctx, std::string op, std::string pass, std::string shape);
+
 dt to_dnnl(DType t);
+DType from_dnnl(dt t);  // f32 for types dlperf does not use
 tag plain_tag(size_t rank);                   // a, ab, abc, abcd, abcde
 md plain_md(const Dims& dims, DType dtype);   // canonical dense layout
 md any_md(const Dims& dims, DType dtype);     // format_tag::any: let the primitive choose
+
+// Zero-filled host memory, 64-byte aligned. Large blocks come straight from mmap: the kernel
+// hands out zero pages on first touch, so nothing is written twice and memory a plan never
+// touches (dlperf-train --plan-only) costs nothing. Small blocks: aligned_alloc + memset.
+class HostMemory {
+ public:
+  HostMemory() = default;
+  explicit HostMemory(size_t bytes);
+  ~HostMemory();
+  HostMemory(HostMemory&& o) noexcept : data_(o.data_), bytes_(o.bytes_), mapped_(o.mapped_) { o.data_ = nullptr; }
+  HostMemory& operator=(HostMemory&&) = delete;
+  HostMemory(const HostMemory&) = delete;
+  HostMemory& operator=(const HostMemory&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool mapped_ = false;
+};
 
 class CpuTensor final : public Tensor {
  public:
@@ -75,6 +110,7 @@ class CpuTensor final : public Tensor {
   void read(std::span<float> out) const override;
   void write(std::span<const float> in) override;
   void write_indices(std::span<const int32_t> in) override;
+  void write_bytes(const void* src, size_t bytes) override;
   void zero() override;
   bool same_layout(const Tensor& other) const override;
 
@@ -85,7 +121,8 @@ class CpuTensor final : public Tensor {
 
  private:
   std::shared_ptr<Context> ctx_;
-  Charge charge_;  // before mem_: charged before the allocation, refunded after the free
+  Charge charge_;        // before storage_: charged before the allocation, refunded after the free
+  HostMemory storage_;  // empty for a tensor over storage it does not own
   dnnl::memory mem_;
 };
 
@@ -100,7 +137,8 @@ void reorder(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst);
 class PlannedReorder {
  public:
   PlannedReorder() = default;
-  PlannedReorder(Context& ctx, const md& src, const md& dst);
+  // op: what the reorder serves, for the kernel record ("layer1.0.conv1.weight", "cross_entropy").
+  PlannedReorder(Context& ctx, const md& src, const md& dst, const std::string& op);
   bool needed() const { return needed_; }
   void run(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst) const;
 
@@ -118,7 +156,7 @@ class PlannedReorder {
 class Param {
  public:
   Param() = default;
-  Param(std::shared_ptr<Context> ctx, const md& master, const Dims& canonical);
+  Param(std::shared_ptr<Context> ctx, std::string name, const md& master, const Dims& canonical);
   size_t storage_elems() const { return master_.get_size() / sizeof(float); }
   size_t add_view(const md& layout);  // returns the view's index
   void bind(const ParamSlot& slot);
@@ -139,6 +177,7 @@ class Param {
     PlannedReorder from_master;
   };
   std::shared_ptr<Context> ctx_;
+  std::string name_;  // "layer1.0.conv1.weight"
   md master_, canonical_;
   dnnl::memory value_, grad_;
   std::vector<View> views_;
@@ -163,7 +202,7 @@ class WithParams : public Interface {
  protected:
   // Declares a parameter: its spec for the trainer and its master layout; add views after.
   Param& add_param(std::shared_ptr<Context> ctx, std::string name, ParamRole role, const Dims& canonical, const md& master) {
-    params_.emplace_back(std::move(ctx), master, canonical);
+    params_.emplace_back(std::move(ctx), name, master, canonical);
     this->params_specs().push_back(ParamSpec{std::move(name), canonical, role, params_.back().storage_elems()});
     return params_.back();
   }

@@ -2,6 +2,8 @@
 // Activations keep the layout of the incoming tensor (usually blocked nChw16c, chosen by the
 // first convolution from format_tag::any); weights keep whatever blocked layout the
 // backward-weights primitive writes, so no reorder runs in the step in fp32.
+// fuse_relu (VGG): the ReLU is a post-op of the forward primitive; backward first masks dy with
+// the saved output (eltwise ReLU backward from dst) into a buffer of the output's layout.
 #include "backend/onednn/ops.h"
 
 namespace dlperf::onednn {
@@ -23,14 +25,28 @@ class CpuConv2d final : public WithParams<Conv2d> {
     const Dims w_dims = {s.out_channels, s.in_channels, s.kernel, s.kernel};
     const dnnl::memory::dims stride = {s.stride, s.stride}, pad = {s.padding, s.padding};
     const md x_md = x.desc();
-    const md w_any = any_md(w_dims, t), y_any = any_md(y_dims_, t);
+    // The output keeps a channels-last input's layout: oneDNN's brgemm convolutions (AMX, and
+    // AVX512-BF16 without AMX) take NHWC in and out, but with the output left to `any` next to a
+    // fixed NHWC input, oneDNN 2.6 finds no JIT kernel on CPUs without AMX and plans its
+    // reference convolution (90x slower). A blocked input (nChw16c) lets the output choose.
+    const bool nhwc = x_md == md(xd, to_dnnl(t), tag::nhwc);
+    const md w_any = any_md(w_dims, t), y_any = nhwc ? md(y_dims_, to_dnnl(t), tag::nhwc) : any_md(y_dims_, t);
     const md b_md = plain_md({s.out_channels}, DType::f32);
     const auto alg = dnnl::algorithm::convolution_direct;
 
     auto fd = s.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, b_md, y_any, stride, pad, pad)
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, y_any, stride, pad, pad);
-    fwd_pd_ = dnnl::convolution_forward::primitive_desc(fd, ctx_->engine);
+    dnnl::primitive_attr attr;
+    if (s.fuse_relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(po);
+    }
+    fwd_pd_ = dnnl::convolution_forward::primitive_desc(fd, attr, ctx_->engine);
     fwd_ = dnnl::convolution_forward(fwd_pd_);
+    const std::string shape = shape_of(xd, t) + " k" + std::to_string(s.kernel) + "/" + std::to_string(s.stride) + " -> " +
+                              std::to_string(s.out_channels);
+    record_kernel(*ctx_, s.name, "forward", shape, fwd_pd_);
 
     // Gradients are f32 whatever the compute dtype (bf16 src/diff_dst, f32 diff_weights).
     const md dw_md = t == DType::f32 ? fwd_pd_.weights_desc() : any_md(w_dims, DType::f32);
@@ -38,18 +54,34 @@ class CpuConv2d final : public WithParams<Conv2d> {
                      : dnnl::convolution_backward_weights::desc(alg, x_md, dw_md, fwd_pd_.dst_desc(), stride, pad, pad);
     bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, ctx_->engine, fwd_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
-
-    // Backward data picks its own weight layout (its jit kernels want OIhw16o16i, not forward's).
-    auto dd = dnnl::convolution_backward_data::desc(alg, x_md, w_any, fwd_pd_.dst_desc(), stride, pad, pad);
-    bwd_d_pd_ = dnnl::convolution_backward_data::primitive_desc(dd, ctx_->engine, fwd_pd_);
-    bwd_d_ = dnnl::convolution_backward_data(bwd_d_pd_);
-    DLPERF_ASSERT(bwd_d_pd_.diff_src_desc() == x_md && bwd_d_pd_.diff_dst_desc() == fwd_pd_.dst_desc(), "conv backward data keeps layouts");
+    record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_w_pd_);
 
     Param& w = add_param(ctx_, s.name + ".weight", ParamRole::weight, w_dims, bwd_w_pd_.diff_weights_desc());
     fwd_view_ = w.add_view(fwd_pd_.weights_desc());
-    bwd_view_ = w.add_view(bwd_d_pd_.weights_desc());
+    // Backward data picks its own weight layout (its jit kernels want OIhw16o16i, not forward's).
+    // A first layer needs none, and none is planned: for a 3-channel input oneDNN has only its
+    // reference kernel.
+    input_grad_ = s.input_grad;
+    if (input_grad_) {
+      auto dd = dnnl::convolution_backward_data::desc(alg, x_md, w_any, fwd_pd_.dst_desc(), stride, pad, pad);
+      bwd_d_pd_ = dnnl::convolution_backward_data::primitive_desc(dd, ctx_->engine, fwd_pd_);
+      bwd_d_ = dnnl::convolution_backward_data(bwd_d_pd_);
+      DLPERF_ASSERT(bwd_d_pd_.diff_src_desc() == x_md && bwd_d_pd_.diff_dst_desc() == fwd_pd_.dst_desc(), "conv backward data keeps layouts");
+      record_kernel(*ctx_, s.name, "backward_data", shape, bwd_d_pd_);
+      bwd_view_ = w.add_view(bwd_d_pd_.weights_desc());
+    }
     if (s.bias) add_param(ctx_, s.name + ".bias", ParamRole::bias, {s.out_channels}, b_md);
     bias_ = s.bias;
+    if (s.fuse_relu) {
+      const md y_md = fwd_pd_.dst_desc();
+      const auto relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+      auto hint = dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, relu, y_md, 0.0f, 0.0f), ctx_->engine);
+      const auto pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(relu, y_md, y_md, 0.0f, 0.0f), ctx_->engine, hint);
+      relu_bwd_ = dnnl::eltwise_backward(pd);
+      record_kernel(*ctx_, s.name, "backward_relu", shape, pd);
+      masked_ = dnnl::memory(y_md, ctx_->engine);
+    }
   }
 
   TensorPtr make_output() const override {
@@ -61,15 +93,23 @@ class CpuConv2d final : public WithParams<Conv2d> {
         {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_WEIGHTS, params_[0].view(fwd_view_)}, {DNNL_ARG_DST, cpu(y).mem()}};
     if (bias_) args.emplace(DNNL_ARG_BIAS, params_[1].value());
     fwd_.execute(ctx_->stream, args);
+    y_ = cpu(y).mem();
   }
 
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+  void backward(const Tensor& x, const Tensor& dy_in, Tensor* dx) override {
+    dnnl::memory dy = cpu(dy_in).mem();
+    if (masked_) {  // relu'(z) = [relu(z) > 0]: the saved output gives the mask
+      DLPERF_ASSERT(static_cast<bool>(y_), "conv2d backward follows a forward");
+      relu_bwd_.execute(ctx_->stream, {{DNNL_ARG_DST, y_}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, masked_}});
+      dy = masked_;
+    }
     std::unordered_map<int, dnnl::memory> wargs{
-        {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DIFF_DST, cpu(dy).mem()}, {DNNL_ARG_DIFF_WEIGHTS, params_[0].grad()}};
+        {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, params_[0].grad()}};
     if (bias_) wargs.emplace(DNNL_ARG_DIFF_BIAS, params_[1].grad());
     bwd_w_.execute(ctx_->stream, wargs);
     if (dx) {
-      bwd_d_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, cpu(dy).mem()},
+      DLPERF_ASSERT(input_grad_, "conv2d planned without input_grad asked for dx");
+      bwd_d_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, dy},
                                     {DNNL_ARG_WEIGHTS, params_[0].view(bwd_view_)},
                                     {DNNL_ARG_DIFF_SRC, cpu(*dx).mem()}});
     }
@@ -79,7 +119,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
   std::shared_ptr<Context> ctx_;
   Dims y_dims_;
   DType dtype_;
-  bool bias_ = false;
+  bool bias_ = false, input_grad_ = true;
   size_t fwd_view_ = 0, bwd_view_ = 0;  // weight layouts of forward and backward data
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;
@@ -87,6 +127,8 @@ class CpuConv2d final : public WithParams<Conv2d> {
   dnnl::convolution_forward fwd_;
   dnnl::convolution_backward_weights bwd_w_;
   dnnl::convolution_backward_data bwd_d_;
+  dnnl::eltwise_backward relu_bwd_;  // fuse_relu
+  dnnl::memory masked_, y_;          // fuse_relu: masked dy; the last forward's output
 };
 
 }  // namespace

@@ -17,10 +17,11 @@ class CpuCrossEntropy final : public SoftmaxCrossEntropy {
     if (d.size() != 2 || d[1] != s.classes)
       throw_usage_error("cross_entropy: logits " + to_string(d) + " are not (M, " + std::to_string(s.classes) + ")");
     rows_ = d[0];
+    record_own_kernel(*ctx_, "cross_entropy", "forward_backward", shape_of(d, logits.dtype()));
     const md f32_md = plain_md(d, DType::f32);
     probs_ = dnnl::memory(f32_md, ctx_->engine);
-    to_f32_ = PlannedReorder(*ctx_, logits.desc(), f32_md);
-    from_f32_ = PlannedReorder(*ctx_, f32_md, logits.desc());
+    to_f32_ = PlannedReorder(*ctx_, logits.desc(), f32_md, "cross_entropy");
+    from_f32_ = PlannedReorder(*ctx_, f32_md, logits.desc(), "cross_entropy");
     labels_.resize(static_cast<size_t>(rows_));
   }
 

@@ -20,6 +20,7 @@ inline uint64_t mix(uint64_t z) {
 class CpuDropout final : public Dropout {
  public:
   CpuDropout(Ctx ctx, float p, const CpuTensor& x) : ctx_(std::move(ctx)), p_(p), dtype_(x.dtype()), n_(x.numel()) {
+    record_own_kernel(*ctx_, "dropout", "forward_backward", shape_of(x.dims(), dtype_));
     if (!(p >= 0.0f && p < 1.0f)) throw_usage_error("dropout probability must be in [0, 1) (got " + std::to_string(p) + ")");
     if (dtype_ != DType::f32 && dtype_ != DType::bf16) throw_usage_error("dropout: f32 or bf16 data only");
     if (x.desc() != plain_md(x.dims(), dtype_)) throw_usage_error("dropout: plain (canonical) layout only");

@@ -5,6 +5,15 @@
 namespace dlperf::onednn {
 namespace {
 
+const char* name_of(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu: return "relu";
+    case ActivationKind::gelu: return "gelu";
+    case ActivationKind::tanh: return "tanh";
+  }
+  return "activation";
+}
+
 dnnl::algorithm algorithm_of(ActivationKind k) {
   switch (k) {
     case ActivationKind::relu: return dnnl::algorithm::eltwise_relu;
@@ -24,6 +33,8 @@ class CpuActivation final : public Activation {
                                                      ctx_->engine, fwd_pd_);
     fwd_ = dnnl::eltwise_forward(fwd_pd_);
     bwd_ = dnnl::eltwise_backward(bwd_pd_);
+    record_kernel(*ctx_, name_of(kind), "forward", shape_of(dims_, dtype_), fwd_pd_);
+    record_kernel(*ctx_, name_of(kind), "backward", shape_of(dims_, dtype_), bwd_pd_);
   }
   TensorPtr make_output() const override { return std::make_unique<CpuTensor>(ctx_, dims_, dtype_, fwd_pd_.dst_desc()); }
   void forward(const Tensor& x, Tensor& y) override {
@@ -54,13 +65,17 @@ class CpuAdd final : public Add {
       attr.set_post_ops(po);
     }
     const md a_md = a.desc();
-    fwd_ = dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, b.desc(), a_md), attr, ctx_->engine));
+    const auto fwd_pd = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, b.desc(), a_md), attr, ctx_->engine);
+    fwd_ = dnnl::binary(fwd_pd);
+    const char* op = fuse_relu ? "add_relu" : "add";
+    record_kernel(*ctx_, op, "forward", shape_of(a.dims(), a.dtype()), fwd_pd);
     if (fuse_relu) {
       const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
       auto hint = dnnl::eltwise_forward::primitive_desc(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, a_md, 0.0f, 0.0f), ctx_->engine);
-      relu_bwd_ = dnnl::eltwise_backward(
-          dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, a_md, a_md, 0.0f, 0.0f), ctx_->engine, hint));
+      const auto bwd_pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, a_md, a_md, 0.0f, 0.0f), ctx_->engine, hint);
+      relu_bwd_ = dnnl::eltwise_backward(bwd_pd);
+      record_kernel(*ctx_, op, "backward", shape_of(a.dims(), a.dtype()), bwd_pd);
     }
   }
   void forward(const Tensor& a, const Tensor& b, Tensor& y) override {

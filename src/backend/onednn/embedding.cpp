@@ -20,6 +20,7 @@ namespace {
 class CpuEmbedding final : public WithParams<Embedding> {
  public:
   CpuEmbedding(Ctx ctx, const EmbeddingSpec& s, const CpuTensor& ids, DType out) : ctx_(std::move(ctx)), spec_(s), dtype_(out) {
+    record_own_kernel(*ctx_, s.name, "forward_backward", shape_of(ids.dims(), DType::s32) + " -> " + std::to_string(s.features));
     if (ids.dtype() != DType::s32 || ids.dims().size() != 1)
       throw_usage_error("embedding " + s.name + ": ids " + to_string(ids.dims()) + " must be (M) s32");
     if (s.vocab <= 0 || s.features <= 0) throw_usage_error("embedding " + s.name + ": vocab and features must be positive");

@@ -14,6 +14,7 @@ namespace {
 class CpuRowGather final : public RowGather {
  public:
   CpuRowGather(Ctx ctx, const CpuTensor& x, const CpuTensor& idx) : ctx_(std::move(ctx)), dtype_(x.dtype()) {
+    record_own_kernel(*ctx_, "gather_rows", "forward_backward", shape_of(x.dims(), dtype_) + " [" + std::to_string(idx.numel()) + "]");
     if (x.dims().size() != 2 || x.desc() != plain_md(x.dims(), dtype_))
       throw_usage_error("gather_rows: x " + to_string(x.dims()) + " must be a plain (M, C) matrix");
     if (idx.dtype() != DType::s32 || idx.dims().size() != 1) throw_usage_error("gather_rows: indices must be (R) s32");

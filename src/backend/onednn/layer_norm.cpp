@@ -22,6 +22,8 @@ class CpuLayerNorm final : public WithParams<LayerNorm> {
         dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, s.eps, kFlags), ctx_->engine, fwd_pd_);
     fwd_ = dnnl::layer_normalization_forward(fwd_pd_);
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
+    record_kernel(*ctx_, s.name, "forward", shape_of(dims_, dtype_), fwd_pd_);
+    record_kernel(*ctx_, s.name, "backward", shape_of(dims_, dtype_), bwd_pd_);
     mean_ = dnnl::memory(fwd_pd_.mean_desc(), ctx_->engine);      // (M) f32
     var_ = dnnl::memory(fwd_pd_.variance_desc(), ctx_->engine);   // (M) f32
     const md c_md = plain_md({s.features}, DType::f32);            // (C)

@@ -15,6 +15,7 @@ namespace {
 class CpuMaskedSoftmax final : public MaskedSoftmax {
  public:
   CpuMaskedSoftmax(Ctx ctx, const CpuTensor& x) : ctx_(std::move(ctx)), dims_(x.dims()), dtype_(x.dtype()) {
+    record_own_kernel(*ctx_, "masked_softmax", "forward_backward", shape_of(dims_, dtype_));
     if (dims_.size() != 4) throw_usage_error("masked_softmax: scores " + to_string(dims_) + " are not (B, H, Tq, Tk)");
     if (dtype_ != DType::f32 && dtype_ != DType::bf16) throw_usage_error("masked_softmax: f32 or bf16 only");
     if (x.desc() != plain_md(dims_, dtype_)) throw_usage_error("masked_softmax: plain (canonical) layout only");

@@ -17,6 +17,7 @@ std::unique_ptr<Activation> make_activation(Ctx ctx, ActivationKind kind, const 
 std::unique_ptr<Add> make_add(Ctx ctx, const Tensor& a, const Tensor& b, bool fuse_relu);
 std::unique_ptr<SoftmaxCrossEntropy> make_cross_entropy(Ctx ctx, const CrossEntropySpec& s, const Tensor& logits);
 std::unique_ptr<LayerNorm> make_layer_norm(Ctx ctx, const LayerNormSpec& s, const Tensor& x);
+std::unique_ptr<DropoutAddNorm> make_dropout_add_norm(Ctx ctx, const AddNormSpec& s, const Tensor& a);
 std::unique_ptr<Embedding> make_embedding(Ctx ctx, const EmbeddingSpec& s, const Tensor& ids, DType out);
 std::unique_ptr<Dropout> make_dropout(Ctx ctx, float p, const Tensor& x);
 std::unique_ptr<BatchedMatmul> make_batched_matmul(Ctx ctx, const BatchedMatmulSpec& s, DType dtype);

@@ -8,8 +8,8 @@ namespace {
 
 class CpuPool2d final : public Pool2d {
  public:
-  CpuPool2d(Ctx ctx, const Dims& xd, DType t, const md& x_md, PoolKind kind, const dnnl::memory::dims& kernel,
-            const dnnl::memory::dims& stride, const dnnl::memory::dims& pad)
+  CpuPool2d(Ctx ctx, const std::string& op, const Dims& xd, DType t, const md& x_md, PoolKind kind,
+            const dnnl::memory::dims& kernel, const dnnl::memory::dims& stride, const dnnl::memory::dims& pad)
       : ctx_(std::move(ctx)), dtype_(t) {
     if (xd.size() != 4) throw_usage_error("pool2d: input " + to_string(xd) + " is not (N, C, H, W)");
     const int64_t ho = (xd[2] + 2 * pad[0] - kernel[0]) / stride[0] + 1;
@@ -24,6 +24,8 @@ class CpuPool2d final : public Pool2d {
         dnnl::pooling_backward::desc(alg, x_md, fwd_pd_.dst_desc(), stride, kernel, pad, pad), ctx_->engine, fwd_pd_);
     fwd_ = dnnl::pooling_forward(fwd_pd_);
     bwd_ = dnnl::pooling_backward(bwd_pd_);
+    record_kernel(*ctx_, op, "forward", shape_of(xd, t), fwd_pd_);
+    record_kernel(*ctx_, op, "backward", shape_of(xd, t), bwd_pd_);
     if (kind == PoolKind::max) workspace_ = dnnl::memory(fwd_pd_.workspace_desc(), ctx_->engine);
   }
 
@@ -59,7 +61,7 @@ class CpuGlobalAvgPool final : public GlobalAvgPool {
  public:
   CpuGlobalAvgPool(Ctx ctx, const CpuTensor& x)
       : ctx_(ctx),
-        pool_(ctx, x.dims(), x.dtype(), x.desc(), PoolKind::avg, {x.dims().at(2), x.dims().at(3)}, {1, 1}, {0, 0}),
+        pool_(ctx, "global_avg_pool", x.dims(), x.dtype(), x.desc(), PoolKind::avg, {x.dims().at(2), x.dims().at(3)}, {1, 1}, {0, 0}),
         dtype_(x.dtype()) {
     const Dims& xd = x.dims();
     y_dims_ = {xd[0], xd[1]};
@@ -67,8 +69,8 @@ class CpuGlobalAvgPool final : public GlobalAvgPool {
     dpooled_ = dnnl::memory(pool_.dst_desc(), ctx_->engine);
     // (N, C) row-major is the same memory as (N, C, 1, 1) nchw: the reorders go through that view.
     view_md_ = md({xd[0], xd[1], 1, 1}, to_dnnl(dtype_), tag::nchw);
-    to_plain_ = PlannedReorder(*ctx_, pool_.dst_desc(), view_md_);
-    from_plain_ = PlannedReorder(*ctx_, view_md_, pool_.dst_desc());
+    to_plain_ = PlannedReorder(*ctx_, pool_.dst_desc(), view_md_, "global_avg_pool");
+    from_plain_ = PlannedReorder(*ctx_, view_md_, pool_.dst_desc(), "global_avg_pool");
   }
 
   TensorPtr make_output() const override { return std::make_unique<CpuTensor>(ctx_, y_dims_, dtype_, plain_md(y_dims_, dtype_)); }
@@ -97,7 +99,7 @@ class CpuGlobalAvgPool final : public GlobalAvgPool {
 
 std::unique_ptr<Pool2d> make_pool2d(Ctx ctx, const Pool2dSpec& s, const Tensor& x) {
   const auto& t = cpu(x);
-  return std::make_unique<CpuPool2d>(std::move(ctx), t.dims(), t.dtype(), t.desc(), s.kind, dnnl::memory::dims{s.kernel, s.kernel},
+  return std::make_unique<CpuPool2d>(std::move(ctx), s.kind == PoolKind::max ? "max_pool" : "avg_pool", t.dims(), t.dtype(), t.desc(), s.kind, dnnl::memory::dims{s.kernel, s.kernel},
                                      dnnl::memory::dims{s.stride, s.stride}, dnnl::memory::dims{s.padding, s.padding});
 }
 

@@ -32,9 +32,16 @@ class CpuTiedLinear final : public WithParams<Linear> {
     dyt_md_ = md({v_, m_}, t, dnnl::memory::dims{1, v_});  // dy^T over dy's storage
     de_md_ = md({v_, c_}, dt::f32, tag::ab);
     b_md_ = md({1, v_}, dt::f32, tag::ab);
-    fwd_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md_, et_md_, b_md_, y_md_), ctx_->engine));
-    bwd_e_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, de_md_), ctx_->engine));
-    bwd_x_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, e_md_, x_md_), ctx_->engine));
+    const auto fwd_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md_, et_md_, b_md_, y_md_), ctx_->engine);
+    const auto bwd_e_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, de_md_), ctx_->engine);
+    const auto bwd_x_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, e_md_, x_md_), ctx_->engine);
+    fwd_ = dnnl::matmul(fwd_pd);
+    bwd_e_ = dnnl::matmul(bwd_e_pd);
+    bwd_x_ = dnnl::matmul(bwd_x_pd);
+    const std::string shape = shape_of(x.dims(), dtype_) + " -> " + std::to_string(v_);
+    record_kernel(*ctx_, s.name, "forward", shape, fwd_pd);
+    record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_e_pd);
+    record_kernel(*ctx_, s.name, "backward_data", shape, bwd_x_pd);
     add_param(ctx_, s.name + ".bias", ParamRole::bias, {v_}, plain_md({v_}, DType::f32));
   }
 

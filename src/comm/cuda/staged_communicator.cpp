@@ -18,28 +18,28 @@ namespace {
 
 class StagedDeviceBuffer final : public CommBuffer {
  public:
-  explicit StagedDeviceBuffer(size_t count) : count_(count) {
-    if (count_ > 0) DLPERF_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), count_ * sizeof(float)));
+  explicit StagedDeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) DLPERF_CHECK(cudaMalloc(&p_, bytes_));
   }
   ~StagedDeviceBuffer() override {
     if (p_) cudaFree(p_);
   }
   StagedDeviceBuffer(const StagedDeviceBuffer&) = delete;
   StagedDeviceBuffer& operator=(const StagedDeviceBuffer&) = delete;
-  float* data() override { return p_; }
-  size_t count() const override { return count_; }
-  void upload(std::span<const float> host) override {
-    DLPERF_ASSERT(host.size() == count_, "upload size mismatch");
-    DLPERF_CHECK(cudaMemcpy(p_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  void* bytes() override { return p_; }
+  size_t size_bytes() const override { return bytes_; }
+  void upload_bytes(std::span<const std::byte> host) override {
+    DLPERF_ASSERT(host.size() == bytes_, "upload size mismatch");
+    DLPERF_CHECK(cudaMemcpy(p_, host.data(), host.size(), cudaMemcpyHostToDevice));
   }
-  void download(std::span<float> host) override {
-    DLPERF_ASSERT(host.size() == count_, "download size mismatch");
-    DLPERF_CHECK(cudaMemcpy(host.data(), p_, host.size_bytes(), cudaMemcpyDeviceToHost));
+  void download_bytes(std::span<std::byte> host) override {
+    DLPERF_ASSERT(host.size() == bytes_, "download size mismatch");
+    DLPERF_CHECK(cudaMemcpy(host.data(), p_, host.size(), cudaMemcpyDeviceToHost));
   }
 
  private:
-  float* p_ = nullptr;
-  size_t count_;
+  void* p_ = nullptr;
+  size_t bytes_;
 };
 
 }  // namespace
@@ -110,7 +110,10 @@ void StagedCommunicator::run_job(const std::shared_ptr<State>& s, const std::fun
   done_cv_.notify_all();
 }
 
-CommRequest StagedCommunicator::allreduce_sum_start(float* data, size_t count) {
+CommRequest StagedCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
+  if (type != DataType::float32) throw Error(ErrorKind::internal, "the staged communicator sums float32 only");
+  const auto* in = static_cast<const float*>(send);
+  auto* data = static_cast<float*>(recv);
   auto s = std::make_shared<State>();
   s->op = CommOp::allreduce_sum;
   s->seq = next_seq_++;
@@ -120,7 +123,7 @@ CommRequest StagedCommunicator::allreduce_sum_start(float* data, size_t count) {
   // Out: after everything the compute stream has queued so far (the bucket's gradients).
   DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
   DLPERF_CHECK(cudaStreamWaitEvent(out_.get(), produced_.get(), 0));
-  DLPERF_CHECK(cudaMemcpyAsync(host.p, data, s->bytes, cudaMemcpyDeviceToHost, out_.get()));
+  DLPERF_CHECK(cudaMemcpyAsync(host.p, in, s->bytes, cudaMemcpyDeviceToHost, out_.get()));
   DLPERF_CHECK(cudaEventRecord(s->copied.get(), out_.get()));
   post([this, s, data, count, p = host.p] {
     run_job(s, [&] {
@@ -190,6 +193,6 @@ void StagedCommunicator::barrier() {
   wait(r);
 }
 
-std::unique_ptr<CommBuffer> StagedCommunicator::make_buffer(size_t count) { return std::make_unique<StagedDeviceBuffer>(count); }
+std::unique_ptr<CommBuffer> StagedCommunicator::make_byte_buffer(size_t bytes) { return std::make_unique<StagedDeviceBuffer>(bytes); }
 
 }  // namespace dlperf

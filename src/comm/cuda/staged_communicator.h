@@ -3,7 +3,7 @@
 // share a GPU (NCCL refuses two ranks on one device), which is how a multi-rank CUDA run is
 // tested on a one-GPU machine, and a CUDA-unaware MPI never sees a device pointer.
 //
-//  * allreduce_sum_start(d, n) returns at once: the copy-out stream waits for the compute
+//  * allreduce_start(s, d, n) returns at once: the copy-out stream waits for the compute
 //    stream (an event) and copies d to a pinned buffer kept for (d, n) — gradient buckets are
 //    the same slices every step. A staging thread then waits for that copy, runs the MPI
 //    allreduce on the pinned buffer (bounded by the MPI communicator's timeout), copies the
@@ -44,12 +44,14 @@ class StagedCommunicator final : public Communicator {
   const CommOptions& options() const override { return host_->options(); }
 
   void broadcast(float* data, size_t count, int root) override;  // data on the device
-  CommRequest allreduce_sum_start(float* data, size_t count) override;
+  bool supports(DataType type) const override { return type == DataType::float32; }
+  // send and recv on the device (recv's pinned staging buffer is kept per (recv, count)).
+  CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
   void join(CommRequest& request) override;
   void barrier() override;
-  std::unique_ptr<CommBuffer> make_buffer(size_t count) override;
+  std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) override;
 
  private:
   struct State;

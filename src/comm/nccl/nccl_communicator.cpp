@@ -21,23 +21,39 @@ namespace {
 
 class DeviceCommBuffer final : public CommBuffer {
  public:
-  explicit DeviceCommBuffer(size_t count) : buf_(count) {}
-  float* data() override { return buf_.get(); }
-  size_t count() const override { return buf_.count(); }
+  explicit DeviceCommBuffer(size_t bytes) : buf_(bytes) {}  // cudaMalloc: 256-byte aligned
+  void* bytes() override { return buf_.get(); }
+  size_t size_bytes() const override { return buf_.count(); }
   // Synchronous copies on the legacy default stream: ordered before anything later recorded on
   // it, which is what the benchmark and tests need.
-  void upload(std::span<const float> host) override {
+  void upload_bytes(std::span<const std::byte> host) override {
     DLPERF_ASSERT(host.size() == buf_.count(), "upload size mismatch");
-    DLPERF_CHECK(cudaMemcpy(buf_.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+    DLPERF_CHECK(cudaMemcpy(buf_.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
   }
-  void download(std::span<float> host) override {
+  void download_bytes(std::span<std::byte> host) override {
     DLPERF_ASSERT(host.size() == buf_.count(), "download size mismatch");
-    DLPERF_CHECK(cudaMemcpy(host.data(), buf_.get(), host.size_bytes(), cudaMemcpyDeviceToHost));
+    DLPERF_CHECK(cudaMemcpy(host.data(), buf_.get(), host.size(), cudaMemcpyDeviceToHost));
   }
 
  private:
-  DeviceBuffer<float> buf_;  // (count)
+  DeviceBuffer<std::byte> buf_;  // (bytes)
 };
+
+ncclDataType_t nccl_type(DataType t) {
+  switch (t) {
+    case DataType::int8: return ncclInt8;
+    case DataType::uint8: return ncclUint8;
+    case DataType::int32: return ncclInt32;
+    case DataType::uint32: return ncclUint32;
+    case DataType::int64: return ncclInt64;
+    case DataType::uint64: return ncclUint64;
+    case DataType::float16: return ncclFloat16;
+    case DataType::bfloat16: return ncclBfloat16;
+    case DataType::float32: return ncclFloat32;
+    case DataType::float64: return ncclFloat64;
+  }
+  return ncclFloat32;
+}
 
 }  // namespace
 
@@ -138,9 +154,9 @@ std::shared_ptr<NcclCommunicator::State> NcclCommunicator::begin(CommOp op, size
 
 void NcclCommunicator::end(State& s) { DLPERF_CHECK(cudaEventRecord(s.finished.get(), stream_.get())); }
 
-CommRequest NcclCommunicator::allreduce_sum_start(float* data, size_t count) {
-  auto s = begin(CommOp::allreduce_sum, count * sizeof(float));
-  settle(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_.get()), "allreduce", s->seq);
+CommRequest NcclCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
+  auto s = begin(CommOp::allreduce_sum, count * size_of(type));
+  settle(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, stream_.get()), "allreduce", s->seq);
   end(*s);
   return CommRequest(s);
 }
@@ -216,6 +232,6 @@ void NcclCommunicator::fail(const RequestState& s, const std::string& why) {
   throw Error(ErrorKind::fault, "NCCL " + describe_request(s) + ": " + why + " (" + error_identity() + ")");
 }
 
-std::unique_ptr<CommBuffer> NcclCommunicator::make_buffer(size_t count) { return std::make_unique<DeviceCommBuffer>(count); }
+std::unique_ptr<CommBuffer> NcclCommunicator::make_byte_buffer(size_t bytes) { return std::make_unique<DeviceCommBuffer>(bytes); }
 
 }  // namespace dlperf

@@ -52,12 +52,13 @@ class NcclCommunicator final : public Communicator {
   const CommOptions& options() const override { return options_; }
 
   void broadcast(float* data, size_t count, int root) override;  // data on the device
-  CommRequest allreduce_sum_start(float* data, size_t count) override;
+  bool supports(DataType) const override { return true; }
+  CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;  // device buffers
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
   void join(CommRequest& request) override;
   void barrier() override;
-  std::unique_ptr<CommBuffer> make_buffer(size_t count) override;
+  std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) override;
 
   cudaStream_t stream() const { return stream_.get(); }
   // The transports NCCL used so far ("P2P, IB"), from its log; "" when not known.

@@ -1,0 +1,75 @@
+// dlperf-make-dataset: writes the deterministic synthetic JPEG dataset (data/synthetic_dataset.h)
+// in both layouts dlperf-train --data reads. Exit codes: 0 written, 2 bad arguments or an
+// unwritable directory (one line), 3 any other failure.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <thread>
+
+#include "core/error.h"
+#include "data/synthetic_dataset.h"
+#include "dlperf_version.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  using namespace dlperf;
+  data::SyntheticDatasetSpec s;
+  std::string output, layout = "both";
+  s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  po::options_description opts(
+      "dlperf-make-dataset: writes a synthetic ImageNet-like JPEG dataset as a folder tree (OUTPUT/train/<class>/*.JPEG) and as "
+      "WebDataset tar shards (OUTPUT/shards/train-NNNNNN.tar); the same seed always gives the same bytes");
+  // clang-format off
+  opts.add_options()
+    ("help,h", "print this help and exit")
+    ("version", "print the version and exit")
+    ("output", po::value(&output), "folder to write (required)")
+    ("classes", po::value(&s.classes)->default_value(s.classes), "number of classes")
+    ("images-per-class", po::value(&s.per_class)->default_value(s.per_class), "images per class")
+    ("width", po::value(&s.width)->default_value(s.width), "image width (ImageNet's typical 500)")
+    ("height", po::value(&s.height)->default_value(s.height), "image height (ImageNet's typical 375)")
+    ("quality", po::value(&s.quality)->default_value(s.quality), "JPEG quality, 1..100")
+    ("seed", po::value(&s.seed)->default_value(s.seed), "seed of the content and of the shard order")
+    ("layout", po::value(&layout)->default_value(layout), "folder, tar or both")
+    ("shard-size", po::value(&s.shard_size)->default_value(s.shard_size), "samples per tar shard")
+    ("greyscale-every", po::value(&s.greyscale_every)->default_value(0), "make every k-th image a greyscale JPEG (0: none)")
+    ("cmyk-every", po::value(&s.cmyk_every)->default_value(0), "make every k-th image a CMYK JPEG (0: none)")
+    ("threads", po::value(&s.threads)->default_value(s.threads), "encoding threads");
+  // clang-format on
+  try {
+    po::variables_map vm;
+    try {
+      po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw_usage_error(std::string(e.what()) + " (see --help)");
+    }
+    if (vm.count("help")) {
+      std::cout << opts << '\n';
+      return 0;
+    }
+    if (vm.count("version")) {
+      std::cout << "dlperf-make-dataset " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
+      return 0;
+    }
+    if (output.empty()) throw_usage_error("--output is required: the folder to write the dataset to");
+    if (layout == "folder") s.shards = false;
+    else if (layout == "tar") s.folder = false;
+    else if (layout != "both") throw_usage_error("--layout '" + layout + "' is unknown: use folder, tar or both");
+    if (s.threads <= 0) throw_usage_error("--threads must be positive");
+    if (s.greyscale_every < 0 || s.cmyk_every < 0) throw_usage_error("--greyscale-every and --cmyk-every must be 0 or more");
+    const auto sum = data::write_synthetic_dataset(output, s);
+    std::cout << "dlperf-make-dataset: " << sum.samples << " images (" << s.classes << " classes x " << s.per_class << ", " << s.width
+              << "x" << s.height << ", quality " << s.quality << ", " << sum.bytes / std::max<int64_t>(1, sum.samples) / 1024
+              << " KiB on average)";
+    for (const auto& w : sum.written) std::cout << "\n  " << w;
+    std::cout << '\n';
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "dlperf-make-dataset: " << e.what() << '\n';
+    return e.kind() == ErrorKind::usage ? 2 : 3;
+  } catch (const std::exception& e) {
+    std::cerr << "dlperf-make-dataset: " << e.what() << '\n';
+    return 3;
+  }
+}

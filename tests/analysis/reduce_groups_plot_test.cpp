@@ -1,0 +1,190 @@
+// Exact configurations and honest plots (issue 18 row 3, issue 15 item 5):
+//  * runs that differ in any setting that changes the work (image size, sequence length,
+//    reduced-network sizes, the machine, ...) are separate groups, each titled with what
+//    tells it apart, never one median of unlike runs;
+//  * CPU-backend ranks are not called GPUs;
+//  * the SVG's ideal line is linear scaling on the log2 device axis (a curve there, not a
+//    straight line), and value axes have round ticks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "analysis_test_util.h"
+#include "reduce.h"
+#include "report.h"
+
+namespace dlperf::analysis {
+namespace {
+
+using test::run_at;
+
+std::string markdown(const std::vector<RunRecord>& runs) {
+  std::ostringstream os;
+  write_markdown(os, reduce_runs(runs, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  return os.str();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ReduceGroups, DifferentImageSizesAreDifferentConfigurations) {
+  RunRecord small = run_at("resnet50", 1, 1, 0.1), large = run_at("resnet50", 1, 1, 0.3);
+  small.info.image_size = 32;
+  large.info.image_size = 96;
+  const std::string md = markdown({small, large, small});
+  EXPECT_EQ(count(md, "\n## resnet50"), 2u) << md;  // two tables, not one median of unlike runs
+  EXPECT_NE(md.find("## resnet50 · fp32 · batch 32/device · cpu · image-size 32\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("## resnet50 · fp32 · batch 32/device · cpu · image-size 96\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | 1 | 32 | 320.00 |"), std::string::npos) << md;   // 2 runs at 32x32, step 0.1
+  EXPECT_NE(md.find("| 1 | 1 | 32 | 106.67 |"), std::string::npos) << md;   // 1 run at 96x96, step 0.3
+  EXPECT_EQ(md.find("noisy group"), std::string::npos) << md;
+}
+
+TEST(ReduceGroups, SequenceLengthSettingsAndMachineSplitGroups) {
+  RunRecord a = run_at("bert_base", 1, 1, 0.1);
+  a.info.seq_len = 128;
+  RunRecord b = a, c = a, d = a, e = a;
+  b.info.seq_len = 512;
+  c.info.settings = {"bert-layers=2"};  // a reduced network, recorded only among the settings
+  d.info.cpu_model = "another CPU";
+  RunRecord f = a;
+  f.info.cpu_isa = "avx2";              // ONEDNN_MAX_CPU_ISA lowered: other kernels, other speed
+  e.info.hosts = {"other-node"};        // where a run ran does not change what it measured
+  e.info.repeat_index = 3;
+  Reduction r = reduce_runs({a, b, c, d, e, f}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 5u);
+  std::set<std::string> labels;
+  for (const auto& cfg : r.configs) labels.insert(cfg.label);
+  EXPECT_EQ(labels.size(), 5u);  // labels key the JSON and CSV: they must differ too
+  EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_cpu=another-CPU_seq-len=128")) << *labels.begin();
+  EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_cpu_isa=avx2_seq-len=128"));
+  EXPECT_TRUE(labels.count("bert_base_fp32_b32_cpu_bert-layers=2_seq-len=128"));
+  size_t two_runs = 0;
+  for (const auto& cfg : r.configs) two_runs += cfg.points[0].stats.runs == 2;
+  EXPECT_EQ(two_runs, 1u);  // a and e
+}
+
+TEST(ReduceGroups, BookkeepingSettingsDoNotSplitGroups) {
+  RunRecord a = run_at("resnet50", 1, 1, 0.1), b = a;
+  a.info.settings = {"image-size=224", "output=a.h5", "repeat-index=0", "seed=1", "iterations=120"};
+  b.info.settings = {"image-size=224", "output=b.h5", "repeat-index=1", "seed=2", "iterations=200"};
+  Reduction r = reduce_runs({a, b}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 1u);
+  EXPECT_EQ(r.configs[0].points[0].stats.runs, 2u);
+  EXPECT_EQ(r.configs[0].label, "resnet50_fp32_b32_cpu");  // nothing to tell apart: the plain label
+}
+
+TEST(ReduceLabels, CpuRanksAreNotGpus) {
+  const std::string cpu = markdown({run_at("resnet50", 1, 2, 0.1)});
+  EXPECT_NE(cpu.find("| node_num | rank_num | batch_size_per_device |"), std::string::npos) << cpu;
+  EXPECT_EQ(cpu.find("gpu_num"), std::string::npos) << cpu;
+  RunRecord gpu = run_at("resnet50", 1, 2, 0.1);
+  gpu.info.backend = "cuda";
+  const std::string md = markdown({gpu});
+  EXPECT_NE(md.find("| node_num | gpu_num | batch_size_per_device |"), std::string::npos) << md;
+}
+
+// ---- the SVG plot ----------------------------------------------------------------------------
+
+struct Tick {
+  double pos, value;
+};
+
+// Ticks of the plot: (x, label) under the device axes and (y, label) beside the value axes,
+// each list in document order (left panel first).
+void ticks(const std::string& svg, std::vector<Tick>& x, std::vector<Tick>& y) {
+  static const std::regex xt("<text x='([0-9.]+)' y='[0-9.]+' text-anchor='middle' font-size='11'>([0-9.]+)</text>");
+  static const std::regex yt("<text x='[0-9.]+' y='([0-9.]+)' text-anchor='end' font-size='11'>([0-9.]+)</text>");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), xt), end; it != end; ++it) x.push_back({std::stod((*it)[1]), std::stod((*it)[2])});
+  for (std::sregex_iterator it(svg.begin(), svg.end(), yt), end; it != end; ++it)
+    y.push_back({std::stod((*it)[1]) - 4, std::stod((*it)[2])});  // labels sit 4 px below their grid line
+}
+
+// The points of every dashed polyline (the ideal lines), in document order.
+std::vector<std::vector<std::pair<double, double>>> dashed_lines(const std::string& svg) {
+  static const std::regex line("<polyline [^>]*stroke-dasharray[^>]* points='([^']*)'");
+  std::vector<std::vector<std::pair<double, double>>> out;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), line), end; it != end; ++it) {
+    std::istringstream pts((*it)[1]);
+    std::vector<std::pair<double, double>> v;
+    double px = 0, py = 0;
+    char comma = 0;
+    while (pts >> px >> comma >> py) v.emplace_back(px, py);
+    out.push_back(v);
+  }
+  return out;
+}
+
+// y of the drawn polyline at x (linear between its vertices, as the SVG renders it).
+double drawn_at(const std::vector<std::pair<double, double>>& pts, double x) {
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (pts[i - 1].first <= x + 1e-6 && x <= pts[i].first + 1e-6) {
+      const double f = (x - pts[i - 1].first) / std::max(1e-9, pts[i].first - pts[i - 1].first);
+      return pts[i - 1].second + f * (pts[i].second - pts[i - 1].second);
+    }
+  ADD_FAILURE() << "x " << x << " outside the line";
+  return 0;
+}
+
+std::string svg_1_to_4_devices() {
+  std::ostringstream os;
+  write_svg(os, reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 4, 0.1)}, MethodOptions{}));
+  return os.str();
+}
+
+TEST(ReduceSvg, IdealLineIsLinearScalingOnTheLog2DeviceAxis) {
+  const std::string svg = svg_1_to_4_devices();
+  std::vector<Tick> x, y;
+  ticks(svg, x, y);
+  // Right panel (speedup): device ticks 1, 2, 4 are the last three x ticks.
+  ASSERT_GE(x.size(), 6u) << svg;
+  const Tick one = x[x.size() - 3], two = x[x.size() - 2], four = x.back();
+  ASSERT_EQ(one.value, 1);
+  ASSERT_EQ(two.value, 2);
+  ASSERT_EQ(four.value, 4);
+  EXPECT_NEAR(two.pos - one.pos, four.pos - two.pos, 0.5);  // log2 axis: equal steps per doubling
+  // Value axis of the right panel: its grid lines are the last y ticks (0 at the bottom).
+  std::vector<Tick> right;
+  for (auto it = y.rbegin(); it != y.rend(); ++it) {
+    right.insert(right.begin(), *it);
+    if (it->value == 0) break;
+  }
+  ASSERT_GE(right.size(), 2u) << svg;
+  const double px_per_unit = (right.front().pos - right.back().pos) / (right.back().value - right.front().value);
+  const auto value_of = [&](double py) { return right.front().value + (right.front().pos - py) / px_per_unit; };
+  const auto lines = dashed_lines(svg);
+  ASSERT_GE(lines.size(), 2u) << svg;
+  const auto& ideal_speedup = lines[0];  // drawn first, before the configurations' lines
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, one.pos)), 1, 0.02);
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, two.pos)), 2, 0.02);  // a straight line would show 2.5
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, four.pos)), 4, 0.02);
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, (one.pos + two.pos) / 2)), std::sqrt(2.0), 0.02);
+}
+
+TEST(ReduceSvg, ValueTicksAreRoundNumbers) {
+  std::vector<Tick> x, y;
+  ticks(svg_1_to_4_devices(), x, y);  // throughputs 320 and 1280 samples/s; ideal up to 1280
+  ASSERT_GE(y.size(), 4u);
+  size_t start = 0;
+  for (size_t i = 0; i <= y.size(); ++i) {
+    if (i < y.size() && (i == start || y[i].value != 0)) continue;
+    // One panel's ticks y[start, i): 0, s, 2s, ... with s = 1, 2, 2.5 or 5 x 10^k.
+    ASSERT_GE(i - start, 3u);
+    const double step = y[start + 1].value - y[start].value;
+    const double mantissa = step / std::pow(10.0, std::floor(std::log10(step)));
+    EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-9 || std::fabs(mantissa - 2) < 1e-9 || std::fabs(mantissa - 2.5) < 1e-9 ||
+                std::fabs(mantissa - 5) < 1e-9)
+        << "tick step " << step;
+    for (size_t k = start; k < i; ++k) EXPECT_NEAR(y[k].value, step * static_cast<double>(k - start), 1e-9);
+    start = i;
+  }
+}
+
+}  // namespace
+}  // namespace dlperf::analysis

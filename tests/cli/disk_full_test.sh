@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A full file system (issue 18 rows 2 and 6), on a small tmpfs mounted for the test:
+#  * dlperf-train appending to a results file there fails with one line "no space left on
+#    <mount point> (tmpfs)", leaves the file as it was and no temporary behind;
+#  * dlperf-reduce writing an output there fails (exit 3) and leaves the old output intact.
+# Needs root (mount); exits 77 (skipped) where a tmpfs cannot be mounted.
+# Usage: disk_full_test.sh DLPERF_TRAIN DLPERF_REDUCE
+set -u
+train=$1 reduce=$2
+dir=$(mktemp -d)
+small="$dir/small"
+mkdir -p "$small"
+cleanup() {
+  mountpoint -q "$small" && umount "$small"
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+if ! mount -t tmpfs -o size=2m tmpfs "$small" 2>"$dir/mount.err"; then
+  echo "cannot mount a tmpfs ($(cat "$dir/mount.err")): skipped"
+  exit 77
+fi
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+args=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
+      --iterations 4 --warmup 1 --print-every 0 --output "$small/r.h5")
+
+"$train" "${args[@]}" >/dev/null 2>&1 || { bad "the first run failed (exit $?)"; exit 1; }
+cp "$small/r.h5" "$dir/r.before"
+"$reduce" "$small/r.h5" --warmup 1 --window 3 >/dev/null 2>&1 || bad "reduce on the small file system failed"
+echo old >"$small/o.json"
+
+# Fill the file system.
+dd if=/dev/zero of="$small/fill" bs=4k 2>/dev/null
+df -h "$small" | tail -1
+
+echo "== dlperf-train appending to a file on a full file system"
+"$train" "${args[@]}" >"$dir/train.out" 2>"$dir/train.err"
+rc=$?
+cat "$dir/train.err"
+[ "$rc" -eq 3 ] || bad "exit $rc, want 3"
+[ "$(wc -l <"$dir/train.err")" -eq 1 ] || bad "want one line on stderr"
+grep -q "no space left on $small (tmpfs)" "$dir/train.err" || bad "the message does not name the file system"
+cmp -s "$small/r.h5" "$dir/r.before" || bad "r.h5 changed"
+ls -a "$small" | grep -q 'tmp' && bad "a temporary was left: $(ls -a "$small")"
+
+echo "== room for the old file, not for the grown one"
+size=$(stat -c %s "$small/r.h5")
+rm "$small/fill"
+dd if=/dev/zero of="$small/fill" bs=1k count=$(( ($(df -k --output=avail "$small" | tail -1) * 1024 - size - 8192) / 1024 )) 2>/dev/null
+"$train" "${args[@]}" >"$dir/train2.out" 2>"$dir/train2.err"
+rc=$?
+cat "$dir/train2.err"
+if [ "$rc" -eq 0 ]; then
+  echo "(the new run fitted in the space left: nothing to check here)"
+else
+  [ "$rc" -eq 3 ] || bad "exit $rc, want 3"
+  grep -q "no space left on $small (tmpfs)" "$dir/train2.err" || bad "the message does not name the file system"
+  cmp -s "$small/r.h5" "$dir/r.before" || bad "r.h5 changed"
+  ls -a "$small" | grep -q 'tmp' && bad "a temporary was left: $(ls -a "$small")"
+fi
+
+echo "== dlperf-reduce writing an output on a full file system"
+cp "$dir/r.before" "$dir/r.h5"
+dd if=/dev/zero of="$small/fill2" bs=4k 2>/dev/null
+"$reduce" "$dir/r.h5" --warmup 1 --window 3 --json "$small/o.json" >/dev/null 2>"$dir/reduce.err"
+rc=$?
+cat "$dir/reduce.err"
+[ "$rc" -eq 3 ] || bad "reduce: exit $rc, want 3"
+grep -q "no space left on $small (tmpfs)" "$dir/reduce.err" || bad "reduce: the message does not name the file system"
+[ "$(cat "$small/o.json")" = old ] || bad "reduce: the old output was truncated"
+ls -a "$small" | grep -q 'tmp' && bad "reduce: a temporary was left: $(ls -a "$small")"
+
+[ "$fail" -eq 0 ] && echo "disk full ok"
+exit "$fail"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Ranks started with different options (an MPMD launch; issue 18 row 7) stop at start-up,
+# before any allreduce, with one line naming the first differing option and the rank, exit 2.
+# Usage: ranks_agree_test.sh DLPERF_TRAIN MPIEXEC
+set -u
+train=$1 mpiexec=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+common=(--resnet-blocks 1,1,1,1 --image-size 32 --num-classes 10 --threads 1 --iterations 4 --warmup 1 --print-every 0)
+
+mpmd() {  # name, want-regex, rank 0's extra arguments, "::", rank 1's
+  local name=$1 want=$2
+  shift 2
+  local a=() b=()
+  while [ "$1" != "::" ]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 1 "$train" "${common[@]}" "${a[@]}" --output "$dir/$name.h5" \
+    : -np 1 "$train" "${common[@]}" "${b[@]}" --output "$dir/$name.h5" >"$dir/$name.log" 2>&1
+  local rc=$?
+  local lines
+  lines=$(grep -c '^dlperf-train' "$dir/$name.log")
+  if [ "$rc" -ne 2 ]; then echo "FAIL $name: exit $rc, want 2"; tail -20 "$dir/$name.log"; fail=1
+  elif [ "$lines" -ne 1 ]; then echo "FAIL $name: $lines dlperf-train lines, want 1"; cat "$dir/$name.log"; fail=1
+  elif ! grep -Eq "$want" "$dir/$name.log"; then echo "FAIL $name: no '$want'"; cat "$dir/$name.log"; fail=1
+  elif [ -e "$dir/$name.h5" ]; then echo "FAIL $name: a run was written"; fail=1
+  else echo "ok   $name: $(grep '^dlperf-train' "$dir/$name.log")"; fi
+}
+
+mpmd batch 'rank 1 was started with --batch-size 8 but rank 0 with --batch-size 4' \
+  --batch-size 4 --resnet-width 8 :: --batch-size 8 --resnet-width 8
+mpmd width 'rank 1 was started with --resnet-width 16 but rank 0 with --resnet-width 8' \
+  --batch-size 4 --resnet-width 8 :: --batch-size 4 --resnet-width 16
+
+[ "$fail" -eq 0 ] && echo "ranks agree ok"
+exit "$fail"

@@ -1,0 +1,69 @@
+// Launch geometry of the CUDA backend's kernels at the largest shapes a user can ask for,
+// checked against CUDA's limits (gridDim.x < 2^31, gridDim.y and .z <= 65,535) without a GPU:
+// the launchers compute their grids with the host functions tested here. A launch past a
+// limit fails with cudaErrorInvalidConfiguration on the GPU, after hours of queueing a job.
+//
+// "Largest": well past what fits on a 141 GB H200 — ResNet-50 at batch 8192 (the first batch
+// norm sees 8192 x 112 x 112 rows), BERT with batch 8192 x 512 tokens, 16 heads, a 4096-wide
+// hidden layer and a 1,000,000-word vocabulary.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace dlperf::cuda {
+namespace {
+
+constexpr int kSms = 132;  // H100 SXM; the geometry only grows with fewer SMs where it matters
+constexpr int64_t kImages = 8192, kTokens = 8192LL * 512, kHeads = 16, kSeq = 512, kHidden = 4096, kVocab = 1000000;
+
+void expect_x(int64_t blocks, const char* what) {
+  EXPECT_GE(blocks, 1) << what;
+  EXPECT_LE(blocks, kMaxGridX) << what;
+}
+
+TEST(KernelLimits, BatchNormGridStaysWithinGridDimY) {
+  for (int64_t rows : {int64_t{1}, int64_t{64}, kImages * 112 * 112, kImages * 7 * 7})
+    for (int64_t c : {int64_t{3}, int64_t{64}, int64_t{2048}})
+      for (int sms : {1, kSms, 1000}) {
+        const BnNhwcGrid g = bn_nhwc_grid(rows, c, sms);
+        EXPECT_LE(g.row_blocks, kMaxGridYZ) << rows << " x " << c;
+        EXPECT_GE(g.row_blocks, 1u);
+        EXPECT_EQ(g.tiles, static_cast<unsigned>((c + 31) / 32));
+        expect_x(g.tiles, "batch norm tiles");
+      }
+  // the worst case for y: one tile of channels, as many rows as a user can give, many SMs
+  EXPECT_LE(bn_nhwc_grid(int64_t{1} << 40, 1, 1 << 20).row_blocks, kMaxGridYZ);
+}
+
+TEST(KernelLimits, LayerNormGridAndWidth) {
+  for (int64_t rows : {int64_t{1}, kTokens, int64_t{1} << 40}) {
+    const AddNormGrid g = add_norm_grid(rows, kHidden, kSms);
+    EXPECT_TRUE(g.supported);
+    expect_x(g.blocks, "layer norm blocks");
+    EXPECT_LE(g.threads, 1024u);
+  }
+  EXPECT_TRUE(add_norm_grid(kTokens, 16384, kSms).supported);
+  EXPECT_FALSE(add_norm_grid(kTokens, 16385, kSms).supported);  // refused at plan time with a usage error
+}
+
+TEST(KernelLimits, RowAndElementGrids) {
+  // one block per row, looping: softmax rows B * heads * T, cross-entropy rows, embedding runs
+  expect_x(rows_grid(kTokens * kHeads), "masked softmax rows");
+  expect_x(rows_grid(int64_t{1} << 40), "rows beyond gridDim.x (looped)");
+  expect_x(rows_grid(0), "no rows");
+  expect_x(scatter_rows_chunk_grid(kTokens), "embedding chunk sums");
+  // grid-stride element loops: logits of a 1M vocabulary over B * P = 8192 * 80 slots
+  expect_x(grid_for(kImages * 80 * kVocab), "elementwise");
+  expect_x(grid_for(int64_t{1} << 50), "elementwise, huge");
+  // one block per task of the weight refresh and the optimizers: 10^10 parameters
+  expect_x((int64_t{10000000000} + kCastTaskElems - 1) / kCastTaskElems, "weight refresh tasks");
+  expect_x((int64_t{10000000000} + kOptTaskElems - 1) / kOptTaskElems, "optimizer tasks");
+  // batched matmul pointer arrays: 3 * B * heads pointers, grid-stride
+  expect_x(grid_for(3 * kImages * kHeads), "batch pointers");
+  (void)kSeq;
+}
+
+}  // namespace
+}  // namespace dlperf::cuda

@@ -1,0 +1,197 @@
+// Dataset layouts, the epoch order across ranks, and RandomResizedCrop's parameters:
+//  * the folder tree and the tar shards of one generated dataset index the same samples
+//    (same labels, same bytes), whatever the shard size;
+//  * brace patterns, missing and empty datasets (one-line usage errors), unlabelled members;
+//  * ranks' shares of an epoch are disjoint, cover all but N mod world, change every epoch;
+//  * crops stay inside the image and follow torchvision's ranges.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/random_resized_crop.h"
+#include "data/sampler.h"
+#include "data/synthetic_dataset.h"
+#include "data/tar_writer.h"
+
+namespace fs = std::filesystem;
+
+namespace dlperf::data {
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("dlperf_dataset_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// Bytes (as a string: GCC 12 warns falsely on comparing vectors of bytes) -> label.
+std::map<std::string, int32_t> contents(const Dataset& d) {
+  std::map<std::string, int32_t> out;
+  std::vector<uint8_t> buf;
+  std::string scratch;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const size_t n = d.read(i, buf, scratch);
+    out[std::string(reinterpret_cast<const char*>(buf.data()), n)] = d.sample(i).label;
+  }
+  return out;
+}
+
+TEST(Dataset, FolderTreeAndShardsHoldTheSameSamples) {
+  TempDir t;
+  SyntheticDatasetSpec s;
+  s.classes = 3;
+  s.per_class = 7;
+  s.width = 40;
+  s.height = 30;
+  s.shard_size = 5;  // 21 samples over 5 shards, the last one short
+  write_synthetic_dataset(t.path.string(), s);
+  std::vector<std::string> warnings;
+  const auto warn = [&](const std::string& m) { warnings.push_back(m); };
+  const Dataset folder = Dataset::open(t.path.string(), warn);  // finds train/
+  const Dataset tar = Dataset::open((t.path / "shards").string(), warn);
+  EXPECT_EQ(folder.layout(), DatasetLayout::folder);
+  EXPECT_EQ(tar.layout(), DatasetLayout::tar);
+  EXPECT_EQ(folder.size(), 21u);
+  EXPECT_EQ(folder.num_classes(), 3);
+  EXPECT_EQ(tar.num_classes(), 3);
+  EXPECT_EQ(contents(folder), contents(tar));
+  EXPECT_TRUE(warnings.empty());
+  // A brace pattern naming two of the shards; one shard file.
+  const Dataset two = Dataset::open((t.path / "shards" / "train-{000001..000002}.tar").string(), warn);
+  EXPECT_EQ(two.size(), 10u);
+  EXPECT_EQ(Dataset::open((t.path / "shards" / "train-000004.tar").string(), warn).size(), 1u);
+  // The index survives serialisation (one rank indexes, the others read it).
+  const Dataset copy = Dataset::deserialize(tar.serialize());
+  EXPECT_EQ(contents(copy), contents(tar));
+  EXPECT_EQ(copy.describe(3), tar.describe(3));
+  // Same seed, same bytes.
+  TempDir again;
+  again.path += "_b";
+  fs::create_directories(again.path);
+  write_synthetic_dataset(again.path.string(), s);
+  EXPECT_EQ(contents(Dataset::open(again.path.string(), warn)), contents(folder));
+  fs::remove_all(again.path);
+}
+
+TEST(Dataset, BadDatasetsAreOneLineUsageErrors) {
+  TempDir t;
+  const auto expect_usage = [](const std::string& path, const std::string& needle) {
+    try {
+      Dataset::open(path, nullptr);
+      ADD_FAILURE() << path << " opened";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      const std::string m = e.what();
+      EXPECT_NE(m.find(needle), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  };
+  expect_usage((t.path / "missing").string(), "no such file");
+  expect_usage(t.path.string(), "no images found");
+  fs::create_directories(t.path / "a");
+  fs::create_directories(t.path / "b");
+  expect_usage(t.path.string(), "no images found");  // empty class folders only
+  {
+    std::ofstream(t.path / "junk.tar") << "this is not a tar file, but it has a .tar name and some length to it......";
+  }
+  expect_usage(t.path.string(), "not a readable tar shard");
+  expect_usage((t.path / "x{1..}.tar").string(), "increasing");
+}
+
+TEST(Dataset, EmptyClassFoldersKeepTheirIndexAndUnlabelledMembersAreSkipped) {
+  TempDir t;
+  const std::vector<uint8_t> img = encode_jpeg(std::vector<uint8_t>(16 * 16 * 3, 90).data(), 16, 16, 90, JpegColor::ycc420);
+  fs::create_directories(t.path / "tree" / "a");
+  fs::create_directories(t.path / "tree" / "b");  // empty: class 1 stays, so c is class 2
+  fs::create_directories(t.path / "tree" / "c");
+  std::ofstream(t.path / "tree" / "a" / "x.JPEG", std::ios::binary).write(reinterpret_cast<const char*>(img.data()), 100);
+  std::ofstream(t.path / "tree" / "c" / "y.jpg", std::ios::binary).write(reinterpret_cast<const char*>(img.data()), 100);
+  std::ofstream(t.path / "tree" / "c" / "notes.txt") << "ignored";
+  std::vector<std::string> warnings;
+  const Dataset d = Dataset::open((t.path / "tree").string(), [&](const std::string& m) { warnings.push_back(m); });
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d.num_classes(), 3);
+  EXPECT_EQ(d.sample(1).label, 2);
+  ASSERT_EQ(warnings.size(), 2u);  // the empty folder; the ignored file
+  EXPECT_NE(warnings[0].find("/b has no"), std::string::npos) << warnings[0];
+
+  fs::create_directories(t.path / "shards");
+  {
+    TarWriter w((t.path / "shards" / "s.tar").string());
+    w.add("dir/k1.jpg", img);
+    w.add("dir/k1.cls", std::vector<uint8_t>{'4', '\n'});
+    w.add("dir/k2.jpg", img);  // no label
+    w.add("k3.seg.jpg", img);  // key "k3" (up to the first dot), extension "seg.jpg": not an image
+    w.add("k4.jpeg", img);
+    w.add("k4.cls", std::vector<uint8_t>{'x'});  // unreadable label
+    w.close();
+  }
+  warnings.clear();
+  const Dataset s = Dataset::open((t.path / "shards").string(), [&](const std::string& m) { warnings.push_back(m); });
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.sample(0).label, 4);
+  EXPECT_EQ(s.num_classes(), 5);
+  EXPECT_EQ(s.skipped(), 2);
+  EXPECT_EQ(warnings.size(), 2u);
+  EXPECT_NE(s.describe(0).find("s.tar:dir/k1.jpg"), std::string::npos) << s.describe(0);
+}
+
+TEST(ShardedOrder, RanksReadDisjointSharesReshuffledEveryEpoch) {
+  const uint64_t n = 103;
+  for (int world : {1, 2, 3, 4}) {
+    std::vector<std::set<uint32_t>> epoch0(static_cast<size_t>(world));
+    std::vector<std::vector<uint32_t>> order0(static_cast<size_t>(world)), order1(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) {
+      ShardedOrder o(n, world, r, 42);
+      EXPECT_EQ(o.per_rank(), n / static_cast<uint64_t>(world));
+      for (uint64_t p = 0; p < o.per_rank(); ++p) order0[static_cast<size_t>(r)].push_back(o.at(p));
+      for (uint64_t p = o.per_rank(); p < 2 * o.per_rank(); ++p) order1[static_cast<size_t>(r)].push_back(o.at(p));
+      epoch0[static_cast<size_t>(r)] = {order0[static_cast<size_t>(r)].begin(), order0[static_cast<size_t>(r)].end()};
+      EXPECT_EQ(epoch0[static_cast<size_t>(r)].size(), o.per_rank()) << "a sample twice in one rank's share";
+      EXPECT_NE(order0[static_cast<size_t>(r)], order1[static_cast<size_t>(r)]) << "epoch 1 repeats epoch 0";
+      ShardedOrder again(n, world, r, 42);
+      EXPECT_EQ(again.at(5), order0[static_cast<size_t>(r)][5]) << "not deterministic";
+    }
+    std::set<uint32_t> all;
+    for (const auto& s : epoch0) all.insert(s.begin(), s.end());
+    EXPECT_EQ(all.size(), (n / static_cast<uint64_t>(world)) * static_cast<uint64_t>(world)) << "shares overlap (world " << world << ")";
+  }
+  EXPECT_THROW(ShardedOrder(3, 4, 0, 1), Error);  // fewer samples than ranks
+}
+
+TEST(RandomResizedCrop, InsideTheImageWithTorchvisionRanges) {
+  SplitMix rng(9);
+  const CropRange r;
+  double area_sum = 0;
+  int n = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const int w = 40 + static_cast<int>(rng.below(600)), h = 40 + static_cast<int>(rng.below(600));
+    const CropBox c = random_resized_crop(w, h, r, rng);
+    ASSERT_TRUE(c.x >= 0 && c.y >= 0 && c.w > 0 && c.h > 0 && c.x + c.w <= w && c.y + c.h <= h);
+    const double frac = static_cast<double>(c.w) * c.h / (static_cast<double>(w) * h);
+    EXPECT_GE(frac, 0.06);  // 0.08 less rounding of small images
+  }
+  // On 500x375 images the mean area fraction is 0.433 (torchvision's get_params simulated
+  // with Python's random, 10^6 draws): large draws often miss the image and are redrawn.
+  for (int i = 0; i < 20000; ++i, ++n) {
+    const CropBox c = random_resized_crop(500, 375, r, rng);
+    area_sum += static_cast<double>(c.w) * c.h / (500.0 * 375.0);
+  }
+  EXPECT_NEAR(area_sum / n, 0.433, 0.012);
+  // A very wide image: the fallback is a centre crop at the ratio limit.
+  SplitMix one(1);
+  const CropBox c = random_resized_crop(1000, 10, {1.0, 1.0, 0.75, 4.0 / 3}, one);
+  EXPECT_EQ(c.h, 10);
+  EXPECT_EQ(c.w, 13);
+  EXPECT_EQ(c.x, (1000 - 13) / 2);
+}
+
+}  // namespace
+}  // namespace dlperf::data
