@@ -339,6 +339,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
+  validate_step_options(o, vm.count("comm") ? comm : "");
   validate_image_options(vm, decoder, max_bad, o);
   if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))
     throw_usage_error("--lock-timeout must be 0 to 604800 seconds (got " + float_text(o.lock_timeout_s) + ")");
@@ -350,7 +351,6 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
       throw_usage_error(std::string("--") + a.option + " does not apply to --model " + o.model + " (it is for " + a.models + ")");
   if (given(vm, "momentum") && o.optimizer != "sgd")
     throw_usage_error("--momentum applies to --optimizer sgd only (" + o.optimizer + " has fixed betas)");
-  validate_step_options(o, vm.count("comm") ? comm : "");
   check_activation_sizes(o, 0);  // machine-independent part; dlperf-train checks the memory too
 
   // Settings: every option with the value the run uses (recipe defaults resolved above).
