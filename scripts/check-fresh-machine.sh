@@ -154,6 +154,10 @@ inner=$(cat <<'INNER'
 set -euo pipefail
 root=$1 cuda_real=$2 steps=$3
 shift 3
+# The root a mount point of its own, as / is on any machine or container: /proc/self/mountinfo
+# inside a chroot lists only mounts under the chroot, so a plain directory would have no "/"
+# (the disk-full message names the mount point from it).
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
