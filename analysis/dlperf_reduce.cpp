@@ -36,6 +36,17 @@ int main(int argc, char** argv) {
       ("straggler-threshold", po::value(&cfg.method.straggler_threshold)->default_value(0.05, "0.05"),
        "a rank is slow in an iteration when its compute exceeds the median by this fraction, in (0, 1]")
       ("skip-bad", po::bool_switch(&cfg.skip_bad), "exit 0 even when unreadable files or runs were skipped (they are still named on stderr)");
+  std::string timeline_steps;
+  po::options_description step("Where a step's time goes (runs with dlperf-train --profile-ops N)");
+  step.add_options()
+      ("ops", po::bool_switch(&cfg.ops), "print each profiled run's top ops and their share of the step")
+      ("ops-top", po::value(&cfg.ops_options.top)->default_value(cfg.ops_options.top), "rows of the top-ops table")
+      ("timeline", po::value(&cfg.timeline_path), "write one rank's phases, ops and allreduce buckets as Chrome trace-event JSON "
+                                                   "(Perfetto) to FILE")
+      ("timeline-run", po::value(&cfg.timeline.run), "run for --timeline: run_NNNNNN or FILE:/runs/run_NNNNNN (default: the last read)")
+      ("timeline-rank", po::value(&cfg.timeline.rank)->default_value(0), "rank for --timeline")
+      ("timeline-steps", po::value(&timeline_steps), "iterations for --timeline, A-B from 0 (default: the profiled ones, else the last 5)");
+  opts.add(step);
   po::options_description hidden;
   hidden.add_options()("input", po::value(&cfg.inputs));
   po::options_description all;
@@ -50,6 +61,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
+    if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");
     return dlperf::analysis::run_reduce(cfg, std::cout, std::cerr);
   } catch (const po::error& e) {
     std::cerr << "dlperf-reduce: " << e.what() << " (see --help)\n";

@@ -71,7 +71,8 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     if (!extra.empty())
       if (auto id = file_id(extra)) inputs.emplace(*id, extra);
   std::map<std::string, std::string> targets;  // resolved output path -> flag
-  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path}}) {
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path},
+                                     {"--timeline", cfg.timeline_path}}) {
     if (path.empty()) continue;
     if (auto id = file_id(path)) {
       auto in = inputs.find(*id);
@@ -167,6 +168,10 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     rows = compare(r, baseline, cfg.tolerance);
     if (rows.empty()) throw_usage_error(cfg.compare_path + ": baseline shares no configuration with the measured runs");
   }
+  // The step views are rendered before anything is written, so bad options write nothing.
+  std::ostringstream ops_text, timeline_text;
+  if (cfg.ops) write_ops_report(ops_text, in.runs, cfg.ops_options);
+  if (!cfg.timeline_path.empty()) write_timeline(timeline_text, in.runs, cfg.timeline);
 
   ReportOptions opt;
   opt.cv_warning = cfg.cv_warning;
@@ -180,7 +185,9 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   if (!cfg.csv_path.empty()) write_file_atomically(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
   if (!cfg.json_path.empty()) write_file_atomically(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
   if (!cfg.svg_path.empty()) write_file_atomically(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  if (!cfg.timeline_path.empty()) write_file_atomically(cfg.timeline_path, timeline_text.str());
   write_markdown(out, r, cfg.method, opt);
+  out << ops_text.str();
   if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
   errno = 0;
   out.flush();

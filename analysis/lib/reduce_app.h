@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reduce.h"
+#include "step_reports.h"
 
 namespace dlperf::analysis {
 
@@ -20,6 +21,10 @@ struct ReduceConfig {
   double tolerance = 0.95;    // minimum measured/baseline ratio, in (0, 1]
   std::string reference_csv;  // "" = no reference columns
   bool skip_bad = false;      // unreadable files and runs are skipped without failing the exit code
+  bool ops = false;             // per-op profiles (step_reports.h)
+  OpsOptions ops_options;
+  std::string timeline_path;    // "" = no timeline
+  TimelineOptions timeline;
 };
 
 // Exit codes of dlperf-reduce.

@@ -73,6 +73,18 @@ DType compute_dtype(Precision p) {
   return DType::f32;
 }
 
+void Backend::begin_capture() {
+  throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs; use --backend cuda");
+}
+std::unique_ptr<GraphSegment> Backend::end_capture() {
+  throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs");
+}
+
+#ifndef DLPERF_CUDA_BACKEND
+int cuda_device_count() { return 0; }
+std::vector<std::string> cuda_pci_bus_ids() { return {}; }
+#endif
+
 void Backend::adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) {
   for (const ParamSegment& p : segments) {
     AdamStep t = s;
@@ -91,14 +103,8 @@ void Backend::lamb_step(float* w, const float* g, float* m, float* v, float* upd
     const LambNorms norms = lamb_update({w + o, n}, {g + o, n}, {m + o, n}, {v + o, n}, {update + o, n}, t);
     double ratio = 1.0;
     if (p.decay && norms.w_sq > 0.0 && norms.u_sq > 0.0) ratio = std::sqrt(norms.w_sq / norms.u_sq);
-    lamb_apply({w + o, n}, {update + o, n}, static_cast<float>(s.lr * ratio));
+    lamb_apply({w + o, n}, {update + o, n}, static_cast<float>(s.lr * ratio), s.gate);
   }
-}
-
-const float* Backend::clip_coefficient(std::span<const float> g, float grad_scale, float max_norm) {
-  const double norm = std::sqrt(sum_squares(g)) * grad_scale;
-  clip_coef_ = norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
-  return &clip_coef_;
 }
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {

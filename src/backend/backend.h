@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/graph.h"
+#include "backend/input_pipe.h"
 #include "backend/ops.h"
+#include "backend/recorder.h"
+#include "backend/step_gate.h"
 #include "backend/tensor.h"
 #include "core/host_memory.h"
 
@@ -40,28 +45,31 @@ class Buffer {
 // One fused SGD step over a contiguous range (PyTorch semantics):
 //   g = grad * grad_scale + weight_decay * w;  m = momentum * m + g;  w -= lr * m
 // (first step: m = g, signalled by first_step). grad_scale folds in 1/world_size averaging.
+// gate: the step gate (backend/step_gate.h) in the backend's memory, or nullptr. When set, the
+// kernel reads it as it runs: gate[skip] != 0 leaves w and m unchanged, lr is multiplied by
+// gate[lr] and grad_scale by gate[grad_scale]. Every optimizer entry point below takes it the
+// same way, so no step decision is read back to the host.
 struct SgdStep {
   float lr = 0.1f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   bool first_step = false;
-  // When not null, a factor on grad_scale that lives in the backend's memory (the device's on
-  // CUDA): global-norm clipping computed without a host round trip (Backend::clip_coefficient).
-  const float* scale_by = nullptr;
+  const float* gate = nullptr;
 };
 
 // One fused Adam-family step over a contiguous range (one parameter, or neighbours of equal
 // decay). g = grad * grad_scale; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // u = m_hat / (sqrt(v_hat) + eps) with m_hat = m / (1 - b1^step), v_hat = v / (1 - b2^step)
-// (bias correction; step counts from 1).
+// (bias correction; step counts from 1). With a gate (see SgdStep), a skipped step leaves w, m
+// and v unchanged and the bias correction counts applied steps only: step is gate[applied].
 struct AdamStep {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f;
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   int64_t step = 1;
-  const float* scale_by = nullptr;  // as SgdStep::scale_by
+  const float* gate = nullptr;
 };
 // One parameter of a multi-tensor Adam-family step: a range of the flat buffers (a ParamStore
 // entry) and whether weight decay applies to it.
@@ -91,8 +99,22 @@ struct PlannedKernel {
 struct BackendOptions {
   Precision precision = Precision::fp32;
   int threads = 0;       // CPU: compute threads per rank (0 = library default)
-  int device = 0;        // CUDA: device ordinal (the local rank)
+  // CUDA: the local rank; the device used is device % (devices this process sees), so sites
+  // that show each rank only its own GPU (--gpus-per-task, --gpu-bind) and sites that show all
+  // of a node's GPUs both work.
+  int device = 0;
+  // CPU: the bytes of tensors and buffers the backend may hold at once (--memory-limit-mb), as a
+  // GPU's fixed memory; an allocation past it throws OutOfMemoryError. 0: no limit.
+  int64_t memory_limit_bytes = 0;
   bool conv_autotune = false;  // CUDA: time the top cuDNN engine configurations per convolution at plan time
+};
+
+// What a trace records about the device (issue 13, docs/trace-schema.md). CPU: empty model.
+struct DeviceFacts {
+  std::string model;                            // "NVIDIA H100 80GB HBM3"
+  int64_t memory_bytes = 0;
+  std::string pci_bus_id;                       // "0000:17:00.0", for the topology
+  std::map<std::string, std::string> versions;  // "cuda", "cudnn", "cublas", "driver"
 };
 
 class Backend {
@@ -128,10 +150,32 @@ class Backend {
   // copies), 64-byte aligned on the CPU. Safe to call from any thread.
   virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
+  // Memory in use on the device as the device reports it (CUDA: total - free from
+  // cudaMemGetInfo, every process and library included); 0 where there is no device.
+  virtual int64_t device_memory_used_bytes() const { return 0; }
+  virtual DeviceFacts device_facts() const { return {}; }
   virtual void synchronize() = 0;                               // wait for all queued work
   // The queue ops run on, for a communicator that must order itself after them (CUDA: the
   // cudaStream_t of the compute stream). nullptr where work is synchronous (CPU).
   virtual void* stream_handle() { return nullptr; }
+
+  // ---- a step without host synchronisation (issue 13) ----
+  virtual std::unique_ptr<StepRecorder> step_recorder() = 0;
+  // A pipe that moves batches into `model_inputs` ahead of use (backend/input_pipe.h), or
+  // nullptr where the backend has no copy engine to overlap (CPU: inputs are written directly).
+  virtual std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> model_inputs) {
+    (void)model_inputs;
+    return nullptr;
+  }
+  // dst[0, count) = value in queue order, without waiting (the step gate's learning rate).
+  virtual void fill(float* dst, size_t count, float value) = 0;
+  // The step gate update after the gradient exchange (backend/step_gate.h); grads is the
+  // whole flat gradient buffer, gate kGateFloats floats in the backend's memory.
+  virtual void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) = 0;
+  // CUDA graphs (backend/graph.h): false where the backend cannot capture.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture();
+  virtual std::unique_ptr<GraphSegment> end_capture();
 
   // ---- op planning (x fixes the shape, dtype and layout the op is planned for) ----
   virtual std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& spec, const Tensor& x) = 0;
@@ -174,8 +218,9 @@ class Backend {
   // returns the two squared norms; the caller forms the trust ratio and calls lamb_apply.
   virtual LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                                 std::span<float> update, const AdamStep& s) = 0;
-  // LAMB, second half: w -= step * update (step = lr * trust ratio).
-  virtual void lamb_apply(std::span<float> w, std::span<const float> update, float step) = 0;
+  // LAMB, second half: w -= step * update (step = lr * trust ratio); with a gate (see SgdStep)
+  // nothing changes on a skipped step and step is multiplied by gate[lr].
+  virtual void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) = 0;
   // Sum of squares of a range, accumulated in double (global gradient norm for clipping).
   virtual double sum_squares(std::span<const float> x) = 0;
 
@@ -190,22 +235,19 @@ class Backend {
   // w -= lr r u. `update` is scratch of the buffers' size.
   virtual void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                          const AdamStep& s);
-  // Global-norm clipping (torch.nn.utils.clip_grad_norm_) without a host round trip: with
-  // n = ||g|| * grad_scale, stores coef = max_norm / (n + 1e-6) when n > max_norm, else 1, in
-  // the backend's memory and returns its address for SgdStep/AdamStep::scale_by (valid until
-  // the next call). The default computes it on the host (CPU: that is the backend's memory).
-  virtual const float* clip_coefficient(std::span<const float> g, float grad_scale, float max_norm);
 
  protected:
   explicit Backend(BackendOptions o) : options_(o) {}
   BackendOptions options_;
-
- private:
-  float clip_coef_ = 1.0f;  // the default clip_coefficient's result
 };
 
 // Creates the backend of the given kind; a usage error when it is not built in or the
 // machine cannot run the precision (bf16 without AVX512-BF16/AMX, no GPU).
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+
+// Number of CUDA devices this process sees (0 without the CUDA backend or a device), and their
+// PCI bus ids ("0000:17:00.0") in device order.
+int cuda_device_count();
+std::vector<std::string> cuda_pci_bus_ids();
 
 }  // namespace dlperf

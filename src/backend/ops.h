@@ -128,14 +128,28 @@ struct CrossEntropySpec {
   float label_smoothing = 0.0f;  // target = (1 - s) one-hot + s / K
   int32_t ignore_index = -1;     // rows with this label do not count (masked-LM padding)
 };
+// The multiplier of the loss gradient (fp16 loss scaling): value, times *device when device is
+// set. device is a float in the backend's memory read when the backward runs, so the trainer
+// can keep a dynamic loss scale on the device (the step gate's loss_scale) and a captured
+// graph replays with the current scale. A plain float converts to it.
+struct LossGradScale {
+  LossGradScale(float v = 1.0f) : value(v) {}  // NOLINT(google-explicit-constructor): a plain scale
+  LossGradScale(float v, const float* d) : value(v), device(d) {}
+  float value = 1.0f;
+  const float* device = nullptr;
+};
+
 // logits (M, K) any dtype, labels (M) s32 -> mean loss over counted rows, computed in f32.
 class SoftmaxCrossEntropy {
  public:
   virtual ~SoftmaxCrossEntropy() = default;
   virtual void forward(const Tensor& logits, const Tensor& labels) = 0;
   virtual float loss() = 0;  // the last forward's loss (waits for it on a GPU)
+  // Where the last forward's loss lives in the backend's memory (one f32; device memory on a
+  // GPU): the trainer copies it back asynchronously (StepRecorder::value) instead of waiting.
+  virtual const float* loss_location() const = 0;
   // dlogits = scale * d(mean loss)/dlogits, in the logits' dtype and layout.
-  virtual void backward(Tensor& dlogits, float scale) = 0;
+  virtual void backward(Tensor& dlogits, const LossGradScale& scale) = 0;
 };
 
 // ---- transformer ops (BERT) -------------------------------------------------------------------

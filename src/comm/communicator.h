@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace dlperf {
 
@@ -68,6 +69,12 @@ struct RequestState {
   CommClock::time_point completed{};  // valid once done is true
   std::string error;                  // non-empty: the operation failed (valid once done)
   std::atomic<bool> done{false};      // release-stored after completed/error are written
+  // Device communicators: timing events (cudaEvent_t) recorded on the communicator's stream
+  // just before and after the collective, alive as long as the request. Their times, read
+  // through the backend's StepRecorder, are when the collective ran on the GPU. Null on host
+  // communicators.
+  void* device_begin = nullptr;
+  void* device_end = nullptr;
 };
 
 // Handle to one outstanding (or finished) operation; cheap to copy.
@@ -93,6 +100,7 @@ class CommRequest {
     if (!completed()) return 0.0;
     return std::chrono::duration<double>(state_->completed - state_->started).count();
   }
+  std::pair<void*, void*> device_events() const { return {state_->device_begin, state_->device_end}; }
   RequestState* state() const { return state_.get(); }
   template <class T>
   T* state_as() const { return static_cast<T*>(state_.get()); }
@@ -139,12 +147,19 @@ class Communicator {
   virtual bool test(CommRequest& request) = 0;
   // Blocks until complete; throws Error(fault) on failure or after options().timeout.
   virtual void wait(CommRequest& request) = 0;
+  // Orders the compute queue given at construction after the request, waiting on the host
+  // only where the memory space requires it: a device communicator makes the compute stream
+  // wait for the request's completion event and returns at once (the host checks completion
+  // later with wait()/test(), bounded); a host communicator waits here.
+  virtual void join(CommRequest& request) { wait(request); }
   // Blocking; bounded like wait().
   virtual void barrier() = 0;
 
   virtual std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) = 0;
   std::unique_ptr<CommBuffer> make_buffer(size_t count) { return make_byte_buffer(count * sizeof(float)); }  // (count) floats
   virtual const CommOptions& options() const = 0;
+  // The transport the library chose, as far as it can tell ("P2P, IB" for NCCL; "" unknown).
+  virtual std::string transport() { return ""; }
 };
 
 // Waits for every request in order (buckets are started in order, so this is the order they

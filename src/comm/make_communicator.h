@@ -21,4 +21,12 @@ bool nccl_available();  // compiled with NCCL
 std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm parent, const WorldInfo& world,
                                                 CommOptions options, CUstream_st* compute_stream = nullptr);
 
+// --comm mpi on the CUDA backend (comm/cuda/staged_communicator.h): device buffers reduced by
+// MPI through pinned host memory, so ranks may share a GPU. Error(usage) without CUDA.
+std::unique_ptr<Communicator> make_staged_communicator(MPI_Comm parent, const WorldInfo& world, CommOptions options,
+                                                       CUstream_st* compute_stream);
+
+// The NCCL library's version ("2.28.9"), "" without NCCL.
+std::string nccl_version();
+
 }  // namespace dlperf

@@ -4,11 +4,20 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
 namespace dlperf {
 std::string errno_string() {
   const int e = errno;
   return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
+void throw_out_of_memory_error(std::string_view library, std::string_view call, std::string_view detail,
+                               const std::source_location& where) {
+  std::ostringstream os;
+  os << "out of memory: " << library << " " << call << " failed: " << detail << " at " << where.file_name() << ':' << where.line()
+     << " (" << error_identity() << "); use a smaller --batch-size (--find-max-batch finds the largest)";
+  throw OutOfMemoryError(os.str());
 }
 
 std::string mpi_error_string(int code) {

@@ -10,18 +10,29 @@
 
 #include <source_location>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
 namespace dlperf {
 
-// Specialise for a library's status enum: library name, success test, description.
+// Specialise for a library's status enum: library name, success test, description, and
+// optionally `static bool out_of_memory(Status)`: such a failure throws OutOfMemoryError (still
+// a library error, which --find-max-batch catches to try a smaller batch).
 template <class Status>
 struct StatusTraits;
 
+[[noreturn]] void throw_out_of_memory_error(std::string_view library, std::string_view call, std::string_view detail,
+                                            const std::source_location& where);
+
 template <class Status>
 inline void check_status(Status s, const char* call, const std::source_location& where) {
-  if (!StatusTraits<Status>::ok(s)) throw_library_error(StatusTraits<Status>::library, call, StatusTraits<Status>::describe(s), where);
+  using T = StatusTraits<Status>;
+  if (T::ok(s)) return;
+  if constexpr (requires { T::out_of_memory(s); }) {
+    if (T::out_of_memory(s)) throw_out_of_memory_error(T::library, call, T::describe(s), where);
+  }
+  throw_library_error(T::library, call, T::describe(s), where);
 }
 
 std::string mpi_error_string(int code);

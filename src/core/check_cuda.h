@@ -16,6 +16,11 @@ template <>
 struct StatusTraits<cudaError_t> {
   static constexpr const char* library = "CUDA";
   static bool ok(cudaError_t s) { return s == cudaSuccess; }
+  static bool out_of_memory(cudaError_t s) {
+    if (s != cudaErrorMemoryAllocation) return false;
+    cudaGetLastError();  // not sticky: clear it, or the next kernel launch check would report it
+    return true;
+  }
   static std::string describe(cudaError_t s) { return std::string(cudaGetErrorName(s)) + ": " + cudaGetErrorString(s); }
 };
 

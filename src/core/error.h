@@ -27,6 +27,14 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// An allocation failed for lack of memory (device memory, or the CPU backend's address space
+// under --memory-limit-mb). A library error like any other to the top level; --find-max-batch
+// catches it to try a smaller batch, after the failed attempt's objects have freed everything.
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& what) : Error(ErrorKind::library, what) {}
+};
+
 // Identity used in error messages: set once after MPI is up (rank -1 before).
 void set_error_identity(int rank, std::string host);
 std::string error_identity();  // "host:rank N" or "host"

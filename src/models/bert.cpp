@@ -117,7 +117,12 @@ class Bert final : public BertModel {
     return v;
   }
 
-  void load(const HostBatch& batch) override {
+  // ids, segments (B*S) s32; mask (B, S) f32 additive; masked-LM rows and labels (B*P) s32;
+  // next-sentence labels (B) s32.
+  std::vector<Tensor*> inputs() override {
+    return {ids_.get(), segments_.get(), mask_.get(), mlm_rows_.get(), mlm_labels_.get(), nsp_labels_.get()};
+  }
+  void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
     const int64_t B = cfg_.batch, S = cfg_.seq_len, P = cfg_.max_predictions;
     const auto& in = [&](const char* key, int64_t n) -> const std::vector<int32_t>& {
       const auto it = batch.ints.find(key);
@@ -125,12 +130,12 @@ class Bert final : public BertModel {
                     std::string("batch input ") + key + " of the planned size");
       return it->second;
     };
-    ids_->write_indices(in("input_ids", B * S));
-    segments_->write_indices(in("segment_ids", B * S));
+    dst[0]->write_indices(in("input_ids", B * S));
+    dst[1]->write_indices(in("segment_ids", B * S));
     const auto& m = in("input_mask", B * S);
     std::vector<float> mask(m.size());
     for (size_t i = 0; i < m.size(); ++i) mask[i] = m[i] ? 0.0f : kMaskValue;
-    mask_->write(mask);
+    dst[2]->write(mask);
     const auto& pos = in("masked_lm_positions", B * P);
     const auto& lm = in("masked_lm_ids", B * P);
     std::vector<int32_t> rows(pos.size()), labels(pos.size());
@@ -143,12 +148,12 @@ class Bert final : public BertModel {
       rows[k] = static_cast<int32_t>((i / P) * S + pos[k]);
       labels[k] = pos[k] == 0 ? kIgnore : lm[k];  // position 0 ([CLS]) marks an empty slot
     }
-    mlm_rows_->write_indices(rows);
-    mlm_labels_->write_indices(labels);
+    dst[3]->write_indices(rows);
+    dst[4]->write_indices(labels);
     const auto& nsp = in("next_sentence_labels", B);
     for (int32_t l : nsp)
       if (l != 0 && l != 1) throw_usage_error("next_sentence_labels must be 0 or 1 (got " + std::to_string(l) + ")");
-    nsp_labels_->write_indices(nsp);
+    dst[5]->write_indices(nsp);
   }
 
   void forward() override {
@@ -181,8 +186,9 @@ class Bert final : public BertModel {
   float mlm_loss() override { return mlm_xent_->loss(); }
   float nsp_loss() override { return nsp_xent_->loss(); }
   float loss() override { return mlm_loss() + nsp_loss(); }
+  std::vector<const float*> loss_terms() override { return {mlm_xent_->loss_location(), nsp_xent_->loss_location()}; }
 
-  void backward(float loss_scale, const GradReadyFn& ready) override {
+  void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
     // masked-LM head (the decoder writes the word table's gradient first)
     Tensor& dlogits = cache_.like("d_mlm_logits", *mlm_logits_);
     mlm_xent_->backward(dlogits, loss_scale);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,14 +48,32 @@ class Model {
   virtual int64_t samples_per_step() const = 0;  // the per-device batch
   virtual std::vector<Layer*> layers() = 0;       // every layer with parameters, forward order
 
-  virtual void load(const HostBatch& batch) = 0;  // copy one batch into the input tensors
+  // The tensors a batch of floats/ints fills, fixed for the model's life, and how it fills
+  // them: load_into writes one batch into tensors shaped, typed and ordered like inputs() (the
+  // model's own, or an input stage's staging copies, train/input_stage.h), with any host-side
+  // preparation (BERT builds its attention mask and masked-LM rows there); prepare_inputs then
+  // turns the model's own input tensors into what forward reads (ResNet/VGG: the images into
+  // the compute dtype and layout), queued on the device.
+  virtual std::vector<Tensor*> inputs() = 0;
+  virtual void load_into(const HostBatch& batch, std::span<Tensor* const> dst) = 0;
+  virtual void prepare_inputs() {}
+  // One batch into the model's tensors, ready for forward: floats/ints through load_into and
+  // prepare_inputs, or HostBatch::raw bytes (raw_input's format) copied as they are.
+  virtual void load(const HostBatch& batch) {
+    load_into(batch, inputs());
+    prepare_inputs();
+  }
   // The format in which the model takes input `name` as HostBatch::raw bytes; nullopt when it
   // does not (then it takes floats/ints).
   virtual std::optional<InputSpec> raw_input(const std::string& /*name*/) const { return std::nullopt; }
   virtual void forward() = 0;                     // through the loss
   virtual float loss() = 0;                       // the last forward's loss (synchronises)
-  // loss_scale multiplies the loss gradient (fp16 loss scaling; 1 otherwise).
-  virtual void backward(float loss_scale, const GradReadyFn& on_ready) = 0;
+  // Where the last forward's loss lives in the backend's memory: the loss is the sum of these
+  // floats (ResNet one term; BERT masked-LM + next-sentence). The trainer copies them back a
+  // step late instead of calling loss(). Empty: the trainer calls loss().
+  virtual std::vector<const float*> loss_terms() { return {}; }
+  // scale multiplies the loss gradient (fp16 loss scaling; 1 otherwise).
+  virtual void backward(const LossGradScale& scale, const GradReadyFn& on_ready) = 0;
   // Deterministic initialisation of every parameter from the seed (framework defaults).
   virtual void init_params(uint64_t seed) = 0;
 };

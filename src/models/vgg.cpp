@@ -113,17 +113,25 @@ class Vgg final : public Model {
   }
 
   // Images come either raw, already in the input tensor's dtype and layout (the image
-  // loader), or as canonical f32 converted here; either way the step's input is ready after
-  // load, so the conversion counts as data time, not forward time.
+  // loader), or as canonical f32 converted by prepare_inputs; either way the step's input is
+  // ready after the data phase, so the conversion counts as data time, not forward time.
+  std::vector<Tensor*> inputs() override { return {images_.get(), labels_.get()}; }
+  void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
+    DLPERF_ASSERT(!batch.raw.contains("images"), "raw images go through load(), into the model's own tensors");
+    dst[0]->write(batch.floats.at("images"));        // (N, 3, S, S) f32
+    dst[1]->write_indices(batch.ints.at("labels"));  // (N) s32
+  }
+  void prepare_inputs() override {
+    if (x_) be_.convert(*images_, *x_);
+  }
   void load(const HostBatch& batch) override {
     if (auto raw = batch.raw.find("images"); raw != batch.raw.end()) {
       DLPERF_ASSERT(raw->second.spec == *raw_input("images"), "raw images in the model's input format");
       (x_ ? *x_ : *images_).write_bytes(raw->second.data, raw->second.bytes);
+      labels_->write_indices(batch.ints.at("labels"));
     } else {
-      images_->write(batch.floats.at("images"));
-      if (x_) be_.convert(*images_, *x_);
+      Model::load(batch);
     }
-    labels_->write_indices(batch.ints.at("labels"));
   }
 
   std::optional<InputSpec> raw_input(const std::string& name) const override {
@@ -154,8 +162,9 @@ class Vgg final : public Model {
   }
 
   float loss() override { return xent_->loss(); }
+  std::vector<const float*> loss_terms() override { return {xent_->loss_location()}; }
 
-  void backward(float loss_scale, const GradReadyFn& ready) override {
+  void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
     Tensor& dlogits = cache_.like("d_logits", *logits_);
     xent_->backward(dlogits, loss_scale);
     Tensor& dh = cache_.like("d_hidden", *d3_);

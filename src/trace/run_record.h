@@ -66,18 +66,37 @@ struct RunInfo {
   std::string nccl_transport;  // "IB", "Socket", "P2P", "SHM", ... "" when NCCL is not used
   std::string gpu_topology;    // nvidia-smi topo -m style text, "" when not known
   int64_t conv_autotune = 0;   // 1: convolution plans chosen by timing (--conv-autotune, CUDA)
+  // How the step ran (issue 13): input stage ("direct", "pipelined", "resident"), gradient
+  // communicator ("mpi", "nccl", "" on one rank), loss scaling ("none", "fixed", "dynamic"),
+  // whether the step was replayed from CUDA graphs, how many steps the per-op profile timed.
+  std::string input_mode;
+  std::string comm_backend;
+  std::string loss_scaling;
+  int64_t cuda_graph = 0;
+  int64_t profile_ops = 0;
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };
 
+// When one gradient bucket's allreduce was in flight: s on the run's common clock (on a GPU,
+// when the collective ran on the NCCL stream, from its CUDA events).
+struct BucketTime {
+  double start = 0;
+  double end = 0;
+};
+
 // One iteration on one rank. Times are seconds on the run's common clock: each rank's
-// steady clock shifted by its offset to rank 0, measured at start-up.
+// steady clock shifted by its offset to rank 0, measured at start-up. On a GPU the start,
+// end and phases come from CUDA events on the compute stream (when the GPU reached them).
 struct IterationTiming {
   double start = 0;  // s, common clock
   double end = 0;    // s, common clock
   float phase_seconds[kPhaseCount] = {};  // data, forward, backward, exposed communication, optimizer
   float comm_seconds = 0;  // total time gradient allreduces were in flight (overlapped or not)
   float loss = 0;
+  float loss_scale = 1;    // the scale this step's backward used (1 without loss scaling)
+  bool skipped = false;    // dynamic loss scaling skipped the update (inf/nan gradients)
+  std::vector<BucketTime> buckets;  // per gradient bucket, in bucket order; empty on one rank
   // The rank's image loader (0 with generated data): batches it had ready when the step asked
   // for this one, and images decoded and compressed bytes read since the start, at the end of
   // the iteration (differences over time give images/s and bytes/s).
@@ -91,9 +110,33 @@ struct RankTrace {
   int64_t local_rank = -1;         // rank among its node's ranks; -1: not recorded (schema < 1.2)
   uint64_t param_checksum = 0;     // ParamStore::checksum() after the last iteration; 0: not recorded
   double clock_offset = 0;         // s added to this rank's clock to get rank 0's
-  int64_t peak_memory_bytes = 0;   // peak resident (CPU) or device (GPU) memory
+  int64_t peak_memory_bytes = 0;   // peak resident (CPU) or dlperf's own device allocations (GPU)
   int64_t data_bad_samples = 0;    // samples the rank's loader skipped as unreadable or corrupt
+  int64_t device_memory_peak_bytes = 0;  // GPU: highest memory in use as the device reported it; 0 on CPU
   std::vector<IterationTiming> iterations;  // completed iterations, in order
+};
+
+// --profile-ops: every op's forward and backward time over `steps` measured iterations of one
+// rank (CUDA events around each call on a GPU, the clock on the CPU).
+struct OpProfileRow {
+  std::string name;   // "layer1.0.conv1", or kind#k for ops without parameters ("add#3")
+  std::string kind;   // "conv2d", "batch_norm", "linear", "add", "convert", ...
+  std::string shape;  // the input it was planned for, "(32, 64, 56, 56) bf16"
+  double forward_ms = 0;   // per step: time of its calls in the forward phase
+  double backward_ms = 0;  // per step: time of its calls in the backward phase
+  int64_t calls = 0;       // calls per step
+};
+struct OpEvent {  // one call, for the timeline
+  int32_t op = 0;           // row index
+  int64_t iteration = 0;
+  double start = 0, end = 0;  // s, common clock
+};
+struct OpProfile {
+  int64_t rank = 0;
+  int64_t first_iteration = 0;  // the profiled iterations are [first, first + steps)
+  int64_t steps = 0;
+  std::vector<OpProfileRow> rows;
+  std::vector<OpEvent> events;
 };
 
 // The implementation a library chose for one planned kernel (Backend::planned_kernels).
@@ -105,6 +148,7 @@ struct RunRecord {
   RunInfo info;
   std::vector<KernelRecord> kernels;  // rank 0's planned kernels, in plan order
   std::vector<RankTrace> ranks;  // index = world rank
+  OpProfile ops;                 // steps == 0: no profile
   std::string location;  // "results.h5:/runs/run_000003", set by the reader (the writer ignores it)
   int64_t samples_per_iteration_per_rank() const { return info.batch_per_device; }
 };

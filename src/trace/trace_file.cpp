@@ -145,6 +145,7 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
     h5::Handle file = exists ? DLPERF_H5(H5Fopen(tmp.path.c_str(), H5F_ACC_RDWR, fapl), H5Fclose)
                              : DLPERF_H5(H5Fcreate(tmp.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (!exists) trace_schema::write_root(file);
+    else trace_schema::upgrade_root(file);  // an older minor version: this writer may add its fields
     edit(file);
     DLPERF_CHECK_HDF5(H5Fflush(file, H5F_SCOPE_GLOBAL));
     const ssize_t size = DLPERF_CHECK_HDF5(H5Fget_file_image(file, nullptr, 0));

@@ -129,6 +129,19 @@ void write_root(hid_t file) {
   h5::Handle runs = DLPERF_H5(H5Gcreate2(file, kRunsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
 }
 
+void upgrade_root(hid_t file) {
+  const auto version = h5::read_string_attr_if(file, kVersionAttr).value_or("");
+  const auto dot = version.find('.');
+  int major = 0, minor = 0;
+  try {
+    major = std::stoi(version);
+    minor = dot == std::string::npos ? 0 : std::stoi(version.substr(dot + 1));
+  } catch (const std::exception&) {
+    return;  // check_root has judged the file already
+  }
+  if (major == kMajor && minor < kMinor) h5::write_attr(file, kVersionAttr, version_string());
+}
+
 void check_root(hid_t file, const std::string& path) {
   auto version = h5::read_string_attr_if(file, kVersionAttr);
   if (!version) throw_usage_error(path + ": not a dlperf trace (HDF5 file without a " + kVersionAttr + " attribute)");
@@ -165,6 +178,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
     if (seen.insert(h).second) distinct.push_back(h);
   h5::write_attr(group, "hosts", distinct);
   write_kernels(group, record.kernels);
+  write_step_fields(group, record);
   // A dataset, not an attribute: a long --data path repeated at the fixed string width could
   // pass HDF5's 64 KiB limit on compact attributes.
   h5::write_strings(group, "settings", info.settings);
@@ -235,6 +249,7 @@ RunRecord read_run_group(hid_t group) {
   if (!h5::has_link(group, "iteration_end")) {  // created, never flushed: attributes only
     for (const char* name : {"iteration_start", "phase_seconds", "loss", "rank_host"})
       if (h5::has_link(group, name)) throw_usage_error(std::string("dataset iteration_end is missing beside ") + name);
+    read_step_fields(group, record);
     return record;
   }
 
@@ -291,6 +306,7 @@ RunRecord read_run_group(hid_t group) {
       for (size_t f = 0; f < std::size(kLoaderFields); ++f) it.*kLoaderFields[f].member = loader[f][i * R + r];
     }
   }
+  read_step_fields(group, record);
   return record;
 }
 

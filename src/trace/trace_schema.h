@@ -12,7 +12,7 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 2;
+inline constexpr int kMinor = 2;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields
 inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.2"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";
@@ -24,6 +24,9 @@ std::string version_string();  // "1.2"
 
 // Writes the root attributes of a new trace file.
 void write_root(hid_t file);
+// Raises the root's version to this writer's when the file has an older minor version of the
+// same major one (checked by check_root first): the file may now hold this version's fields.
+void upgrade_root(hid_t file);
 // Checks the root attributes; throws Error(usage) naming `path` when the file is not a
 // dlperf trace or was written by a newer major schema version.
 void check_root(hid_t file, const std::string& path);
@@ -33,5 +36,9 @@ void check_root(hid_t file, const std::string& path);
 void write_run_group(hid_t group, const RunRecord& record, RunStatus status, const std::string& reason);
 // Reads one run group; throws Error(usage) when it is malformed.
 RunRecord read_run_group(hid_t group);
+
+// The 1.2 additions of issue 13 (trace_schema_step.cpp), called by the two above.
+void write_step_fields(hid_t group, const RunRecord& record);
+void read_step_fields(hid_t group, RunRecord& record);
 
 }  // namespace dlperf::trace_schema

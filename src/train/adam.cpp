@@ -1,5 +1,7 @@
 #include "train/adam.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace dlperf {
@@ -14,9 +16,9 @@ AdamW::AdamW(Backend& be, ParamStore& store, AdamConfig c)
   }
 }
 
-void AdamW::step(float lr, float grad_scale, const float* scale_by) {
+void AdamW::step(float lr, float grad_scale, const float* gate) {
   ++t_;
-  const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, scale_by};
+  const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, gate};
   be_.adamw_step(store_.values().data(), store_.grads().data(), m_->data(), v_->data(), ranges_, s);
 }
 
@@ -26,18 +28,22 @@ Lamb::Lamb(Backend& be, ParamStore& store, AdamConfig c)
   for (const auto& e : store.entries()) params_.push_back({e.offset, e.elems, e.decay});
 }
 
-void Lamb::step(float lr, float grad_scale, const float* scale_by) {
+void Lamb::step(float lr, float grad_scale, const float* gate) {
   ++t_;
-  const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, scale_by};
+  const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, gate};
   be_.lamb_step(store_.values().data(), store_.grads().data(), m_->data(), v_->data(), update_->data(), params_, s);
 }
 
 ClipGradNorm::ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm)
     : be_(be), store_(store), inner_(std::move(inner)), max_norm_(max_norm) {}
 
-void ClipGradNorm::step(float lr, float grad_scale, const float* scale_by) {
-  DLPERF_ASSERT(scale_by == nullptr, "gradient clipping is the outermost gradient factor");
-  inner_->step(lr, grad_scale, be_.clip_coefficient({store_.grads().data(), store_.size()}, grad_scale, max_norm_));
+void ClipGradNorm::step(float lr, float grad_scale, const float* gate) {
+  if (gate) return inner_->step(lr, grad_scale, gate);  // clipping is in the gate already
+  const double sq = be_.sum_squares({store_.grads().data(), store_.size()});
+  const double norm = std::sqrt(sq) * grad_scale;
+  last_norm_ = static_cast<float>(norm);
+  const double coef = norm > max_norm_ ? max_norm_ / (norm + 1e-6) : 1.0;  // torch's clip_grad_norm_
+  inner_->step(lr, static_cast<float>(grad_scale * coef));
 }
 
 }  // namespace dlperf

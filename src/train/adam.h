@@ -26,7 +26,7 @@ class AdamW final : public Optimizer {
  public:
   AdamW(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "adamw"; }
-  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
  private:
   Backend& be_;
@@ -41,7 +41,7 @@ class Lamb final : public Optimizer {
  public:
   Lamb(Backend& be, ParamStore& store, AdamConfig c);
   std::string name() const override { return "lamb"; }
-  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
  private:
   Backend& be_;
@@ -53,21 +53,27 @@ class Lamb final : public Optimizer {
 };
 
 // Clip by global norm (torch.nn.utils.clip_grad_norm_): when ||g * grad_scale|| over every
-// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||. The
-// factor is computed in the backend's memory (Backend::clip_coefficient) and handed to the
-// inner optimizer as scale_by, so the inner kernels read each gradient once and the host
-// never waits for the norm.
+// gradient exceeds max_norm, the gradients are scaled by max_norm / ||g * grad_scale||. In a
+// training step the factor is part of the step gate (backend/step_gate.h: update_step_gate
+// computes the norm and folds the coefficient into gate[grad_scale] on the device), so the
+// inner kernels read each gradient once and the host never waits for the norm.
 class ClipGradNorm final : public Optimizer {
  public:
   ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm);
   std::string name() const override { return inner_->name(); }
-  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
+  // Without a gate: reads the norm back (one host wait) and folds the coefficient into
+  // grad_scale. With a gate the trainer has already folded clipping into it (clip_norm()).
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  float clip_norm() const override { return max_norm_; }
+  bool capturable() const override { return inner_->capturable(); }
+  float last_norm() const { return last_norm_; }  // before clipping, gate-less steps only
 
  private:
   Backend& be_;
   ParamStore& store_;
   std::unique_ptr<Optimizer> inner_;
   float max_norm_;
+  float last_norm_ = 0.0f;
 };
 
 }  // namespace dlperf

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -9,8 +10,10 @@
 #include <fstream>
 #include <hdf5.h>
 
+#include "comm/make_communicator.h"
 #include "core/check.h"
 #include "dlperf_version.h"
+#include "train/gpu_topology.h"
 #include "train/trainer.h"
 
 namespace dlperf {
@@ -98,17 +101,23 @@ RunInfo describe_environment(const WorldInfo& world) {
   return info;
 }
 
+namespace {
+// Each rank's record travels as doubles (integers exact up to 2^53): a header (clock offset,
+// peak memory, device peak, the loader's bad samples), then per iteration start, end, the
+// phases, comm, loss, the loader's queue depth, images and bytes, loss scale, skipped, the
+// bucket count and each bucket's start and end.
+constexpr int kHeader = 4;
+constexpr int kPerIteration = 10 + kPhaseCount;  // before the buckets
+}  // namespace
+
 std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
   int rank = 0, size = 1;
   DLPERF_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   DLPERF_CHECK_MPI(MPI_Comm_size(comm, &size));
-  // Each iteration travels as doubles: start, end, 5 phases, comm, loss, then the loader's
-  // queue depth, images and bytes (exact as doubles up to 2^53).
-  constexpr int kHeader = 3;
-  constexpr int kPer = 7 + kPhaseCount;
   std::vector<double> flat;
   flat.push_back(mine.clock_offset);
   flat.push_back(static_cast<double>(mine.peak_memory_bytes));
+  flat.push_back(static_cast<double>(mine.device_memory_peak_bytes));
   flat.push_back(static_cast<double>(mine.data_bad_samples));
   for (const auto& it : mine.iterations) {
     flat.push_back(it.start);
@@ -119,6 +128,13 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     flat.push_back(static_cast<double>(it.data_queue_depth));
     flat.push_back(static_cast<double>(it.data_images));
     flat.push_back(static_cast<double>(it.data_bytes_read));
+    flat.push_back(it.loss_scale);
+    flat.push_back(it.skipped ? 1.0 : 0.0);
+    flat.push_back(static_cast<double>(it.buckets.size()));
+    for (const auto& b : it.buckets) {
+      flat.push_back(b.start);
+      flat.push_back(b.end);
+    }
   }
   const int n = static_cast<int>(flat.size());
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
@@ -141,22 +157,82 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     RankTrace t;
     t.clock_offset = p[0];
     t.peak_memory_bytes = static_cast<int64_t>(p[1]);
-    t.data_bad_samples = static_cast<int64_t>(p[2]);
-    for (int i = kHeader; i + kPer <= c; i += kPer) {
+    t.device_memory_peak_bytes = static_cast<int64_t>(p[2]);
+    t.data_bad_samples = static_cast<int64_t>(p[3]);
+    for (int i = kHeader; i + kPerIteration <= c;) {
       IterationTiming it;
       it.start = p[i];
       it.end = p[i + 1];
       for (int k = 0; k < kPhaseCount; ++k) it.phase_seconds[k] = static_cast<float>(p[i + 2 + k]);
-      it.comm_seconds = static_cast<float>(p[i + 2 + kPhaseCount]);
-      it.loss = static_cast<float>(p[i + 3 + kPhaseCount]);
-      it.data_queue_depth = static_cast<int64_t>(p[i + 4 + kPhaseCount]);
-      it.data_images = static_cast<int64_t>(p[i + 5 + kPhaseCount]);
-      it.data_bytes_read = static_cast<int64_t>(p[i + 6 + kPhaseCount]);
-      t.iterations.push_back(it);
+      const double* q = p + i + 2 + kPhaseCount;
+      it.comm_seconds = static_cast<float>(q[0]);
+      it.loss = static_cast<float>(q[1]);
+      it.data_queue_depth = static_cast<int64_t>(q[2]);
+      it.data_images = static_cast<int64_t>(q[3]);
+      it.data_bytes_read = static_cast<int64_t>(q[4]);
+      it.loss_scale = static_cast<float>(q[5]);
+      it.skipped = q[6] != 0.0;
+      const auto buckets = static_cast<int>(q[7]);
+      i += kPerIteration;
+      DLPERF_ASSERT(buckets >= 0 && i + 2 * buckets <= c, "a gathered trace holds whole iterations");
+      for (int b = 0; b < buckets; ++b, i += 2) it.buckets.push_back({p[i], p[i + 1]});
+      t.iterations.push_back(std::move(it));
     }
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
+  int rank = 0, size = 1;
+  DLPERF_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  DLPERF_CHECK_MPI(MPI_Comm_size(comm, &size));
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  DLPERF_CHECK_MPI(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[static_cast<size_t>(r)] = total;
+      total += counts[static_cast<size_t>(r)];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  DLPERF_CHECK_MPI(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0, comm));
+  std::vector<std::string> out;
+  if (rank != 0) return out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]), static_cast<size_t>(counts[static_cast<size_t>(r)])));
+  return out;
+}
+
+std::string join_distinct(const std::vector<std::string>& parts) {
+  std::vector<std::string> items;
+  for (const auto& p : parts) {
+    size_t from = 0;
+    while (from <= p.size()) {
+      const size_t comma = std::min(p.find(',', from), p.size());
+      std::string item = p.substr(from, comma - from);
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      if (!item.empty() && std::find(items.begin(), items.end(), item) == items.end()) items.push_back(item);
+      from = comma + 1;
+    }
+  }
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+void add_device_facts(RunInfo& info, const DeviceFacts& f) {
+  if (f.model.empty()) return;
+  info.gpu_model = f.model;
+  info.gpu_memory_bytes = f.memory_bytes;
+  for (const auto& [k, v] : f.versions) info.versions[k] = v;
+  const std::string nccl = nccl_version();
+  if (!nccl.empty()) info.versions["nccl"] = nccl;
+  info.gpu_topology = describe_gpu_topology(cuda_pci_bus_ids());
 }
 
 namespace {

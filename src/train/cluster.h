@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "backend/backend.h"
 #include "comm/communicator.h"
 #include "comm/mpi_session.h"
 #include "trace/run_record.h"
@@ -25,6 +26,17 @@ std::string utc_now_iso8601();
 
 // Every rank's trace on rank 0 (others get an empty vector). Collective.
 std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine);
+
+// Every rank's string on rank 0 (others get an empty vector). Collective.
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine);
+// The distinct comma-separated items of `parts`, in order of first appearance:
+// {"P2P", "P2P, IB", ""} -> "P2P, IB".
+std::string join_distinct(const std::vector<std::string>& parts);
+
+// The device's facts in the run's attributes (issue 13, item 6): GPU model and memory, the
+// driver, CUDA, cuDNN, cuBLAS and NCCL versions, and this node's GPU/NIC topology (hwloc).
+// Nothing changes for a backend without a device (its facts are empty).
+void add_device_facts(RunInfo& info, const DeviceFacts& facts);
 
 // SIGTERM / SIGINT set a flag instead of killing the process (Slurm sends SIGTERM before
 // the time limit: the run stops at an iteration boundary, writes what it measured as

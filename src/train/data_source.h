@@ -36,6 +36,10 @@ class DataSource {
   virtual void release() {}
   virtual int outstanding() const { return 1 << 30; }  // generated data: any number
   virtual DataStats stats() const { return {}; }
+  // The batches carry HostBatch::raw bytes already in the model's input format (the image
+  // loader): they go straight into the model's tensors, never through an input pipe's
+  // canonical staging tensors (train/input_stage.h).
+  virtual bool raw_batches() const { return false; }
 };
 
 }  // namespace dlperf

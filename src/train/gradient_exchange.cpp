@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -26,13 +27,24 @@ BucketedAllreduce::BucketedAllreduce(Communicator& comm, ParamStore& store, size
   // rank, so reducing it changes nothing, and it keeps the buckets a partition of the buffer.
   for (size_t b = 0; b + 1 < buckets_.size(); ++b) buckets_[b].end = buckets_[b + 1].begin;
   if (!buckets_.empty()) buckets_.back().end = store.size();
-  requests_.resize(buckets_.size());
-  timings_.resize(buckets_.size());
+  for (auto& r : requests_) r.resize(buckets_.size());
 }
 
-void BucketedAllreduce::begin_step() {
+void BucketedAllreduce::begin_step(int64_t step) {
+  DLPERF_ASSERT(step >= step_, "steps begin in order");
+  DLPERF_ASSERT(step == step_ || completed_step_ >= step - 2, "a step's buckets complete before its parity is reused");
   for (auto& b : buckets_) b.pending = b.params;
-  started_ = 0;
+  step_ = step;
+  launched_ = 0;
+}
+
+void BucketedAllreduce::act(std::function<void()> work) {
+  if (actor_) actor_(std::move(work));
+  else work();
+}
+
+void BucketedAllreduce::launch(size_t b) {
+  act([this, b] { start_bucket(b); });
 }
 
 void BucketedAllreduce::on_ready(const Layer& layer) {
@@ -45,26 +57,52 @@ void BucketedAllreduce::on_ready(const Layer& layer) {
   }
   // Every rank must start the same buckets in the same order: start each bucket that is
   // final once all buckets before it have started (backward's order is the same everywhere).
-  while (started_ < buckets_.size() && buckets_[started_].pending == 0) start(started_);
+  while (launched_ < buckets_.size() && buckets_[launched_].pending == 0) launch(launched_++);
 }
 
-void BucketedAllreduce::start(size_t b) {
-  Bucket& k = buckets_[b];
-  requests_[b] = comm_.allreduce_sum_start(store_.grads().data() + k.begin, k.end - k.begin);
-  ++started_;
+void BucketedAllreduce::start_bucket(size_t b) {
+  const Bucket& k = buckets_[b];
+  requests(step_)[b] = comm_.allreduce_sum_start(store_.grads().data() + k.begin, k.end - k.begin);
 }
 
 void BucketedAllreduce::finish() {
-  while (started_ < buckets_.size()) start(started_);  // layers without a report (none in practice)
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    comm_.wait(requests_[b]);
-    timings_[b] = {buckets_[b].begin, buckets_[b].end, seconds(requests_[b].started_at()), seconds(*requests_[b].completed_at())};
-  }
+  while (launched_ < buckets_.size()) launch(launched_++);  // layers without a report (none in practice)
+  act([this] {
+    for (auto& r : requests(step_)) comm_.join(r);
+  });
 }
 
-double BucketedAllreduce::comm_seconds() const {
+void BucketedAllreduce::complete(int64_t step) {
+  DLPERF_ASSERT(step > completed_step_ && step <= step_, "steps complete once, in order");
+  for (auto& r : requests(step)) comm_.wait(r);
+  completed_step_ = step;
+}
+
+void BucketedAllreduce::poll() {
+  // The oldest step not yet completed holds the requests a dead peer would stall.
+  const int64_t step = completed_step_ + 1;
+  if (step > step_) return;
+  for (auto& r : requests(step))
+    if (r.valid() && !comm_.test(r)) return;
+}
+
+std::vector<BucketTime> BucketedAllreduce::timings(int64_t step, StepRecorder& recorder) {
+  std::vector<BucketTime> out;
+  for (const auto& r : requests(step)) {
+    const auto [begin, end] = r.device_events();
+    BucketTime t{seconds(r.started_at()), seconds(*r.completed_at())};
+    if (begin && end) {
+      const double b = recorder.event_time(step, begin), e = recorder.event_time(step, end);
+      if (std::isfinite(b) && std::isfinite(e)) t = {b, e};
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+double BucketedAllreduce::in_flight_seconds(const std::vector<BucketTime>& t) {
   std::vector<std::pair<double, double>> iv;
-  for (const auto& t : timings_) iv.emplace_back(t.started, t.completed);
+  for (const auto& b : t) iv.emplace_back(b.start, b.end);
   std::sort(iv.begin(), iv.end());
   double total = 0, cur_begin = 0, cur_end = -1;
   for (const auto& [b, e] : iv) {

@@ -4,9 +4,15 @@
 // flat order (= reverse layer order) once a slice reaches bucket_bytes (default 25 MiB).
 // Backward reports each layer whose gradients are final; when the last parameter of a
 // bucket is final, that bucket's in-place sum-allreduce starts at once and runs while
-// backward goes on. finish() waits for the rest; the optimizer then divides by world size.
+// backward goes on. finish() orders the compute queue after the rest (a device communicator
+// without a host wait; MPI waits); complete(step), when the trainer retires the step a step
+// later, checks on the host that every bucket finished, bounded by the communicator's timeout.
+// The optimizer divides by world size (the step gate's grad_scale).
+//
+// Requests are kept per step parity: step n+1's buckets start before step n is retired.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -15,24 +21,22 @@
 
 namespace dlperf {
 
-struct BucketTiming {
-  size_t begin = 0, end = 0;  // [begin, end) in the flat buffers
-  double started = 0;         // steady seconds
-  double completed = 0;
-};
-
 class BucketedAllreduce final : public GradientExchange {
  public:
   BucketedAllreduce(Communicator& comm, ParamStore& store, size_t bucket_bytes);
 
   int world_size() const override { return comm_.size(); }
-  void begin_step() override;
+  size_t bucket_count() const override { return buckets_.size(); }
+  void begin_step(int64_t step) override;
   void on_ready(const Layer& layer) override;
   void finish() override;
-  double comm_seconds() const override;  // union of the buckets' in-flight intervals
+  void complete(int64_t step) override;
+  void poll() override;
+  std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
+  void set_actor(Actor actor) override { actor_ = std::move(actor); }
 
-  size_t bucket_count() const { return buckets_.size(); }
-  const std::vector<BucketTiming>& last_step() const { return timings_; }
+  // Union of the buckets' in-flight intervals (the time some allreduce was running).
+  static double in_flight_seconds(const std::vector<BucketTime>& t);
 
  private:
   struct Bucket {
@@ -40,15 +44,20 @@ class BucketedAllreduce final : public GradientExchange {
     int params = 0;   // parameters in the bucket
     int pending = 0;  // not yet final this step
   };
-  void start(size_t b);
+  std::vector<CommRequest>& requests(int64_t step) { return requests_[static_cast<size_t>(step & 1)]; }
+  void act(std::function<void()> work);
+  void launch(size_t b);       // hands bucket b's start to act()
+  void start_bucket(size_t b);  // queues its allreduce now, for step_
 
   Communicator& comm_;
   ParamStore& store_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_entry_;  // per store entry
-  std::vector<CommRequest> requests_;
-  std::vector<BucketTiming> timings_;
-  size_t started_ = 0;
+  std::array<std::vector<CommRequest>, 2> requests_;  // by step parity
+  int64_t step_ = -1;
+  int64_t completed_step_ = -1;
+  size_t launched_ = 0;  // buckets of this step handed to act(), in order
+  Actor actor_;
 };
 
 }  // namespace dlperf

@@ -24,13 +24,13 @@ Sgd::Sgd(Backend& be, ParamStore& store, SgdConfig c) : be_(be), store_(store), 
   }
 }
 
-void Sgd::step(float lr, float grad_scale, const float* scale_by) {
+void Sgd::step(float lr, float grad_scale, const float* gate) {
   float* w = store_.values().data();
   float* g = store_.grads().data();
   float* m = momentum_->data();
   for (const auto& r : ranges_) {
     const size_t n = r.end - r.begin;
-    SgdStep s{lr, cfg_.momentum, r.decay ? cfg_.weight_decay : 0.0f, grad_scale, first_, scale_by};
+    SgdStep s{lr, cfg_.momentum, r.decay ? cfg_.weight_decay : 0.0f, grad_scale, first_, gate};
     be_.sgd_step({w + r.begin, n}, {g + r.begin, n}, {m + r.begin, n}, s);
   }
   first_ = false;

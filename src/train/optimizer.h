@@ -34,17 +34,26 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale); so does
-  // *scale_by when not null, a factor in the backend's memory (Backend::clip_coefficient:
-  // global-norm clipping on the device, without a host round trip).
-  virtual void step(float lr, float grad_scale, const float* scale_by = nullptr) = 0;
+  // grad_scale multiplies every gradient first (1/world_size averaging, 1/loss_scale).
+  // gate: the step gate in the backend's memory (backend/step_gate.h), or nullptr. With a gate
+  // the kernels skip the step, scale the gradients and the learning rate as the gate says, as
+  // they run: the trainer calls step(1, 1, gate) and keeps lr and scales on the device.
+  virtual void step(float lr, float grad_scale, const float* gate = nullptr) = 0;
+  // Global gradient-norm clipping threshold this optimizer applies (0: none). With a gate the
+  // trainer folds clipping into the gate (update_step_gate) rather than reading the norm back.
+  virtual float clip_norm() const { return 0.0f; }
+  // True when step() reads only device values and queues work without waiting on the host,
+  // so it can be captured in a CUDA graph (SGD; the Adam family's host-side bias correction
+  // and LAMB's trust ratios are not, until the optimizer kernels take them from the device).
+  virtual bool capturable() const { return false; }
 };
 
 class Sgd final : public Optimizer {
  public:
   Sgd(Backend& be, ParamStore& store, SgdConfig c);
   std::string name() const override { return "sgd"; }
-  void step(float lr, float grad_scale, const float* scale_by = nullptr) override;  // same default as Optimizer::step
+  void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  bool capturable() const override { return true; }
 
  private:
   struct Range {

@@ -44,6 +44,34 @@ std::array<int, 4> parse_blocks(const std::string& s) {
   return b;
 }
 
+// The device-step options (issue 13) against each other and the rest.
+void validate_step_options(TrainOptions& o, const std::string& comm) {
+  const bool cuda = o.backend == BackendKind::cuda;
+  if (comm.empty()) o.comm = cuda ? CommBackend::nccl : CommBackend::mpi;
+  else if (comm == "mpi") o.comm = CommBackend::mpi;
+  else if (comm == "nccl") o.comm = CommBackend::nccl;
+  else throw_usage_error("--comm '" + comm + "' is unknown: use nccl or mpi");
+  if (o.comm == CommBackend::nccl && !cuda) throw_usage_error("--comm nccl needs --backend cuda (the cpu backend's gradients use mpi)");
+  if (o.cuda_graph) {
+    if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
+    if (o.optimizer != "sgd")
+      throw_usage_error("--cuda-graph: the " + o.optimizer + " optimizer reads values back to the host each step; use --optimizer sgd");
+    if (o.dropout > 0 && o.model != "resnet50")
+      throw_usage_error("--cuda-graph: dropout draws new masks each step, which a replayed graph cannot; use --dropout 0");
+    if (o.profile_ops > 0) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
+  }
+  if (o.profile_ops < 0) throw_usage_error("--profile-ops must be 0 (off) or a number of iterations");
+  if (o.profile_ops > o.iterations - o.warmup)
+    throw_usage_error("--profile-ops " + std::to_string(o.profile_ops) + " exceeds the " + std::to_string(o.iterations - o.warmup) +
+                      " measured iterations (--iterations - --warmup)");
+  if (o.memory_limit_mb < 0) throw_usage_error("--memory-limit-mb must be 0 (none) or positive");
+  if (o.memory_limit_mb > 0 && cuda) throw_usage_error("--memory-limit-mb is for the cpu backend; a GPU's memory is its limit");
+  if (o.find_max_batch && !cuda && o.memory_limit_mb == 0)
+    throw_usage_error("--find-max-batch on the cpu backend needs --memory-limit-mb (a CPU has no fixed memory to fill)");
+  if (o.data_on_device && !o.data.empty()) throw_usage_error("--data-on-device keeps a synthetic batch; it cannot be used with --data");
+  if (o.find_max_batch && !o.data.empty()) throw_usage_error("--find-max-batch trains synthetic batches; drop --data");
+}
+
 // Options that shape one model only: given for another model they would be silently ignored.
 struct Applies {
   const char* option;
@@ -173,6 +201,19 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes")
     ("lock-timeout", po::value(&o.lock_timeout_s)->default_value(o.lock_timeout_s, "300"), "seconds to wait for the results file's lock (held by another job) before giving up")
     ("max-loss-growth", po::value(&o.max_loss_growth)->default_value(o.max_loss_growth, "10"), "fail the run as diverged when the loss exceeds this many times its first value (at least this value); NaN/Inf always fail; 0: only NaN/Inf");
+  std::string comm;
+  po::options_description step("The step on the device");
+  step.add_options()
+    ("comm", po::value(&comm), "gradient communicator: nccl (cuda default) or mpi (cpu; on cuda staged through pinned host memory, "
+                               "so ranks may share a GPU)")
+    ("cuda-graph", po::bool_switch(&o.cuda_graph), "capture the step at the end of warm-up as CUDA graphs and replay it (cuda, sgd, no dropout)")
+    ("data-on-device", po::bool_switch(&o.data_on_device), "keep one synthetic batch on the device instead of copying a batch per step")
+    ("profile-ops", po::value(&o.profile_ops)->default_value(o.profile_ops), "time every op's forward and backward over N measured "
+                                                                             "iterations; stored in the trace (dlperf-reduce --ops, --timeline)")
+    ("find-max-batch", po::bool_switch(&o.find_max_batch), "find the largest --batch-size per device that trains (doubling from "
+                                                           "--batch-size, then bisection), print it and exit")
+    ("memory-limit-mb", po::value(&o.memory_limit_mb)->default_value(o.memory_limit_mb), "cpu: MiB of tensors and buffers the backend "
+                                                                                         "may hold, as a GPU's fixed memory (0: none)");
   po::options_description bert("BERT pretraining (--model bert_base)");
   bert.add_options()
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
@@ -203,7 +244,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on
   po::options_description all;
-  all.add(general).add(optim).add(images).add(bert).add(dist).add(reduced);
+  all.add(general).add(optim).add(images).add(bert).add(dist).add(step).add(reduced);
 
   po::variables_map vm;
   try {
@@ -298,6 +339,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
+  validate_step_options(o, vm.count("comm") ? comm : "");
   validate_image_options(vm, decoder, max_bad, o);
   if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))
     throw_usage_error("--lock-timeout must be 0 to 604800 seconds (got " + float_text(o.lock_timeout_s) + ")");
@@ -333,6 +375,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   set("weight-decay", float_text(o.weight_decay));
   set("label-smoothing", float_text(o.label_smoothing));
   set("dropout", float_text(o.dropout));
+  set("comm", o.comm == CommBackend::nccl ? "nccl" : "mpi");
   return ParseOutcome::run;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "train/data_source.h"
 #include "train/optimizer.h"
 
@@ -63,6 +64,13 @@ struct TrainOptions {
   bool plan_only = false;       // plan the model, list the kernels each op will run, exit
   double lock_timeout_s = 300;  // longest wait for the results file's lock before giving up
   double max_loss_growth = 10;  // the run fails as diverged when the loss exceeds this x its first value; 0: only NaN/Inf
+  // the step on the device (issue 13)
+  CommBackend comm = CommBackend::mpi;  // gradients: nccl (cuda default) or mpi (cpu; cuda: staged through pinned host memory)
+  bool cuda_graph = false;      // capture the step at the end of warm-up, replay it
+  bool data_on_device = false;  // keep one synthetic batch resident on the device
+  int64_t profile_ops = 0;      // time every op over this many measured iterations
+  bool find_max_batch = false;  // search the largest batch per device that trains, report it, exit
+  int64_t memory_limit_mb = 0;  // cpu: MiB of tensors and buffers the backend may hold, as a GPU's memory (0: none)
   std::string command_line;
   // Every option by flag name with its effective value ("batch-size", "32"), options that do
   // not apply to the model left out: what ranks compare at start-up and the trace records.

@@ -23,8 +23,10 @@
 #include "train/data_report.h"
 #include "train/gradient_exchange.h"
 #include "train/loader_only.h"
+#include "train/max_batch.h"
 #include "train/param_store.h"
 #include "train/registry.h"
+#include "train/setup.h"
 
 namespace dlperf {
 namespace {
@@ -199,6 +201,28 @@ double job_throughput(const std::vector<RankTrace>& ranks, int64_t warmup, int64
   return longest > 0 ? static_cast<double>(samples) / longest : 0.0;
 }
 
+namespace {
+
+// The gradient communicator for a run of more than one rank (issue 13, items 7 and 8):
+//   cpu              the control communicator itself (host memory, MPI)
+//   cuda, nccl       NCCL on its own stream, ordered after the compute stream; refused when
+//                    ranks of a node outnumber its GPUs (NCCL cannot put two ranks on one GPU)
+//   cuda, mpi        MPI staged through pinned host memory, so ranks may share a GPU
+std::unique_ptr<Communicator> make_gradient_comm(const TrainOptions& o, const WorldInfo& w, MPI_Comm world, const CommOptions& copt,
+                                                 Backend& be) {
+  auto* stream = static_cast<CUstream_st*>(be.stream_handle());
+  if (o.comm == CommBackend::nccl) {
+    const int devices = cuda_device_count();
+    if (w.local_size > devices)
+      throw_usage_error(std::to_string(w.local_size) + " ranks on " + w.this_host + " share " + std::to_string(devices) +
+                        " GPU(s), which NCCL cannot; give each rank its own GPU or use --comm mpi");
+    return make_communicator(CommBackend::nccl, world, w, copt, stream);
+  }
+  return make_staged_communicator(world, w, copt, stream);
+}
+
+}  // namespace
+
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
   if (o.loader_only) return run_loader_only(session, o, out);
   const WorldInfo& w = session.world();
@@ -206,6 +230,11 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const bool root = w.rank == 0;
   install_stop_handlers();
   check_ranks_agree(world, o.settings);  // before anything is built or exchanged
+  if (o.find_max_batch) {
+    RunSummary s;
+    s.max_batch = find_max_batch(session, o, out);
+    return s;
+  }
   // The dataset first: a missing or empty one is a usage error before anything is built.
   std::shared_ptr<const data::Dataset> dataset;
   if (uses_image_files(o)) dataset = share_dataset(world, o.data, o.num_classes);
@@ -222,25 +251,23 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     pinning = plan.how;
   }
 
-  auto be = make_backend(o.backend, {o.precision, o.threads, w.local_rank, o.conv_autotune});
-  auto model = make_model(o, *be);
-  ParamStore store(*be, model->layers());
-  auto optimizer = make_optimizer(o, *be, store);
-  const std::vector<PlannedKernel> kernels = be->planned_kernels();
+  TrainingStack stack = build_stack(o, w);
+  Backend& be = stack.be();
+  ParamStore& store = *stack.store;
+  Model& model = *stack.model;
+  const std::vector<PlannedKernel> kernels = be.planned_kernels();
   if (o.plan_only) {
     if (root) {
       out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device: "
-          << with_commas(store.parameter_count()) << " parameters; backend " << be->description() << "\n";
-      report_kernels(kernels, be->isa(), true, out);
+          << with_commas(store.parameter_count()) << " parameters; backend " << be.description() << "\n";
+      report_kernels(kernels, be.isa(), true, out);
     }
     RunSummary s;
     s.parameter_count = store.parameter_count();
     return s;
   }
-  model->init_params(o.seed);
-  std::unique_ptr<DataSource> data;
-  if (dataset) data = make_image_data(o, w, dataset, *model->raw_input("images"), *be);
-  else data = make_data(o, w.rank);
+  init_stack(stack, o, w, dataset);
+  DataSource& data = *stack.data;
   check_parameter_counts_agree(world, store.parameter_count());
 
   RunSummary s;
@@ -248,8 +275,11 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   Recorder rec;
   if (root) {
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
-    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be->isa();  // a GPU's sm_XX is in its kernel lines
+    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be.isa();  // a GPU's sm_XX is in its kernel lines
     rec.record.kernels = kernel_records(kernels);
+    add_device_facts(rec.record.info, be.device_facts());
+    rec.record.info.profile_ops = o.profile_ops;
+    rec.record.info.cuda_graph = o.cuda_graph ? 1 : 0;
   }
   if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {
     s.outcome = reg.outcome;
@@ -260,14 +290,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
   auto control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
+
   std::unique_ptr<Communicator> device_comm;
   Communicator* grad_comm = control.get();
   if (o.backend == BackendKind::cuda && w.size > 1) {
-    device_comm = make_communicator(CommBackend::nccl, world, w, copt, static_cast<CUstream_st*>(be->stream_handle()));
+    device_comm = make_gradient_comm(o, w, world, copt, be);
     grad_comm = device_comm.get();
   }
-  // Replicas start equal: rank 0's initial parameters everywhere.
-  grad_comm->broadcast(store.values().data(), store.size(), 0);
+  // Replicas start equal: rank 0's initial parameters everywhere (device memory goes through
+  // NCCL or the staged communicator, never straight to MPI, which only a CUDA-aware MPI takes).
+  if (w.size > 1) grad_comm->broadcast(store.values().data(), store.size(), 0);
   std::unique_ptr<BucketedAllreduce> exchange;
   if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
 
@@ -275,43 +307,47 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   mine.host = w.this_host;
   mine.clock_offset = measure_clock_offset(world);
   if (root) {
+    rec.record.info.comm_backend = w.size > 1 ? to_string(grad_comm->backend()) : "";
+    if (device_comm && o.comm == CommBackend::mpi) rec.record.info.comm_backend = "mpi_staged";
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
     if (o.model != "bert_base") out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
     out << "\n";
-    out << "backend: " << to_string(o.backend) << ", " << be->description() << "\n"
+    out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
     if (!pinning.empty()) out << "\npinned: " << pinning;
-    out << "\ndata: " << data_banner(o, w, dataset.get(), *model);
+    out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
-    report_kernels(kernels, be->isa(), false, out);
+    report_kernels(kernels, be.isa(), false, out);
   }
 
-  TrainConfig tc;
-  tc.iterations = o.iterations;
-  tc.warmup = o.warmup;
-  tc.print_every = o.print_every;
-  tc.lr = make_lr_schedule(o, w.size);
-  if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
-  tc.max_loss_growth = o.max_loss_growth;
-  Trainer trainer(*model, *be, *optimizer, tc, &store.grads());
+  const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
+  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads());
+  if (root) rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
   const auto boundary = [&](const BoundaryFlags& local) {
     const BoundaryFlags here{stop_requested().load(), local.diverged};
     return w.size > 1 ? agree_at_boundary(*control, here) : here;
   };
+  // NCCL's log names its transport once the first collectives have connected (a flush and the
+  // end of the run read it).
+  const std::function<std::string()> nccl_transport = [c = device_comm.get()] { return c ? c->transport() : std::string(); };
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
     rec.collect(world, t, w);
+    if (root) {
+      rec.record.info.input_mode = to_string(trainer.input_mode());
+      rec.record.info.nccl_transport = nccl_transport();
+    }
     rec.flush();
   };
   try {
-    trainer.run(*data, exchange.get(), mine, boundary, root ? &out : nullptr,
+    trainer.run(data, exchange.get(), mine, boundary, root ? &out : nullptr,
                 after_iteration);
   } catch (const DivergedError& e) {
     // Every rank threw at the same boundary: gather what was measured (the diverging
@@ -334,9 +370,18 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     throw;
   }
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
-  mine.peak_memory_bytes = be->peak_memory_bytes();
-  mine.data_bad_samples = data->stats().bad_samples;
+  mine.peak_memory_bytes = be.peak_memory_bytes();
+  mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
+  mine.data_bad_samples = data.stats().bad_samples;
   rec.collect(world, mine, w);
+  // NCCL's transport can differ per rank (P2P inside a node, IB between nodes): the union.
+  const std::string transports = join_distinct(gather_strings(world, nccl_transport()));
+  if (root) {
+    RunInfo& info = rec.record.info;
+    info.input_mode = to_string(trainer.input_mode());
+    info.nccl_transport = transports;
+    if (stack.profiler) rec.record.ops = stack.profiler->result(0);
+  }
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
   const uint64_t checksum = store.checksum();
@@ -368,9 +413,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  int64_t device_peak = 0;
+  for (const auto& t : ranks) device_peak = std::max(device_peak, t.device_memory_peak_bytes);
+  if (device_peak > 0) {
+    std::snprintf(line, sizeof line, "device memory: peak %.0f MiB in use as the GPU reports it (dlperf's own allocations: %.0f MiB)\n",
+                  static_cast<double>(device_peak) / (1024.0 * 1024.0), static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
+    out << line;
+  }
   out << replica_summary(checksums, w.hosts);
   if (dataset)
-    out << loader_summary(ranks, o.warmup, data->stats(), loader_threads(o, w),
+    out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w),
                           mine.iterations.empty() ? 0.0 : mine.iterations.back().end - mine.iterations.front().start);
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;

@@ -34,6 +34,7 @@ struct RunSummary {
   int64_t peak_memory_bytes = 0;  // the largest of any rank
   float first_loss = 0, last_loss = 0;
   bool stopped_early = false;     // a stop signal ended the run: it is recorded as partial
+  int64_t max_batch = 0;          // --find-max-batch: the largest batch per device that trains
 };
 
 // Collective: every rank calls it. out receives progress and the summary on rank 0 only;

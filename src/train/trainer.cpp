@@ -1,17 +1,31 @@
+// The training loop (see trainer.h for the design: queue step n, then retire step n-1).
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 
 #include "core/error.h"
+#include "train/gradient_exchange.h"
+#include "train/op_profile.h"
+#include "train/step_graph.h"
 
 namespace dlperf {
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* to_string(LossScaling s) {
+  switch (s) {
+    case LossScaling::none: return "none";
+    case LossScaling::fixed: return "fixed";
+    case LossScaling::dynamic: return "dynamic";
+  }
+  return "?";
 }
 
 namespace {
@@ -21,22 +35,171 @@ std::string format_eta(double seconds) {
   std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
+
+// Where a step's readings are: mark and value indices, the same in every step except for the
+// per-op profile's marks in between.
+struct StepIndex {
+  int begin = -1, data = -1, forward = -1, backward = -1, comm = -1, optimizer = -1;
+  int loss = -1;   // first of the loss terms
+  int scale = -1;  // the loss scale this step's backward used
+  int skip = -1;   // the gate's decision
+  float host_loss = 0;  // models without loss_terms(): read synchronously
+};
 }  // namespace
+
+Trainer::Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads)
+    : model_(model), be_(be), opt_(opt), cfg_(cfg), grads_(grads) {}
+Trainer::~Trainer() = default;
+
+// Everything one run() needs, so the step code below reads as the step.
+struct Trainer::Run {
+  Trainer& t;
+  GradientExchange* exchange;
+  int world;
+  std::unique_ptr<Buffer> gate_buffer;
+  float* gate = nullptr;
+  StepGateUpdate update;
+  LossGradScale grad_scale;
+  std::unique_ptr<StepRecorder> recorder;
+  std::unique_ptr<InputStage> input;
+  std::vector<const float*> loss_terms;
+  std::vector<Layer*> layers;
+  StepGraph graph;
+  std::array<StepIndex, kRecorderDepth> index{};
+  int64_t step = 0;  // the step being queued
+  float lr = 0;      // its learning rate
+
+  Run(Trainer& tr, GradientExchange* ex, DataSource& data)
+      : t(tr), exchange(ex), world(ex ? ex->world_size() : 1), graph(tr.be_) {
+    const auto& ls = t.cfg_.loss_scale;
+    update.check_finite = ls.mode == LossScaling::dynamic;
+    update.growth_interval = ls.growth_interval;
+    update.clip_norm = t.opt_.clip_norm();
+    update.grad_scale = 1.0f / static_cast<float>(world);
+    DLPERF_ASSERT(t.grads_ || (!update.check_finite && update.clip_norm == 0.0f),
+                  "dynamic loss scaling and clipping need the gradient buffer");
+    std::vector<float> init(kGateFloats, 0.0f);
+    init[gate_index(GateField::loss_scale)] = ls.mode == LossScaling::none ? 1.0f : ls.initial;
+    init[gate_index(GateField::grad_scale)] = update.grad_scale / init[gate_index(GateField::loss_scale)];
+    gate_buffer = t.be_.buffer(kGateFloats);
+    gate_buffer->write(init);
+    gate = gate_buffer->data();
+    if (ls.mode != LossScaling::none) grad_scale = LossGradScale(1.0f, gate + gate_index(GateField::loss_scale));
+    recorder = t.be_.step_recorder();
+    input = make_input_stage(t.cfg_.input, t.model_, t.be_, data);
+    loss_terms = t.model_.loss_terms();
+    layers = t.model_.layers();  // once: not rebuilt inside the timed loop
+    if (t.cfg_.cuda_graph) {
+      if (!t.be_.supports_graphs())
+        throw_usage_error(std::string("--cuda-graph: the ") + to_string(t.be_.kind()) + " backend cannot capture graphs; use --backend cuda");
+      if (!t.opt_.capturable())
+        throw_usage_error("--cuda-graph: the " + t.opt_.name() + " optimizer reads values back to the host each step; use sgd");
+      if (loss_terms.empty()) throw_usage_error("--cuda-graph: the model does not expose its loss on the device");
+      if (t.cfg_.profiler) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
+    }
+    if (exchange)
+      exchange->set_actor([this](std::function<void()> work) { graph.act(std::move(work)); });
+  }
+  ~Run() {
+    if (exchange) exchange->set_actor({});
+  }
+
+  StepIndex& at(int64_t s) { return index[static_cast<size_t>(s % kRecorderDepth)]; }
+  void phase(Phase p) {
+    if (t.cfg_.profiler) t.cfg_.profiler->set_phase(p);
+  }
+
+  // The step's work, queued on the backend (eagerly, or into the capture). Every host action is
+  // inside graph.act(), which runs it now or records it for the replays; the closures read
+  // `step` and `lr` when they run, so a replay acts for its own step.
+  void queue_step() {
+    graph.act([this] {
+      StepIndex& ix = at(step);
+      ix.begin = recorder->mark();
+      t.be_.fill(gate + gate_index(GateField::lr), 1, lr);
+      input->deliver();
+      ix.data = recorder->mark();
+    });
+    phase(Phase::forward);
+    t.be_.refresh_compute_weights(layers);
+    t.model_.forward();
+    graph.act([this] {
+      StepIndex& ix = at(step);
+      if (loss_terms.empty()) {
+        ix.host_loss = t.model_.loss();  // a model without loss_terms(): waits here
+      } else {
+        ix.loss = recorder->value(loss_terms[0]);
+        for (size_t i = 1; i < loss_terms.size(); ++i) recorder->value(loss_terms[i]);
+      }
+      ix.scale = recorder->value(gate + gate_index(GateField::loss_scale));
+      ix.forward = recorder->mark();
+    });
+    if (exchange) exchange->begin_step(step);
+    phase(Phase::backward);
+    t.model_.backward(grad_scale, [this](const Layer& l) {
+      if (exchange) exchange->on_ready(l);
+    });
+    phase(Phase::comm_exposed);
+    graph.act([this] { at(step).backward = recorder->mark(); });
+    if (exchange) exchange->finish();
+    graph.act([this] { at(step).comm = recorder->mark(); });
+    phase(Phase::optimizer);
+    std::span<const float> grads;
+    if (t.grads_) grads = {t.grads_->data(), t.grads_->size()};
+    t.be_.update_step_gate(grads, gate, update);
+    t.opt_.step(1.0f, 1.0f, gate);
+    graph.act([this] {
+      StepIndex& ix = at(step);
+      ix.skip = recorder->value(gate + gate_index(GateField::skip));
+      ix.optimizer = recorder->mark();
+    });
+  }
+
+  // Reads step s back and turns it into its IterationTiming.
+  IterationTiming retire(int64_t s) {
+    if (exchange) exchange->complete(s);
+    const StepReadings r = recorder->read(
+        s, [this] { if (exchange) exchange->poll(); }, t.cfg_.timeout);
+    const StepIndex& ix = at(s);
+    const auto m = [&](int i) { return r.marks.at(static_cast<size_t>(i)); };
+    IterationTiming it;
+    it.start = m(ix.begin);
+    it.end = m(ix.optimizer);
+    auto set = [&](Phase p, int from, int to) { it.phase_seconds[static_cast<int>(p)] = static_cast<float>(m(to) - m(from)); };
+    set(Phase::data, ix.begin, ix.data);
+    set(Phase::forward, ix.data, ix.forward);
+    set(Phase::backward, ix.forward, ix.backward);
+    set(Phase::comm_exposed, ix.backward, ix.comm);
+    set(Phase::optimizer, ix.comm, ix.optimizer);
+    if (ix.loss >= 0) {
+      it.loss = 0;
+      for (size_t i = 0; i < loss_terms.size(); ++i) it.loss += r.values.at(static_cast<size_t>(ix.loss) + i);
+    } else {
+      it.loss = ix.host_loss;
+    }
+    it.loss_scale = r.values.at(static_cast<size_t>(ix.scale));
+    it.skipped = r.values.at(static_cast<size_t>(ix.skip)) != 0.0f;
+    if (exchange) {
+      it.buckets = exchange->timings(s, *recorder);
+      it.comm_seconds = static_cast<float>(BucketedAllreduce::in_flight_seconds(it.buckets));
+    }
+    if (t.cfg_.profiler && t.cfg_.profiler->profiles(s)) t.cfg_.profiler->collect(s, r, 0.0);
+    t.device_peak_ = std::max(t.device_peak_, t.be_.device_memory_used_bytes());
+    return it;
+  }
+};
 
 void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
                   std::ostream* progress, const IterationFn& after_iteration) {
-  const int world = exchange ? exchange->world_size() : 1;
-  const bool scaling = cfg_.loss_scale.mode != LossScaling::none;
-  DLPERF_ASSERT(cfg_.loss_scale.mode != LossScaling::dynamic || grads_, "dynamic loss scaling needs the gradient buffer");
-  float loss_scale = scaling ? cfg_.loss_scale.initial : 1.0f;
-  int64_t good_steps = 0;
-  const GradReadyFn ready = [exchange](const Layer& l) {
-    if (exchange) exchange->on_ready(l);
-  };
-  const std::vector<Layer*> layers = model_.layers();  // once: not rebuilt inside the timed loop
+  Run r(*this, exchange, data);
+  input_mode_ = r.input->mode();
+  const int64_t capture_at = cfg_.cuda_graph ? std::max<int64_t>(1, cfg_.warmup - 1) : -1;
   const double run_start = steady_seconds();
   float first_loss = 0;
   std::string diverged;  // why this rank's loss diverged, "" while it has not
+  // Every rank asks at the same boundaries, so every rank stops, or fails, at the same one. The
+  // losses it judges are the retired steps' (a step late), so a diverging step is the last one
+  // recorded when the DivergedError is thrown.
   const auto stop_here = [&]() {
     const BoundaryFlags mine{false, !diverged.empty()};
     const BoundaryFlags all = boundary ? boundary(mine) : mine;
@@ -45,87 +208,73 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
                           !diverged.empty());
     return all.stop;
   };
-  for (int64_t it = 0;; ++it) {
-    if (stop_here() || it == cfg_.iterations) break;
-    IterationTiming t;
-    t.start = steady_seconds();
-    model_.load(data.next());
-    be_.synchronize();
-    data.release();  // the model holds its own copy now
-    double mark = steady_seconds();
-    t.phase_seconds[static_cast<int>(Phase::data)] = static_cast<float>(mark - t.start);
-
-    be_.refresh_compute_weights(layers);
-    model_.forward();
-    t.loss = model_.loss();
-    double now = steady_seconds();
-    t.phase_seconds[static_cast<int>(Phase::forward)] = static_cast<float>(now - mark);
-    mark = now;
-
-    if (exchange) exchange->begin_step();
-    model_.backward(loss_scale, ready);
-    be_.synchronize();
-    now = steady_seconds();
-    t.phase_seconds[static_cast<int>(Phase::backward)] = static_cast<float>(now - mark);
-    mark = now;
-
-    if (exchange) {
-      exchange->finish();
-      t.comm_seconds = static_cast<float>(exchange->comm_seconds());
-    }
-    now = steady_seconds();
-    t.phase_seconds[static_cast<int>(Phase::comm_exposed)] = static_cast<float>(now - mark);
-    mark = now;
-
-    // Every rank sees the same summed gradients, so every rank makes the same decision.
-    if (cfg_.loss_scale.mode == LossScaling::dynamic && !gradients_finite()) {
-      loss_scale *= 0.5f;  // overflow: skip this step, retry smaller
-      good_steps = 0;
-    } else {
-      opt_.step(cfg_.lr.at(it), 1.0f / (static_cast<float>(world) * loss_scale));
-      if (cfg_.loss_scale.mode == LossScaling::dynamic && ++good_steps % cfg_.loss_scale.growth_interval == 0) loss_scale *= 2.0f;
-    }
-    be_.synchronize();
-    t.end = steady_seconds();
-    t.phase_seconds[static_cast<int>(Phase::optimizer)] = static_cast<float>(t.end - mark);
-    if (it == 0) first_loss = t.loss;
+  const auto judge = [&](int64_t s, float loss) {
+    if (s == 0) first_loss = loss;
     const double limit = cfg_.max_loss_growth * std::max(1.0, static_cast<double>(first_loss));
     char why[200];
-    if (!std::isfinite(t.loss))
+    if (!std::isfinite(loss))
       std::snprintf(why, sizeof why, "the loss became %g at iteration %lld: the run diverged; lower --lr or check the input",
-                    static_cast<double>(t.loss), static_cast<long long>(it));
-    else if (cfg_.max_loss_growth > 0 && t.loss > limit)
+                    static_cast<double>(loss), static_cast<long long>(s));
+    else if (cfg_.max_loss_growth > 0 && loss > limit)
       std::snprintf(why, sizeof why,
                     "the loss grew to %.4g at iteration %lld, more than %g x its first value %.4g (--max-loss-growth): "
                     "the run diverged; lower --lr",
-                    static_cast<double>(t.loss), static_cast<long long>(it), cfg_.max_loss_growth, static_cast<double>(first_loss));
+                    static_cast<double>(loss), static_cast<long long>(s), cfg_.max_loss_growth, static_cast<double>(first_loss));
     else
       why[0] = '\0';
     if (diverged.empty()) diverged = why;
+  };
+  const auto record = [&](int64_t s) {
+    if (!diverged.empty()) return;  // the steps after a diverged one are not recorded (the run fails at the next boundary)
+    IterationTiming retired = r.retire(s);
+    judge(s, retired.loss);
     const DataStats ds = data.stats();
-    t.data_queue_depth = ds.queue_depth;
-    t.data_images = ds.images;
-    t.data_bytes_read = ds.bytes_read;
-    trace.iterations.push_back(t);
+    retired.data_queue_depth = ds.queue_depth;
+    retired.data_images = ds.images;
+    retired.data_bytes_read = ds.bytes_read;
+    trace.iterations.push_back(retired);
+    const IterationTiming& t = trace.iterations.back();
     if (after_iteration) after_iteration(trace);
-
-    if (progress && cfg_.print_every > 0 && ((it + 1) % cfg_.print_every == 0 || it + 1 == cfg_.iterations)) {
+    if (progress && cfg_.print_every > 0 && ((s + 1) % cfg_.print_every == 0 || s + 1 == cfg_.iterations)) {
       const double step = t.end - t.start;
-      const double rate = static_cast<double>(model_.samples_per_step() * world) / step;
-      const double elapsed = t.end - run_start;
-      const double eta = elapsed / static_cast<double>(it + 1) * static_cast<double>(cfg_.iterations - it - 1);
-      char line[160];
-      std::snprintf(line, sizeof line, "iter %5lld/%lld  loss %8.4f  %9.2f samples/s  lr %.4g  eta %s\n",
-                    static_cast<long long>(it + 1), static_cast<long long>(cfg_.iterations), static_cast<double>(t.loss), rate,
-                    static_cast<double>(cfg_.lr.at(it)), format_eta(eta).c_str());
+      const double rate = step > 0 ? static_cast<double>(model_.samples_per_step() * r.world) / step : 0.0;
+      const double elapsed = steady_seconds() - run_start;
+      const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(cfg_.iterations - s - 1);
+      char line[200];
+      std::snprintf(line, sizeof line, "iter %5lld/%lld  loss %8.4f  %9.2f samples/s  lr %.4g%s  eta %s\n",
+                    static_cast<long long>(s + 1), static_cast<long long>(cfg_.iterations), static_cast<double>(t.loss), rate,
+                    static_cast<double>(cfg_.lr.at(s)), t.skipped ? "  (skipped: inf/nan gradients)" : "",
+                    format_eta(eta).c_str());
       *progress << line << std::flush;
     }
-  }
-}
+  };
 
-bool Trainer::gradients_finite() {
-  // inf and nan propagate through a sum of squares; one pass over the buffer, no new kernel.
-  return std::isfinite(be_.sum_squares({grads_->data(), grads_->size()}));
+  r.input->prime();
+  int64_t queued = -1;  // the last step queued and not yet retired
+  for (int64_t it = 0; it < cfg_.iterations; ++it) {
+    if (stop_here()) break;
+    r.step = it;
+    r.lr = cfg_.lr.at(it);
+    r.recorder->begin(it);
+    if (cfg_.profiler) cfg_.profiler->begin_step(it, cfg_.profiler->profiles(it) ? r.recorder.get() : nullptr);
+    if (r.graph.state() == StepGraph::State::ready) {
+      if (exchange) exchange->begin_step(it);
+      r.graph.replay();
+    } else if (it == capture_at) {
+      r.graph.begin_capture();
+      r.queue_step();
+      r.graph.end_capture();
+      if (exchange) exchange->begin_step(it);  // the capture's bookkeeping ran; the replay starts afresh
+      r.graph.replay();
+    } else {
+      r.queue_step();
+    }
+    if (it + 1 < cfg_.iterations) r.input->prefetch();  // the next batch moves while this step runs
+    if (queued >= 0) record(queued);  // the previous step, a step late
+    queued = it;
+  }
+  if (queued >= 0) record(queued);
+  stop_here();  // after the last step: a divergence there fails every rank alike
 }
 
 double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration) {

@@ -1,37 +1,71 @@
-// The training loop: data -> forward -> loss -> backward -> (gradient exchange) -> optimizer,
-// timed per phase with the steady clock around real work, recorded per iteration.
+// The training loop: data -> forward -> loss -> backward -> (gradient exchange) -> optimizer.
+//
+// Nothing in a steady-state step makes the host wait for the device (issue 13): the step is
+// queued, then the previous step is *retired* — its timestamps, loss and step-gate values are
+// read back through the backend's StepRecorder (CUDA events and pinned copies; the clock on
+// the CPU), its gradient buckets are checked complete (bounded by the communicator's
+// timeout), and its IterationTiming is recorded. So the device always has the next step
+// queued while the host reads, and the loss is printed a step late. Loss scaling, the skip
+// decision and gradient clipping stay on the device in the step gate (backend/step_gate.h).
 //
 // Backward reports each layer whose gradients are final to the GradientExchange (the
-// distributed issue's bucketed allreduce); after backward the loop waits for what is still
+// bucketed allreduce); after backward the compute queue is ordered after the buckets still
 // in flight — that wait is the exposed communication.
+//
+// With TrainConfig::cuda_graph the step is captured once, at the last warm-up iteration, as
+// graph segments cut at the host's actions, and replayed from then on (train/step_graph.h).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 
 #include "core/error.h"
 #include "models/model.h"
 #include "trace/run_record.h"
+#include "core/error.h"
 #include "train/data_source.h"
+#include "train/input_stage.h"
 #include "train/optimizer.h"
 
 namespace dlperf {
+
+class OpProfiler;
 
 class GradientExchange {
  public:
   virtual ~GradientExchange() = default;
   virtual int world_size() const = 0;
-  virtual void begin_step() = 0;
+  virtual size_t bucket_count() const = 0;
+  // Host bookkeeping only (no device work): a new step's buckets are all pending.
+  virtual void begin_step(int64_t step) = 0;
   virtual void on_ready(const Layer& layer) = 0;  // called inside backward
-  virtual void finish() = 0;                      // waits for every bucket of this step
-  virtual double comm_seconds() const = 0;        // time buckets were in flight this step
+  // After backward: starts any bucket not started yet and orders the compute queue after all
+  // of this step's buckets (a device communicator: without waiting on the host).
+  virtual void finish() = 0;
+  // The host's check that `step`'s buckets completed, bounded by the communicator's timeout;
+  // throws Error(fault). Called when the step is retired.
+  virtual void complete(int64_t step) = 0;
+  // A fault check while the host waits for the device (a peer that died); throws Error(fault).
+  virtual void poll() {}
+  // When each bucket of `step` was in flight (after complete(step)); device events are read
+  // through `recorder` (valid after recorder.read(step)).
+  virtual std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) = 0;
+  // Graph capture (train/step_graph.h): the exchange hands every piece of work it queues on
+  // the device (a bucket's start, finish()'s ordering) to `actor`, which runs it at once
+  // (eager steps) or records it to run between graph segments on every replay. Empty: run at
+  // once.
+  using Actor = std::function<void(std::function<void()> work)>;
+  virtual void set_actor(Actor actor) = 0;
 };
 
 // fp16 loss scaling (mixed precision): the loss gradient is multiplied by the scale so small
 // gradients survive fp16, and the optimizer divides it out. Dynamic (NVIDIA apex's scheme):
 // a step whose gradients hold inf/nan is skipped and the scale halved; after `growth_interval`
-// good steps the scale doubles.
+// good steps the scale doubles. All of it happens on the device (the step gate).
 enum class LossScaling : uint8_t { none, fixed, dynamic };
+const char* to_string(LossScaling s);
 struct LossScaleConfig {
   LossScaling mode = LossScaling::none;
   float initial = 65536.0f;
@@ -44,6 +78,10 @@ struct TrainConfig {
   int64_t print_every = 10;   // 0: no progress lines
   LrSchedule lr;
   LossScaleConfig loss_scale;
+  InputMode input = InputMode::automatic;
+  bool cuda_graph = false;    // capture the step at the last warm-up iteration and replay it
+  std::chrono::milliseconds timeout{60'000};  // bound on the host's wait for a step to finish
+  OpProfiler* profiler = nullptr;  // --profile-ops: told the phase each op call runs in
   // Divergence: the run fails when the loss is NaN/Inf, or exceeds max_loss_growth times
   // max(first loss, 1) (0: only NaN/Inf). A loss that explodes while staying finite (a huge
   // --lr) would otherwise be reported as a normal run with a normal throughput.
@@ -78,9 +116,10 @@ double steady_seconds();
 
 class Trainer {
  public:
-  // grads: the flat gradient buffer, checked for inf/nan under dynamic loss scaling.
-  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr)
-      : model_(model), be_(be), opt_(opt), cfg_(cfg), grads_(grads) {}
+  // grads: the flat gradient buffer, needed when the optimizer clips or loss scaling is
+  // dynamic (the step gate inspects it).
+  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr);
+  ~Trainer();
 
   // Runs the iterations, appending to trace. At each iteration boundary asks `boundary` (may
   // be empty): on stop, returns early and trace holds what was measured; on divergence,
@@ -90,14 +129,19 @@ class Trainer {
   void run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
            std::ostream* progress, const IterationFn& after_iteration = {});
 
+  InputMode input_mode() const { return input_mode_; }  // after run()
+  int64_t device_memory_peak_bytes() const { return device_peak_; }  // highest used seen by the device, sampled per step
+
  private:
-  bool gradients_finite();  // over the flat gradient buffer, after the exchange
+  struct Run;
 
   Model& model_;
   Backend& be_;
   Optimizer& opt_;
   TrainConfig cfg_;
   Buffer* grads_;
+  InputMode input_mode_ = InputMode::automatic;
+  int64_t device_peak_ = 0;
 };
 
 // Throughput over the measured window: samples after warm-up / (end of the last iteration -

@@ -289,9 +289,16 @@ TEST_F(BertConformance, MultiTensorAdamWLambClippingAndOverflowCheck) {
       auto wb = be->buffer(n), gb = be->buffer(n), m = be->buffer(n), v = be->buffer(n), u = be->buffer(n);
       wb->write(w0);
       gb->write(g0);
+      // The step gate: clipping's factor, the learning-rate factor and the applied-step count
+      // (Adam's bias correction) in the backend's memory.
+      auto gate = be->buffer(kGateFloats);
+      std::vector<float> init(kGateFloats, 0.0f);
+      init[gate_index(GateField::loss_scale)] = 1.0f;
+      init[gate_index(GateField::lr)] = 1.0f;
+      gate->write(init);
       for (int64_t step = 1; step <= 3; ++step) {
-        const float* coef = be->clip_coefficient({gb->data(), n}, 0.5f, 1.0f);
-        const AdamStep s{1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.5f, step, coef};
+        be->update_step_gate({gb->data(), n}, gate->data(), StepGateUpdate{false, 2000, 1.0f, 0.5f});
+        const AdamStep s{1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, step, gate->data()};
         if (std::string(opt) == "adamw") be->adamw_step(wb->data(), gb->data(), m->data(), v->data(), segs, s);
         else be->lamb_step(wb->data(), gb->data(), m->data(), v->data(), u->data(), segs, s);
       }

@@ -178,7 +178,8 @@ TEST_F(CnnConformance, PoolingLinearCrossEntropyAndSgd) {
     EXPECT_NEAR(loss[0], loss[1], tol * (1.0 + std::fabs(loss[0])));
     for (size_t i = 0; i < out[0].size(); ++i) expect_rel(out[0][i], out[1][i], tol, names[i]);
   }
-  // SGD, with the gradient factor from the backend's memory (global-norm clipping's path).
+  // SGD through the step gate in the backend's memory (global-norm clipping's path: the gate's
+  // gradient factor holds 1/world x the clipping coefficient).
   const size_t n = 1000;
   const auto w0 = randoms(n, 21), g0 = randoms(n, 22), m0 = randoms(n, 23);
   std::vector<float> w[2];
@@ -189,8 +190,13 @@ TEST_F(CnnConformance, PoolingLinearCrossEntropyAndSgd) {
     wb->write(w0);
     gb->write(g0);
     mb->write(m0);
-    const float* coef = be.clip_coefficient({gb->data(), n}, 0.5f, 1.0f);  // ||g|| * 0.5 > 1: clips
-    be.sgd_step({wb->data(), n}, {gb->data(), n}, {mb->data(), n}, {0.1f, 0.9f, 1e-4f, 0.5f, false, coef});
+    auto gate = be.buffer(kGateFloats);
+    std::vector<float> init(kGateFloats, 0.0f);
+    init[gate_index(GateField::loss_scale)] = 1.0f;
+    init[gate_index(GateField::lr)] = 1.0f;
+    gate->write(init);
+    be.update_step_gate({gb->data(), n}, gate->data(), StepGateUpdate{false, 2000, 1.0f, 0.5f});  // ||g|| * 0.5 > 1: clips
+    be.sgd_step({wb->data(), n}, {gb->data(), n}, {mb->data(), n}, {0.1f, 0.9f, 1e-4f, 1.0f, false, gate->data()});
     be.synchronize();
     w[k].resize(n);
     wb->read(w[k]);

@@ -125,7 +125,7 @@ TEST(BertOptimizerKernels, AdamWAndLambMatchScalarReference) {
   }
   EXPECT_NEAR(norms.w_sq, w_sq, 1e-4 * w_sq);
   EXPECT_NEAR(norms.u_sq, u_sq, 1e-4 * u_sq);
-  be->lamb_apply(w, u, 0.5f);
+  be->lamb_apply(w, u, 0.5f, nullptr);
   for (size_t i = 0; i < n; ++i) EXPECT_NEAR(w[i], w0[i] - 0.5f * u[i], 1e-6);
   EXPECT_NEAR(be->sum_squares(w0), w_sq, 1e-6 * w_sq);
 }

@@ -16,7 +16,7 @@ tag="fault$$"
 fail=0
 results="$dir/results.h5"
 small=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
-       --print-every 0 --output "$results" --flush-every 5)
+       --output "$results" --flush-every 5)
 
 # The ranks: processes named dlperf-train (mpirun's own command line holds the same words).
 rank_pids() {
@@ -31,6 +31,16 @@ wait_for_ranks() {  # variant, count
   done
   return 1
 }
+# Training has started when rank 0 has printed a few iterations (start-up takes seconds on a
+# loaded machine, and a rank stopped before training would leave the others in start-up
+# collectives, which are not what this test is about).
+wait_for_training() {  # log
+  for _ in $(seq 1 300); do
+    [ "$(grep -c '^iter ' "$1" 2>/dev/null)" -ge 3 ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
 
 echo "== a complete run first"
 "$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 8 --warmup 2 --variant=ok-$tag >"$dir/ok.log" 2>&1 \
@@ -40,10 +50,11 @@ run_fault() {  # name, signal, bound, regex
   local name=$1 sig=$2 bound=$3 regex=$4 v="$1-$tag"
   local start=$(date +%s)
   "$mpiexec" -np 3 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --timeout 5 \
-    --variant="$v" >"$dir/$name.log" 2>&1 &
+    --print-every 1 --variant="$v" >"$dir/$name.log" 2>&1 &
   local job=$!
   wait_for_ranks "$v" 3 || { echo "FAIL $name: ranks did not start"; fail=1; return; }
-  sleep 4  # well into training
+  wait_for_training "$dir/$name.log" || { echo "FAIL $name: training did not start"; fail=1; }
+  sleep 1  # well into training
   local victim
   victim=$(rank_pids "$v" | sed -n 2p)
   kill "-$sig" "$victim"
@@ -68,11 +79,12 @@ run_fault stopped STOP 30 "rank [0-9]+ \\([^)]*\\)"
 
 echo "== SIGTERM to every rank"
 v="term-$tag"
-"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --variant="$v" \
-  >"$dir/term.log" 2>&1 &
+"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --print-every 1 \
+  --variant="$v" >"$dir/term.log" 2>&1 &
 job=$!
 wait_for_ranks "$v" 2 || { echo "FAIL term: ranks did not start"; fail=1; }
-sleep 4
+wait_for_training "$dir/term.log" || { echo "FAIL term: training did not start"; fail=1; }
+sleep 1
 for p in $(rank_pids "$v"); do kill -TERM "$p"; done
 waited=0
 while kill -0 "$job" 2>/dev/null && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done

@@ -41,12 +41,15 @@ class CudaBuffer final : public Buffer {
 Ctx make_context(const BackendOptions& o) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0)
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();
     throw_usage_error(std::string("--backend cuda: no CUDA device is usable here (") +
                       (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + "); use --backend cpu");
-  if (o.device < 0 || o.device >= count)
-    throw_usage_error("CUDA device " + std::to_string(o.device) + " does not exist (this node has " + std::to_string(count) + ")");
-  auto ctx = std::make_shared<Context>(o.device, o.precision, o.conv_autotune);
+  }
+  if (o.device < 0) throw_usage_error("CUDA device " + std::to_string(o.device) + " is negative");
+  // The local rank modulo the devices this process sees: one rank per GPU on a node that shows
+  // all GPUs, or the one GPU Slurm's --gpus-per-task / --gpu-bind shows each rank.
+  auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune);
   // bf16 tensor cores and cuDNN's bf16 kernels start with Ampere (sm_80).
   if (o.precision == Precision::bf16 && ctx->props.major < 8)
     throw_usage_error(std::string("--precision bf16 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +
@@ -102,6 +105,72 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 }
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
+
+int64_t CudaBackend::device_memory_used_bytes() const {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(total - free_bytes);
+}
+
+DeviceFacts CudaBackend::device_facts() const { return describe_device(*ctx_); }
+
+std::unique_ptr<StepRecorder> CudaBackend::step_recorder() { return make_step_recorder(ctx_); }
+std::unique_ptr<InputPipe> CudaBackend::input_pipe(std::span<Tensor* const> model_inputs) {
+  return make_input_pipe(ctx_, model_inputs);
+}
+
+void CudaBackend::fill(float* dst, size_t count, float value) {
+  DLPERF_CHECK(launch_fill(dst, ElemType::f32, static_cast<int64_t>(count), value, ctx_->s()));
+}
+
+void CudaBackend::update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) {
+  const bool need_sum = u.check_finite || u.clip_norm > 0.0f;
+  auto* partial = static_cast<double*>(reduce_.get());
+  double* sums = partial + 2 * kReduceBlocks;
+  if (need_sum) DLPERF_CHECK(launch_sum_squares(grads.data(), static_cast<int64_t>(grads.size()), partial, sums, ctx_->s()));
+  const GateUpdateParams p{u.check_finite ? 1 : 0, u.growth_interval, u.clip_norm, u.grad_scale};
+  DLPERF_CHECK(launch_gate_update(need_sum ? sums : nullptr, gate, p, ctx_->s()));
+}
+
+namespace {
+// One captured graph, instantiated: launched on the compute stream.
+class CudaGraphSegment final : public GraphSegment {
+ public:
+  CudaGraphSegment(cudaGraphExec_t exec, cudaStream_t s) : exec_(exec), s_(s) {}
+  ~CudaGraphSegment() override { cudaGraphExecDestroy(exec_); }
+  CudaGraphSegment(const CudaGraphSegment&) = delete;
+  CudaGraphSegment& operator=(const CudaGraphSegment&) = delete;
+  void launch() override { DLPERF_CHECK(cudaGraphLaunch(exec_, s_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t s_;
+};
+}  // namespace
+
+// Thread-local capture mode: only this thread's calls are checked for capture safety, so the
+// MPI progress, heartbeat and trace-writer threads (no CUDA calls) never trip it.
+void CudaBackend::begin_capture() { DLPERF_CHECK(cudaStreamBeginCapture(ctx_->s(), cudaStreamCaptureModeThreadLocal)); }
+
+std::unique_ptr<GraphSegment> CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  DLPERF_CHECK(cudaStreamEndCapture(ctx_->s(), &graph));
+  size_t nodes = 0;
+  const cudaError_t e = cudaGraphGetNodes(graph, nullptr, &nodes);
+  if (e != cudaSuccess || nodes == 0) {  // nothing queued between two host actions
+    cudaGraphDestroy(graph);
+    DLPERF_CHECK(e);
+    return nullptr;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph is independent of it
+  DLPERF_CHECK(ie);
+  return std::make_unique<CudaGraphSegment>(exec, ctx_->s());
+}
 
 HostMemory CudaBackend::host_memory(size_t bytes) {
   void* p = nullptr;
@@ -169,7 +238,7 @@ std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) {
 void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) {
   DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
   DLPERF_CHECK(launch_sgd(w.data(), g.data(), m.data(), static_cast<int64_t>(w.size()), s.lr, s.momentum, s.weight_decay,
-                          s.grad_scale, s.scale_by, s.first_step, ctx_->s()));
+                          s.grad_scale, s.first_step, s.gate, ctx_->s()));
 }
 
 std::unique_ptr<RowGather> CudaBackend::gather_rows(const Tensor& x, const Tensor& idx) {
@@ -190,14 +259,13 @@ AdamParams adam_params(const AdamStep& s) {
           s.weight_decay,
           s.grad_scale,
           static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta1), t))),
-          static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta2), t))),
-          s.scale_by};
+          static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(s.beta2), t)))};
 }
 }  // namespace
 
 void CudaBackend::adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) {
   DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
-  DLPERF_CHECK(launch_adamw(w.data(), g.data(), m.data(), v.data(), static_cast<int64_t>(w.size()), adam_params(s), ctx_->s()));
+  DLPERF_CHECK(launch_adamw(w.data(), g.data(), m.data(), v.data(), static_cast<int64_t>(w.size()), adam_params(s), s.gate, ctx_->s()));
 }
 
 LambNorms CudaBackend::lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
@@ -207,16 +275,16 @@ LambNorms CudaBackend::lamb_update(std::span<const float> w, std::span<const flo
   auto* partial = static_cast<double*>(reduce_.get());
   double* sums = partial + 2 * kReduceBlocks;
   DLPERF_CHECK(launch_lamb_update(w.data(), g.data(), m.data(), v.data(), update.data(), static_cast<int64_t>(w.size()), adam_params(s),
-                                  partial, sums, ctx_->s()));
+                                  s.gate, partial, sums, ctx_->s()));
   double host[2] = {0.0, 0.0};
   DLPERF_CHECK(cudaMemcpyAsync(host, sums, sizeof host, cudaMemcpyDeviceToHost, ctx_->s()));
   ctx_->sync();
   return {host[0], host[1]};
 }
 
-void CudaBackend::lamb_apply(std::span<float> w, std::span<const float> update, float step) {
+void CudaBackend::lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) {
   DLPERF_ASSERT(w.size() == update.size(), "lamb ranges of one size");
-  DLPERF_CHECK(launch_axpy(w.data(), update.data(), static_cast<int64_t>(w.size()), step, ctx_->s()));
+  DLPERF_CHECK(launch_axpy(w.data(), update.data(), static_cast<int64_t>(w.size()), step, gate, ctx_->s()));
 }
 
 CudaBackend::OptTable& CudaBackend::opt_table(std::span<const ParamSegment> segments) {
@@ -257,7 +325,7 @@ void CudaBackend::adamw_step(float* w, const float* g, float* m, float* v, std::
   OptTable& t = opt_table(segments);
   auto* base = static_cast<char*>(t.mem.get());
   DLPERF_CHECK(launch_adamw_multi(w, g, m, v, reinterpret_cast<const OptSegment*>(base), reinterpret_cast<const OptTask*>(base + t.tasks_at),
-                                  t.tasks, adam_params(s), ctx_->s()));
+                                  t.tasks, adam_params(s), s.gate, ctx_->s()));
 }
 
 void CudaBackend::lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
@@ -265,19 +333,8 @@ void CudaBackend::lamb_step(float* w, const float* g, float* m, float* v, float*
   OptTable& t = opt_table(segments);
   auto* base = static_cast<char*>(t.mem.get());
   DLPERF_CHECK(launch_lamb_multi(w, g, m, v, update, reinterpret_cast<const OptSegment*>(base), t.segments,
-                                 reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, adam_params(s),
+                                 reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, adam_params(s), s.gate,
                                  reinterpret_cast<double*>(base + t.partial_at), reinterpret_cast<float*>(base + t.ratio_at), ctx_->s()));
-}
-
-const float* CudaBackend::clip_coefficient(std::span<const float> g, float grad_scale, float max_norm) {
-  if (!clip_coef_) {
-    auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(sizeof(float)));
-    clip_coef_ = std::shared_ptr<void>(mem, mem->get());
-  }
-  auto* partial = static_cast<double*>(reduce_.get());
-  DLPERF_CHECK(launch_clip_coefficient(g.data(), static_cast<int64_t>(g.size()), grad_scale, max_norm, partial, partial + 2 * kReduceBlocks,
-                                       static_cast<float*>(clip_coef_.get()), ctx_->s()));
-  return static_cast<const float*>(clip_coef_.get());
 }
 
 double CudaBackend::sum_squares(std::span<const float> x) {
@@ -330,3 +387,27 @@ void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }
 
 }  // namespace dlperf::cuda
+
+namespace dlperf {
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::vector<std::string> cuda_pci_bus_ids() {
+  std::vector<std::string> ids;
+  for (int d = 0; d < cuda_device_count(); ++d) {
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) != cudaSuccess) {
+      cudaGetLastError();
+      bus[0] = '\0';
+    }
+    ids.emplace_back(bus);
+  }
+  return ids;
+}
+}  // namespace dlperf

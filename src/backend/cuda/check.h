@@ -19,6 +19,7 @@ template <>
 struct StatusTraits<cudnnStatus_t> {
   static constexpr const char* library = "cuDNN";
   static bool ok(cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS; }
+  static bool out_of_memory(cudnnStatus_t s) { return s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED; }
   static std::string describe(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 };
 
@@ -26,6 +27,7 @@ template <>
 struct StatusTraits<cublasStatus_t> {
   static constexpr const char* library = "cuBLAS";
   static bool ok(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
+  static bool out_of_memory(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
   static std::string describe(cublasStatus_t s) { return std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s); }
 };
 

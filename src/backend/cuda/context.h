@@ -24,6 +24,12 @@ static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
                   static_cast<int>(ElemType::s32) == static_cast<int>(DType::s32),
               "kernels.h's ElemType mirrors DType");
 inline ElemType elem(DType t) { return static_cast<ElemType>(t); }
+static_assert(kGateSkip == gate_index(GateField::skip) && kGateGradScale == gate_index(GateField::grad_scale) &&
+                  kGateLr == gate_index(GateField::lr) && kGateApplied == gate_index(GateField::applied) &&
+                  kGateLossScale == gate_index(GateField::loss_scale) && kGateGoodSteps == gate_index(GateField::good_steps) &&
+                  kGateSkipped == gate_index(GateField::skipped) && kGateGradNorm == gate_index(GateField::grad_norm) &&
+                  kGateCount == kGateFloats,
+              "kernels.h's GateIndex mirrors GateField");
 cudnnDataType_t cudnn_type(DType t);
 cudaDataType_t cublas_type(DType t);
 

@@ -1,6 +1,7 @@
 // Softmax cross-entropy with label smoothing and ignore_index (kernels in cross_entropy.cu):
 // logits (M, K) in any float type, labels (M) s32, the mean loss over counted rows in f32.
-// The loss stays on the device; loss() is the one call that waits for it. backward reads the
+// The loss stays on the device; loss() is the one call that waits for it (the trainer copies it
+// back asynchronously from loss_location() instead). backward reads the
 // logits and labels of the last forward (the model keeps both) and the saved log-sum-exp.
 #include "backend/cuda/ops.h"
 
@@ -35,11 +36,13 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
     return host;
   }
 
-  void backward(Tensor& dlogits, float scale) override {
+  const float* loss_location() const override { return totals(); }
+
+  void backward(Tensor& dlogits, const LossGradScale& scale) override {
     DLPERF_ASSERT(logits_ != nullptr, "cross_entropy backward follows a forward");
     DLPERF_ASSERT(dev(dlogits).pitch() == ld_, "dlogits in the logits' layout");
     DLPERF_CHECK(launch_cross_entropy_backward(logits_, elem(dtype_), labels_, lse(), totals(), rows_, spec_.classes, ld_, spec_.label_smoothing,
-                                               spec_.ignore_index, scale, dev(dlogits).data(), ctx_->s()));
+                                               spec_.ignore_index, scale.value, scale.device, dev(dlogits).data(), ctx_->s()));
   }
 
  private:

@@ -54,8 +54,9 @@ __global__ void xent_total(const float* row_loss, int64_t rows, float* totals) {
 
 template <class T>
 __global__ void xent_backward(const T* logits, const int32_t* labels, const float* lse, const float* totals, int64_t rows, int64_t k,
-                              int64_t ld, float smoothing, int32_t ignore, float scale, T* dlogits) {
+                              int64_t ld, float smoothing, int32_t ignore, float scale, const float* device_scale, T* dlogits) {
   const float count = totals[1];
+  if (device_scale) scale *= *device_scale;  // the step gate's loss scale, current at run time
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * ld;
     T* g = dlogits + r * ld;
@@ -95,12 +96,12 @@ cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const i
 
 cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const int32_t* labels, const float* lse,
                                           const float* totals, int64_t rows, int64_t k, int64_t ld, float smoothing, int32_t ignore_index,
-                                          float scale, void* dlogits, cudaStream_t s) {
+                                          float scale, const float* device_scale, void* dlogits, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
     xent_backward<<<rows_grid(rows), kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, lse, totals, rows, k, ld,
-                                                                      smoothing, ignore_index, scale, static_cast<T*>(dlogits));
+                                                                      smoothing, ignore_index, scale, device_scale, static_cast<T*>(dlogits));
     return launched();
   });
 }

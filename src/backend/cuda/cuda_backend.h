@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> buffer(size_t elems) override;
   HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
+  int64_t device_memory_used_bytes() const override;
+  DeviceFacts device_facts() const override;
   void synchronize() override;
   void* stream_handle() override { return stream(); }  // NCCL orders itself after this stream
   // Channels-last in every precision: cuDNN's tensor-core convolutions (f16, bf16, TF32) and
@@ -42,6 +44,14 @@ class CudaBackend final : public Backend {
   // What each op planned: cuDNN graph engine or legacy algorithm, cuBLASLt epilogue or the
   // fallback, dlperf's own kernels; a fast path that could not be planned names its fallback.
   std::vector<PlannedKernel> planned_kernels() const override;
+
+  std::unique_ptr<StepRecorder> step_recorder() override;
+  std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> model_inputs) override;
+  void fill(float* dst, size_t count, float value) override;
+  void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) override;
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<GraphSegment> end_capture() override;
 
   std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormSpec& s, const Tensor& x) override;
@@ -68,15 +78,14 @@ class CudaBackend final : public Backend {
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override;
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) override;
   // Multi-tensor forms: a fixed number of launches whatever the number of tensors; LAMB's norms
-  // and trust ratios and the clipping factor stay on the device (no host round trip).
+  // and trust ratios stay on the device (no host round trip); the step gate as in launch_adamw.
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override;
   void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                  const AdamStep& s) override;
-  const float* clip_coefficient(std::span<const float> g, float grad_scale, float max_norm) override;
   // These two return host values: each waits for the stream (one small copy back).
   LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                         std::span<float> update, const AdamStep& s) override;
-  void lamb_apply(std::span<float> w, std::span<const float> update, float step) override;
+  void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) override;
   double sum_squares(std::span<const float> x) override;
 
  private:
@@ -94,7 +103,6 @@ class CudaBackend final : public Backend {
   };
   OptTable& opt_table(std::span<const ParamSegment> segments);
   std::vector<OptTable> opt_tables_;
-  std::shared_ptr<void> clip_coef_;  // one f32 on the device
   // The weight-refresh table: the segments it was built from, and its segments | tasks on the device.
   std::vector<CastSegment> cast_key_;
   std::shared_ptr<void> cast_table_;

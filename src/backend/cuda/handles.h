@@ -65,6 +65,58 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+// A CUDA event. Timing events measure (StepRecorder marks); ordering-only events are
+// cheaper to record and are what the streams wait on.
+class Event {
+ public:
+  enum Kind { timing, ordering };
+  explicit Event(Kind k = ordering) {
+    DLPERF_CHECK(cudaEventCreateWithFlags(&e_, k == timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~Event() {
+    if (e_) cudaEventDestroy(e_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept {
+    std::swap(e_, o.e_);
+    return *this;
+  }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Page-locked host memory: the only host memory asynchronous copies truly overlap with.
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  explicit PinnedMemory(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) DLPERF_CHECK(cudaHostAlloc(&p_, bytes_, cudaHostAllocDefault));
+  }
+  ~PinnedMemory() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  PinnedMemory(PinnedMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  PinnedMemory& operator=(PinnedMemory&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  void* get() const { return p_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Current and peak bytes of the backend's own device allocations (peak_memory_bytes()).
 struct MemoryCounter {
   std::atomic<int64_t> current{0};

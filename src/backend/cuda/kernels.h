@@ -140,10 +140,10 @@ cudaError_t launch_bn_nhwc_backward(const void* x, const void* y, const void* dy
 cudaError_t launch_cross_entropy_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k, int64_t ld,
                                          float smoothing, int32_t ignore_index, float* lse, float* row_loss, float* totals,
                                          cudaStream_t s);
-// dlogits = scale / count * (softmax - target), zero rows that do not count, zero padding columns.
+// dlogits = scale (x *device_scale when not null, read as the kernel runs) / count * (softmax - target), zero rows that do not count, zero padding columns.
 cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const int32_t* labels, const float* lse,
                                           const float* totals, int64_t rows, int64_t k, int64_t ld, float smoothing, int32_t ignore_index,
-                                          float scale, void* dlogits, cudaStream_t s);
+                                          float scale, const float* device_scale, void* dlogits, cudaStream_t s);
 
 // ---- layer_norm.cu ------------------------------------------------------------------------
 // Layer norm over rows of cols, alone (a = the input, r = s = null, p = 0) or fused with the
@@ -213,35 +213,55 @@ cudaError_t launch_masked_softmax_forward(const void* x, const float* mask, void
 cudaError_t launch_masked_softmax_backward(const void* y, const void* dy, void* dx, ElemType t, int64_t rows, int64_t tk,
                                            cudaStream_t s);
 
+// ---- step_gate.cu -------------------------------------------------------------------------
+// The step gate (backend/step_gate.h): kGateFloats floats in device memory. These indices
+// mirror dlperf::GateField (static_assert in context.h).
+enum GateIndex : int {
+  kGateSkip,
+  kGateGradScale,
+  kGateLr,
+  kGateApplied,
+  kGateLossScale,
+  kGateGoodSteps,
+  kGateSkipped,
+  kGateGradNorm,
+  kGateCount
+};
+struct GateUpdateParams {
+  int check_finite;  // dynamic loss scaling
+  int64_t growth_interval;
+  float clip_norm;   // > 0: clip
+  float grad_scale;  // host factor (1 / world size)
+};
+// One thread applies StepGateUpdate to the gate; sq_sum (f64, launch_sum_squares's sums[0]) is
+// read only when check_finite or clip_norm > 0 (may be null otherwise).
+cudaError_t launch_gate_update(const double* sq_sum, float* gate, GateUpdateParams p, cudaStream_t s);
+
 // ---- optimizer.cu -------------------------------------------------------------------------
-// PyTorch SGD: d = g * scale + wd * w; m = first ? d : mu * m + d; w -= lr * m; scale =
-// grad_scale * *scale_by (device memory) when scale_by is not null.
+// Every update takes the step gate (nullptr: none). With a gate the kernel reads it as it
+// runs: gate[kGateSkip] != 0 changes nothing, lr is multiplied by gate[kGateLr], the gradient
+// scale by gate[kGateGradScale], and Adam's bias correction counts gate[kGateApplied] steps.
+// PyTorch SGD: d = g * scale + wd * w; m = first ? d : mu * m + d; w -= lr * m.
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
-                       float grad_scale, const float* scale_by, bool first_step, cudaStream_t s);
+                       float grad_scale, bool first_step, const float* gate, cudaStream_t s);
 
 // Adam moments (AdamStep in backend.h): gs = g * scale; m = b1 m + (1 - b1) gs; v = b2 v + (1 - b2) gs^2;
 // u = m c1 / (sqrt(v c2) + eps), with the bias corrections c1 = 1 / (1 - b1^t), c2 = 1 / (1 - b2^t).
-// gs also takes the factor *scale_by (device memory; clipping) when it is not null.
 struct AdamParams {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2;
-  const float* scale_by;
 };
 // AdamW: w -= lr * (u + weight_decay * w).
-cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, cudaStream_t s);
+cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, const float* gate,
+                         cudaStream_t s);
 // LAMB's first half: update = u + weight_decay * w; sums[0] = sum w^2, sums[1] = sum update^2
 // (f64, deterministic two-pass reduction through `partial`, kReduceBlocks * 2 doubles).
 constexpr int kReduceBlocks = 512;
 cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
-                               double* partial, double* sums, cudaStream_t s);
+                               const float* gate, double* partial, double* sums, cudaStream_t s);
 // w -= step * update.
-cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s);
+cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s);
 // sums[0] = sum x^2 in f64.
 cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s);
-// Global-norm clipping factor on the device: n = sqrt(sum g^2) * grad_scale; *coef = max_norm /
-// (n + 1e-6) when n > max_norm, else 1 (torch.nn.utils.clip_grad_norm_).
-cudaError_t launch_clip_coefficient(const float* g, int64_t count, float grad_scale, float max_norm, double* partial, double* sums,
-                                    float* coef, cudaStream_t s);
-
 // Multi-tensor Adam family over the flat buffers: one segment per parameter (or run of equal
 // decay), split into tasks of kOptTaskElems elements, one block each.
 struct OptSegment {
@@ -255,12 +275,13 @@ struct OptTask {
 constexpr int64_t kOptTaskElems = 16384;
 // AdamW over every segment; p.weight_decay applies to decaying segments.
 cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
-                               int64_t task_count, AdamParams p, cudaStream_t s);
+                               int64_t task_count, AdamParams p, const float* gate, cudaStream_t s);
 // LAMB over every segment in three launches: moments and u (+ per-task f64 sums of w^2, u^2 in
 // partial, 2 * task_count doubles), per-segment trust ratios (ratio, segment_count floats),
-// then w -= lr * ratio * u.
+// then w -= lr * ratio * u. The gate as in launch_adamw; with it nothing of the trust ratio
+// reaches the host.
 cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
-                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, double* partial,
-                              float* ratio, cudaStream_t s);
+                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, const float* gate,
+                              double* partial, float* ratio, cudaStream_t s);
 
 }  // namespace dlperf::cuda

@@ -29,4 +29,11 @@ std::unique_ptr<Linear> make_tied_linear(Ctx ctx, const LinearSpec& s, Embedding
 // The embedding's table for a tied decoder; the embedding's backward then accumulates.
 Param& share_embedding_weight(Embedding& e);
 
+// recorder.cpp, input_pipe.cpp: a step without host synchronisation (backend/recorder.h,
+// backend/input_pipe.h).
+std::unique_ptr<StepRecorder> make_step_recorder(Ctx ctx);
+std::unique_ptr<InputPipe> make_input_pipe(Ctx ctx, std::span<Tensor* const> inputs);
+// device_facts.cpp
+DeviceFacts describe_device(const Context& ctx);
+
 }  // namespace dlperf::cuda

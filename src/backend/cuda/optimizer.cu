@@ -9,8 +9,12 @@ namespace dlperf::cuda {
 namespace {
 
 __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ m, int64_t count, float lr,
-                           float momentum, float weight_decay, float grad_scale, const float* scale_by, bool first_step) {
-  if (scale_by) grad_scale *= *scale_by;
+                           float momentum, float weight_decay, float grad_scale, bool first_step, const float* gate) {
+  if (gate) {  // the step gate (kernels.h): read as the kernel runs, so a captured graph sees the current step's
+    if (gate[kGateSkip] != 0.0f) return;
+    lr *= gate[kGateLr];
+    grad_scale *= gate[kGateGradScale];
+  }
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const float wi = w[i];
     const float d = g[i] * grad_scale + weight_decay * wi;
@@ -23,9 +27,9 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, f
 }  // namespace
 
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
-                       float grad_scale, const float* scale_by, bool first_step, cudaStream_t s) {
+                       float grad_scale, bool first_step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, scale_by, first_step);
+  sgd_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, count, lr, momentum, weight_decay, grad_scale, first_step, gate);
   return launched();
 }
 
@@ -36,11 +40,20 @@ cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float 
 namespace dlperf::cuda {
 namespace {
 
-__device__ __forceinline__ float grad_factor(const AdamParams& p) { return p.scale_by ? p.grad_scale * *p.scale_by : p.grad_scale; }
+// Applies the step gate to an Adam step's parameters; false: the step is skipped.
+__device__ __forceinline__ bool gated(AdamParams& p, const float* gate) {
+  if (!gate) return true;
+  if (gate[kGateSkip] != 0.0f) return false;
+  const float t = gate[kGateApplied];  // applied steps, this one included
+  p.lr *= gate[kGateLr];
+  p.grad_scale *= gate[kGateGradScale];
+  p.c1 = 1.0f / (1.0f - powf(p.beta1, t));
+  p.c2 = 1.0f / (1.0f - powf(p.beta2, t));
+  return true;
+}
 
-// gscale: grad_factor(p), read once per thread.
-__device__ __forceinline__ float adam_update(const AdamParams& p, float gscale, float g, float& m, float& v) {
-  const float gs = g * gscale;
+__device__ __forceinline__ float adam_update(const AdamParams& p, float g, float& m, float& v) {
+  const float gs = g * p.grad_scale;
   m = p.beta1 * m + (1.0f - p.beta1) * gs;
   v = p.beta2 * v + (1.0f - p.beta2) * gs * gs;
   return (m * p.c1) / (sqrtf(v * p.c2) + p.eps);
@@ -49,11 +62,11 @@ __device__ __forceinline__ float adam_update(const AdamParams& p, float gscale, 
 #define DLPERF_GRID_STRIDE(i, count) \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (count); i += int64_t{gridDim.x} * blockDim.x)
 
-__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p) {
-  const float gscale = grad_factor(p);
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, const float* gate) {
+  if (!gated(p, gate)) return;
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
-    const float u = adam_update(p, gscale, g[i], mi, vi);
+    const float u = adam_update(p, g[i], mi, vi);
     m[i] = mi;
     v[i] = vi;
     w[i] -= p.lr * (u + p.weight_decay * w[i]);
@@ -75,12 +88,12 @@ __device__ double block_sum_f64(double v) {
 }
 
 __global__ void lamb_update_kernel(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
-                                   double* partial) {
+                                   const float* gate, double* partial) {
   double w_sq = 0.0, u_sq = 0.0;
-  const float gscale = grad_factor(p);
+  if (!gated(p, gate)) count = 0;  // skipped: m and v unchanged, zero norms (every thread still joins the block sums)
   DLPERF_GRID_STRIDE(i, count) {
     float mi = m[i], vi = v[i];
-    const float u = adam_update(p, gscale, g[i], mi, vi) + p.weight_decay * w[i];
+    const float u = adam_update(p, g[i], mi, vi) + p.weight_decay * w[i];
     m[i] = mi;
     v[i] = vi;
     update[i] = u;
@@ -120,37 +133,33 @@ __global__ void finish_sums(const double* partial, int blocks, double* sums) {
   }
 }
 
-__global__ void clip_coef_kernel(const double* sums, float grad_scale, float max_norm, float* coef) {
-  const double n = sqrt(sums[0]) * grad_scale;
-  *coef = n > max_norm ? static_cast<float>(max_norm / (n + 1e-6)) : 1.0f;
-}
-
-// Multi-tensor AdamW: one block per task.
+// Multi-tensor AdamW: one block per task; the gate as in adamw_kernel.
 __global__ void adamw_multi_kernel(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
-                                   AdamParams p) {
+                                   AdamParams p, const float* gate) {
+  if (!gated(p, gate)) return;
   const OptTask t = tasks[blockIdx.x];
   const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
-  const float gscale = grad_factor(p);
   for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
     float mi = m[i], vi = v[i];
-    const float u = adam_update(p, gscale, g[i], mi, vi);
+    const float u = adam_update(p, g[i], mi, vi);
     m[i] = mi;
     v[i] = vi;
     w[i] -= p.lr * (u + wd * w[i]);
   }
 }
 
-// LAMB, 1: moments, u = direction + wd w, and the task's f64 sums of w^2 and u^2.
+// LAMB, 1: moments, u = direction + wd w, and the task's f64 sums of w^2 and u^2. A skipped
+// step (gate) leaves m and v unchanged and writes zero sums (every thread still joins them).
 __global__ void lamb_multi_moments(const float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
-                                   const OptTask* tasks, AdamParams p, double* partial) {
-  const OptTask t = tasks[blockIdx.x];
+                                   const OptTask* tasks, AdamParams p, const float* gate, double* partial) {
+  OptTask t = tasks[blockIdx.x];
+  if (!gated(p, gate)) t.end = t.begin;
   const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
-  const float gscale = grad_factor(p);
   double w_sq = 0.0, u_sq = 0.0;
   for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
     float mi = m[i], vi = v[i];
     const float wi = w[i];
-    const float u = adam_update(p, gscale, g[i], mi, vi) + wd * wi;
+    const float u = adam_update(p, g[i], mi, vi) + wd * wi;
     m[i] = mi;
     v[i] = vi;
     update[i] = u;
@@ -178,14 +187,22 @@ __global__ void lamb_multi_ratio(const OptSegment* segments, int64_t segment_cou
   ratio[k] = sg.decay && w_sq > 0.0 && u_sq > 0.0 ? static_cast<float>(sqrt(w_sq / u_sq)) : 1.0f;
 }
 
-// LAMB, 3: w -= lr * ratio * u.
-__global__ void lamb_multi_apply(float* w, const float* update, const OptTask* tasks, const float* ratio, float lr) {
+// LAMB, 3: w -= lr * gate[lr] * ratio * u, nothing on a skipped step.
+__global__ void lamb_multi_apply(float* w, const float* update, const OptTask* tasks, const float* ratio, float lr, const float* gate) {
+  if (gate) {
+    if (gate[kGateSkip] != 0.0f) return;
+    lr *= gate[kGateLr];
+  }
   const OptTask t = tasks[blockIdx.x];
   const float step = lr * ratio[t.segment];
   for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) w[i] -= step * update[i];
 }
 
-__global__ void axpy_kernel(float* w, const float* update, int64_t count, float step) {
+__global__ void axpy_kernel(float* w, const float* update, int64_t count, float step, const float* gate) {
+  if (gate) {
+    if (gate[kGateSkip] != 0.0f) return;
+    step *= gate[kGateLr];
+  }
   DLPERF_GRID_STRIDE(i, count) { w[i] -= step * update[i]; }
 }
 
@@ -198,50 +215,43 @@ unsigned reduce_grid(int64_t count) {
 
 }  // namespace
 
-cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, cudaStream_t s) {
+cudaError_t launch_adamw(float* w, const float* g, float* m, float* v, int64_t count, AdamParams p, const float* gate,
+                         cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  adamw_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, v, count, p);
+  adamw_kernel<<<grid_for(count), kThreads, 0, s>>>(w, g, m, v, count, p, gate);
   return launched();
 }
 
 cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* v, float* update, int64_t count, AdamParams p,
-                               double* partial, double* sums, cudaStream_t s) {
+                               const float* gate, double* partial, double* sums, cudaStream_t s) {
   const unsigned blocks = reduce_grid(count);
-  lamb_update_kernel<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, count, p, partial);
+  lamb_update_kernel<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, count, p, gate, partial);
   finish_sums<<<1, kThreads, 0, s>>>(partial, static_cast<int>(blocks), sums);
   return launched();
 }
 
-cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, cudaStream_t s) {
+cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step);
-  return launched();
-}
-
-cudaError_t launch_clip_coefficient(const float* g, int64_t count, float grad_scale, float max_norm, double* partial, double* sums,
-                                    float* coef, cudaStream_t s) {
-  const cudaError_t e = launch_sum_squares(g, count, partial, sums, s);
-  if (e != cudaSuccess) return e;
-  clip_coef_kernel<<<1, 1, 0, s>>>(sums, grad_scale, max_norm, coef);
+  axpy_kernel<<<grid_for(count), kThreads, 0, s>>>(w, update, count, step, gate);
   return launched();
 }
 
 cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
-                               int64_t task_count, AdamParams p, cudaStream_t s) {
+                               int64_t task_count, AdamParams p, const float* gate, cudaStream_t s) {
   if (task_count == 0) return cudaSuccess;
-  adamw_multi_kernel<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, v, segments, tasks, p);
+  adamw_multi_kernel<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, v, segments, tasks, p, gate);
   return launched();
 }
 
 cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
-                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, double* partial,
-                              float* ratio, cudaStream_t s) {
+                              int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, const float* gate,
+                              double* partial, float* ratio, cudaStream_t s) {
   if (task_count == 0) return cudaSuccess;
   const auto blocks = static_cast<unsigned>(task_count);
-  lamb_multi_moments<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, partial);
+  lamb_multi_moments<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, gate, partial);
   lamb_multi_ratio<<<static_cast<unsigned>((segment_count + kThreads - 1) / kThreads), kThreads, 0, s>>>(segments, segment_count, partial,
                                                                                                         ratio);
-  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, tasks, ratio, p.lr);
+  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, tasks, ratio, p.lr, gate);
   return launched();
 }
 

@@ -2,6 +2,7 @@
 // AdamW and LAMB updates, and the op factories (one file per op beside this one).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -15,7 +16,8 @@ namespace {
 
 class CpuBuffer final : public Buffer {
  public:
-  explicit CpuBuffer(size_t n) : n_(n), memory_(round_up(n)), data_(static_cast<float*>(memory_.data())) {}
+  CpuBuffer(MemoryBudget& budget, size_t n)
+      : charge_(budget, static_cast<int64_t>(round_up(n))), n_(n), memory_(round_up(n)), data_(static_cast<float*>(memory_.data())) {}
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
   float* data() override { return data_; }
@@ -32,6 +34,7 @@ class CpuBuffer final : public Buffer {
 
  private:
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
+  Charge charge_;
   size_t n_;
   HostMemory memory_;  // zero-filled
   float* data_;
@@ -58,6 +61,7 @@ bool has_native_bf16(dnnl::cpu_isa isa) {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o) : Backend(o), ctx_(std::make_shared<Context>()) {
+    ctx_->budget.limit = o.memory_limit_bytes;
     if (o.threads > 0) omp_set_num_threads(o.threads);
     const auto isa = dnnl::get_effective_cpu_isa();
     if (o.precision == Precision::bf16 && !has_native_bf16(isa))
@@ -103,7 +107,7 @@ class CpuBackend final : public Backend {
     const auto [src_md, dst_md] = convert_views(src, dst);
     conversion(src_md, dst_md);
   }
-  std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(elems); }
+  std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems); }
 
   // Peak resident set size of this process (VmHWM), the CPU analogue of peak device memory.
   int64_t peak_memory_bytes() const override {
@@ -142,11 +146,13 @@ class CpuBackend final : public Backend {
 
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
+    const Gate gate(s.gate);
+    if (gate.skip) return;
     float* __restrict wp = w.data();
     const float* __restrict gp = g.data();
     float* __restrict mp = m.data();
     const int64_t n = static_cast<int64_t>(w.size());
-    const float lr = s.lr, mu = s.momentum, wd = s.weight_decay, scale = s.grad_scale * (s.scale_by ? *s.scale_by : 1.0f);
+    const float lr = s.lr * gate.lr, mu = s.momentum, wd = s.weight_decay, scale = s.grad_scale * gate.grad_scale;
     if (s.first_step) {
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < n; ++i) {
@@ -172,12 +178,14 @@ class CpuBackend final : public Backend {
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                   const AdamStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
-    const Moments k(s);
+    const Gate gate(s.gate);
+    if (gate.skip) return;
+    const Moments k(s, gate);
     float* __restrict wp = w.data();
     const float* __restrict gp = g.data();
     float* __restrict mp = m.data();
     float* __restrict vp = v.data();
-    const float lr = s.lr, wd = s.weight_decay;
+    const float lr = s.lr * gate.lr, wd = s.weight_decay;
     const int64_t n = static_cast<int64_t>(w.size());
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) wp[i] -= lr * (k.update(gp[i], mp[i], vp[i]) + wd * wp[i]);
@@ -187,7 +195,9 @@ class CpuBackend final : public Backend {
                         std::span<float> update, const AdamStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size() && w.size() == update.size(),
                   "lamb ranges of one size");
-    const Moments k(s);
+    const Gate gate(s.gate);
+    if (gate.skip) return {};
+    const Moments k(s, gate);
     const float* __restrict wp = w.data();
     const float* __restrict gp = g.data();
     float* __restrict mp = m.data();
@@ -206,13 +216,22 @@ class CpuBackend final : public Backend {
     return {w_sq, u_sq};
   }
 
-  void lamb_apply(std::span<float> w, std::span<const float> update, float step) override {
+  void lamb_apply(std::span<float> w, std::span<const float> update, float step_size, const float* gate_ptr) override {
     DLPERF_ASSERT(w.size() == update.size(), "lamb ranges of one size");
+    const Gate gate(gate_ptr);
+    if (gate.skip) return;
+    const float step = step_size * gate.lr;
     float* __restrict wp = w.data();
     const float* __restrict up = update.data();
     const int64_t n = static_cast<int64_t>(w.size());
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) wp[i] -= step * up[i];
+  }
+
+  std::unique_ptr<StepRecorder> step_recorder() override { return make_step_recorder(ctx_); }
+  void fill(float* dst, size_t count, float value) override { std::fill(dst, dst + count, value); }
+  void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) override {
+    onednn::update_step_gate(grads, gate, u);
   }
 
   double sum_squares(std::span<const float> x) override {
@@ -225,12 +244,26 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // Adam's moment update and bias-corrected step direction for one element.
+  // The step gate as these host loops see it (backend/step_gate.h): the CPU backend's gate is
+  // host memory and every op has finished, so it is read directly.
+  struct Gate {
+    explicit Gate(const float* g)
+        : skip(g && g[gate_index(GateField::skip)] != 0.0f),
+          grad_scale(g ? g[gate_index(GateField::grad_scale)] : 1.0f),
+          lr(g ? g[gate_index(GateField::lr)] : 1.0f),
+          applied(g ? static_cast<int64_t>(g[gate_index(GateField::applied)]) : 0) {}
+    bool skip;
+    float grad_scale, lr;
+    int64_t applied;  // 0 without a gate
+  };
+
+  // Adam's moment update and bias-corrected step direction for one element; with a gate the
+  // bias correction counts the steps applied (a skipped step does not count).
   struct Moments {
-    explicit Moments(const AdamStep& s)
-        : b1(s.beta1), b2(s.beta2), eps(s.eps), scale(s.grad_scale * (s.scale_by ? *s.scale_by : 1.0f)),
-          c1(1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.step)))),
-          c2(1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.step)))) {}
+    Moments(const AdamStep& s, const Gate& g)
+        : b1(s.beta1), b2(s.beta2), eps(s.eps), scale(s.grad_scale * g.grad_scale),
+          c1(1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.gate ? g.applied : s.step)))),
+          c2(1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.gate ? g.applied : s.step)))) {}
     float update(float grad, float& m, float& v) const {
       const float gs = grad * scale;
       m = b1 * m + (1.0f - b1) * gs;

@@ -61,6 +61,15 @@ void record_own_kernel(Context& ctx, std::string op, std::string pass, std::stri
 
 // ---- CpuTensor -------------------------------------------------------------------------------
 
+void MemoryBudget::charge(int64_t bytes) {
+  if (limit > 0 && used + bytes > limit)
+    throw OutOfMemoryError("out of memory: " + std::to_string(bytes) + " bytes more would exceed --memory-limit-mb " +
+                           std::to_string(limit >> 20) + " (" + std::to_string(used) + " bytes in use); use a smaller --batch-size "
+                           "(--find-max-batch finds the largest)");
+  used += bytes;
+  peak = std::max(peak, used);
+}
+
 HostMemory::HostMemory(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
   constexpr size_t kMapThreshold = size_t{1} << 20;
   if (bytes_ >= kMapThreshold) {
@@ -72,7 +81,7 @@ HostMemory::HostMemory(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
     }
   }
   data_ = std::aligned_alloc(64, (bytes_ + 63) / 64 * 64);
-  if (!data_) throw Error(ErrorKind::library, "out of memory allocating " + std::to_string(bytes_) + " bytes");
+  if (!data_) throw OutOfMemoryError("out of memory allocating " + std::to_string(bytes_) + " bytes");
   std::memset(data_, 0, bytes_);
 }
 
@@ -84,7 +93,10 @@ HostMemory::~HostMemory() {
 
 // Padded elements of blocked layouts must start (and stay) zero: HostMemory starts zeroed.
 CpuTensor::CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc)
-    : Tensor(std::move(dims), dtype), ctx_(std::move(ctx)), storage_(desc.get_size()),
+    : Tensor(std::move(dims), dtype),
+      ctx_(std::move(ctx)),
+      charge_(ctx_->budget, static_cast<int64_t>(desc.get_size())),
+      storage_(desc.get_size()),
       mem_(desc, ctx_->engine, storage_.data()) {}
 
 CpuTensor::CpuTensor(std::shared_ptr<Context> ctx, Dims dims, DType dtype, const md& desc, void* handle)
@@ -164,6 +176,7 @@ size_t Param::add_view(const md& layout) {
   View v;
   v.shared = layout == master_;
   if (!v.shared) {
+    v.charge = Charge(ctx_->budget, static_cast<int64_t>(layout.get_size()));
     v.mem = dnnl::memory(layout, ctx_->engine);
     v.from_master = PlannedReorder(*ctx_, master_, layout, name_);
   }

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -17,9 +18,48 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 using md = dnnl::memory::desc;
 
+// --memory-limit-mb (BackendOptions::memory_limit_bytes): a CPU has no fixed device memory,
+// so --find-max-batch needs a budget to fill. The backend charges every tensor, parameter view
+// and flat buffer it allocates (activations, their gradients, inputs, parameters, gradients,
+// optimizer state: what grows with the batch and the model) before allocating it, and throws
+// OutOfMemoryError when the budget would be exceeded, exactly as cudaMalloc fails on a full
+// GPU. oneDNN's own primitive workspaces and scratchpads are not charged. A budget rather
+// than an address-space limit (RLIMIT_AS) because oneDNN 2.x does not survive every failed
+// allocation inside primitive creation.
+struct MemoryBudget {
+  int64_t limit = 0;  // bytes; 0: unlimited
+  int64_t used = 0;
+  int64_t peak = 0;
+  void charge(int64_t bytes);  // throws OutOfMemoryError past the limit
+  void refund(int64_t bytes) { used -= bytes; }
+};
+
+// What one allocation charged, refunded when it is freed (move-only).
+class Charge {
+ public:
+  Charge() = default;
+  Charge(MemoryBudget& b, int64_t bytes) : budget_(&b), bytes_(bytes) { b.charge(bytes); }
+  ~Charge() {
+    if (budget_) budget_->refund(bytes_);
+  }
+  Charge(Charge&& o) noexcept : budget_(std::exchange(o.budget_, nullptr)), bytes_(o.bytes_) {}
+  Charge& operator=(Charge&& o) noexcept {
+    std::swap(budget_, o.budget_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+
+ private:
+  MemoryBudget* budget_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  MemoryBudget budget;
   std::vector<PlannedKernel> kernels;  // every primitive planned on this engine, in plan order
 };
 
@@ -81,6 +121,7 @@ class CpuTensor final : public Tensor {
 
  private:
   std::shared_ptr<Context> ctx_;
+  Charge charge_;        // before storage_: charged before the allocation, refunded after the free
   HostMemory storage_;  // empty for a tensor over storage it does not own
   dnnl::memory mem_;
 };
@@ -131,6 +172,7 @@ class Param {
  private:
   struct View {
     bool shared = true;
+    Charge charge;
     dnnl::memory mem;
     PlannedReorder from_master;
   };

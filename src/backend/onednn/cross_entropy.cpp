@@ -59,8 +59,10 @@ class CpuCrossEntropy final : public SoftmaxCrossEntropy {
   }
 
   float loss() override { return loss_; }
+  const float* loss_location() const override { return &loss_; }
 
-  void backward(Tensor& dlogits, float scale) override {
+  void backward(Tensor& dlogits, const LossGradScale& s) override {
+    const float scale = s.device ? s.value * *s.device : s.value;
     const int64_t k = spec_.classes;
     const float smooth = spec_.label_smoothing / static_cast<float>(k);
     const float inv = counted_ > 0 ? scale / static_cast<float>(counted_) : 0.0f;

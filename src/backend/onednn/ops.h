@@ -25,6 +25,10 @@ std::unique_ptr<MaskedSoftmax> make_masked_softmax(Ctx ctx, const Tensor& x);
 std::unique_ptr<RowGather> make_gather_rows(Ctx ctx, const Tensor& x, const Tensor& idx);
 std::unique_ptr<Linear> make_tied_linear(Ctx ctx, const LinearSpec& s, Embedding& tied, const Tensor& x);
 
+// step_support.cpp: the step recorder and the step gate update (backend/recorder.h, step_gate.h).
+std::unique_ptr<StepRecorder> make_step_recorder(Ctx ctx);
+void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u);
+
 // embedding.cpp -> tied_linear.cpp: the table a tied decoder reads and whose gradient it
 // writes first; from then on the embedding's backward adds to that gradient.
 Param& share_embedding_weight(Embedding& e);

@@ -27,8 +27,12 @@ class CudaStream {
 
 class CudaEvent {
  public:
-  // Timing off: these events only order streams and signal completion, which is cheaper.
-  CudaEvent() { DLPERF_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  enum Kind { ordering, timing };
+  // ordering: timing off, for events that only order streams and signal completion (cheaper);
+  // timing: for events whose elapsed times are read (a request's GPU begin and end).
+  explicit CudaEvent(Kind k = ordering) {
+    DLPERF_CHECK(cudaEventCreateWithFlags(&e_, k == timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
   ~CudaEvent() {
     if (e_) cudaEventDestroy(e_);
   }
@@ -51,6 +55,26 @@ class DeviceBuffer {
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return p_; }
+  size_t count() const { return count_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Page-locked host memory (cudaHostAlloc): what asynchronous copies overlap with.
+template <class T>
+class PinnedHostBuffer {
+ public:
+  explicit PinnedHostBuffer(size_t count) : count_(count) {
+    if (count_ > 0) DLPERF_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&p_), count_ * sizeof(T), cudaHostAllocDefault));
+  }
+  ~PinnedHostBuffer() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
   T* get() const { return p_; }
   size_t count() const { return count_; }
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "comm/nccl/check_nccl.h"
+#include "comm/nccl_log.h"
 #include "core/check.h"
 #include "core/check_cuda.h"
 #include "core/error.h"
@@ -12,7 +13,8 @@
 namespace dlperf {
 
 struct NcclCommunicator::State : RequestState {
-  CudaEvent finished;  // recorded on the NCCL stream after the collective
+  CudaEvent began{CudaEvent::timing};     // on the NCCL stream, just before the collective
+  CudaEvent finished{CudaEvent::timing};  // on the NCCL stream after the collective
 };
 
 namespace {
@@ -69,13 +71,19 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, const WorldInfo& world, cuda
       options_(options),
       compute_(compute_stream),
       heartbeat_(parent, world.hosts, options.heartbeat_period) {
+  log_path_ = prepare_nccl_log(world.this_host);  // before this process's first NCCL call
   ncclUniqueId id{};
   if (rank_ == 0) DLPERF_CHECK(ncclGetUniqueId(&id));
   DLPERF_CHECK_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, parent));
-  DLPERF_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // creation returns at once; settle() bounds the wait for the peers
+  heartbeat_.note_started(1);
+  settle(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), "communicator creation", 1);
+  heartbeat_.note_completed(1);
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  discard_nccl_log();
   if (!comm_) return;
   if (aborted_) return;
   if (std::uncaught_exceptions() > 0) {
@@ -85,7 +93,46 @@ NcclCommunicator::~NcclCommunicator() {
     return;
   }
   cudaStreamSynchronize(stream_.get());
-  ncclCommDestroy(comm_);
+  // Non-blocking teardown: finalize until quiescent (bounded), then destroy; abort otherwise.
+  ncclResult_t state = ncclCommFinalize(comm_);
+  const auto deadline = CommClock::now() + options_.timeout;
+  while (state == ncclInProgress && CommClock::now() < deadline) {
+    std::this_thread::yield();
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+  }
+  if (state == ncclSuccess) ncclCommDestroy(comm_);
+  else ncclCommAbort(comm_);
+}
+
+void NcclCommunicator::settle(ncclResult_t r, const char* what, uint64_t seq) {
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw Error(ErrorKind::fault, std::string("NCCL ") + what + " failed: " + ncclGetErrorString(r) + " (" +
+                                      (comm_ ? ncclGetLastError(comm_) : "") + ") (" + error_identity() + ")");
+  if (r == ncclSuccess) return;
+  const auto deadline = CommClock::now() + options_.timeout;
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    DLPERF_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress || CommClock::now() > deadline) {
+      const std::string why = state != ncclInProgress
+                                  ? std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(comm_) + ")"
+                                  : "not done after " + std::to_string(options_.timeout.count() / 1000) + " s (--timeout)";
+      if (!aborted_) {
+        ncclCommAbort(comm_);
+        aborted_ = true;
+        heartbeat_.fast_shutdown();
+      }
+      throw Error(ErrorKind::fault, std::string("NCCL ") + what + ": " + why + "; " + heartbeat_.diagnose(seq) + " (" +
+                                        error_identity() + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+std::string NcclCommunicator::transport() {
+  if (transport_.empty()) transport_ = nccl_transport_from_file(log_path_);
+  return transport_;
 }
 
 std::shared_ptr<NcclCommunicator::State> NcclCommunicator::begin(CommOp op, size_t bytes) {
@@ -99,6 +146,9 @@ std::shared_ptr<NcclCommunicator::State> NcclCommunicator::begin(CommOp op, size
   // The collective must see what the compute stream has produced so far.
   DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
   DLPERF_CHECK(cudaStreamWaitEvent(stream_.get(), produced_.get(), 0));
+  DLPERF_CHECK(cudaEventRecord(s->began.get(), stream_.get()));
+  s->device_begin = s->began.get();
+  s->device_end = s->finished.get();
   return s;
 }
 
@@ -106,15 +156,20 @@ void NcclCommunicator::end(State& s) { DLPERF_CHECK(cudaEventRecord(s.finished.g
 
 CommRequest NcclCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
   auto s = begin(CommOp::allreduce_sum, count * size_of(type));
-  DLPERF_CHECK(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, stream_.get()));
+  settle(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, stream_.get()), "allreduce", s->seq);
   end(*s);
   return CommRequest(s);
+}
+
+void NcclCommunicator::join(CommRequest& request) {
+  DLPERF_ASSERT(request.valid(), "join() on an empty request");
+  DLPERF_CHECK(cudaStreamWaitEvent(compute_, request.state_as<State>()->finished.get(), 0));
 }
 
 void NcclCommunicator::broadcast(float* data, size_t count, int root) {
   if (root < 0 || root >= size_) throw Error(ErrorKind::internal, "broadcast root " + std::to_string(root) + " out of range");
   auto s = begin(CommOp::broadcast, count * sizeof(float));
-  DLPERF_CHECK(ncclBroadcast(data, data, count, ncclFloat, root, comm_, stream_.get()));
+  settle(ncclBroadcast(data, data, count, ncclFloat, root, comm_, stream_.get()), "broadcast", s->seq);
   end(*s);
   CommRequest r(s);
   wait(r);
@@ -123,7 +178,8 @@ void NcclCommunicator::broadcast(float* data, size_t count, int root) {
 void NcclCommunicator::barrier() {
   // NCCL has no barrier; a one-element allreduce completes only when every rank has joined.
   auto s = begin(CommOp::barrier, 0);
-  DLPERF_CHECK(ncclAllReduce(barrier_scratch_.get(), barrier_scratch_.get(), 1, ncclFloat, ncclSum, comm_, stream_.get()));
+  settle(ncclAllReduce(barrier_scratch_.get(), barrier_scratch_.get(), 1, ncclFloat, ncclSum, comm_, stream_.get()), "barrier",
+         s->seq);
   end(*s);
   CommRequest r(s);
   wait(r);

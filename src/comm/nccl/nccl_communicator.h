@@ -1,6 +1,12 @@
 // NcclCommunicator: the Communicator for device buffers (the CUDA backend's gradients).
 //  * Bootstrap: rank 0 creates the NCCL unique id and broadcasts it over MPI; the communicator
-//    uses the current CUDA device (select_device_by_local_rank picks it).
+//    uses the current CUDA device (select_device_by_local_rank picks it). The communicator is
+//    non-blocking (ncclConfig_t::blocking = 0): creation returns at once and is polled until
+//    ready, bounded by CommOptions::timeout, so a peer that never arrives aborts the job with
+//    the heartbeat's diagnosis instead of hanging it. Every later call may likewise return
+//    ncclInProgress while NCCL enqueues; it is polled to completion (bounded) before the next.
+//  * Transport: NCCL's INFO log is captured (comm/nccl_log.h) and transport() names what it
+//    chose ("P2P, IB").
 //  * Ordering: NCCL runs on the communicator's own stream. Each operation first records an
 //    event on the compute stream given at construction and makes the NCCL stream wait on it,
 //    so the collective reads the gradients only after the kernels that produced them, without
@@ -10,7 +16,11 @@
 //    up there as a network error). On an async error or after CommOptions::timeout the
 //    communicator is aborted (ncclCommAbort, which also unblocks the kernels stuck in the
 //    collective) and Error(fault) is thrown with the heartbeat's diagnosis.
-//  * Timing: a request's completion time is when test()/wait() first saw its event complete.
+//  * Timing: each request records timing events on the NCCL stream just before and after the
+//    collective (RequestState::device_begin/end); the trainer reads them through the backend's
+//    StepRecorder as the collective's GPU times. started/completed stay host times (issue,
+//    and when test()/wait() first saw the end event complete).
+//  * join(): the compute stream waits for the request's end event; the host does not wait.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -46,15 +56,21 @@ class NcclCommunicator final : public Communicator {
   CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;  // device buffers
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
+  void join(CommRequest& request) override;
   void barrier() override;
   std::unique_ptr<CommBuffer> make_byte_buffer(size_t bytes) override;
 
   cudaStream_t stream() const { return stream_.get(); }
+  // The transports NCCL used so far ("P2P, IB"), from its log; "" when not known.
+  std::string transport() override;
 
  private:
   struct State;
   std::shared_ptr<State> begin(CommOp op, size_t bytes);
   void end(State& s);
+  // Non-blocking NCCL: polls the communicator until `r` (a call's result) has settled, bounded
+  // by the timeout; throws Error(fault) naming `what` and the ranks behind.
+  void settle(ncclResult_t r, const char* what, uint64_t seq);
   bool poll(State& s);  // true when complete; throws on an async error
   [[noreturn]] void fail(const RequestState& s, const std::string& why);
 
@@ -68,7 +84,9 @@ class NcclCommunicator final : public Communicator {
   bool aborted_ = false;
   Heartbeat heartbeat_;
   DeviceBuffer<float> barrier_scratch_{1};  // (1) barrier = allreduce of one float
-  uint64_t next_seq_ = 1;
+  uint64_t next_seq_ = 2;  // 1 is the communicator's creation
+  std::string log_path_;
+  std::string transport_;
 };
 
 }  // namespace dlperf

@@ -1,0 +1,198 @@
+// StagedCommunicator; the design is explained in staged_communicator.h.
+#include "comm/cuda/staged_communicator.h"
+
+#include <chrono>
+
+#include "core/check.h"
+#include "core/check_cuda.h"
+#include "core/error.h"
+
+namespace dlperf {
+
+struct StagedCommunicator::State : RequestState {
+  CudaEvent copied;    // on out_: the device data is in the pinned buffer
+  CudaEvent returned;  // on in_: the sum is back in device memory
+};
+
+namespace {
+
+class StagedDeviceBuffer final : public CommBuffer {
+ public:
+  explicit StagedDeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) DLPERF_CHECK(cudaMalloc(&p_, bytes_));
+  }
+  ~StagedDeviceBuffer() override {
+    if (p_) cudaFree(p_);
+  }
+  StagedDeviceBuffer(const StagedDeviceBuffer&) = delete;
+  StagedDeviceBuffer& operator=(const StagedDeviceBuffer&) = delete;
+  void* bytes() override { return p_; }
+  size_t size_bytes() const override { return bytes_; }
+  void upload_bytes(std::span<const std::byte> host) override {
+    DLPERF_ASSERT(host.size() == bytes_, "upload size mismatch");
+    DLPERF_CHECK(cudaMemcpy(p_, host.data(), host.size(), cudaMemcpyHostToDevice));
+  }
+  void download_bytes(std::span<std::byte> host) override {
+    DLPERF_ASSERT(host.size() == bytes_, "download size mismatch");
+    DLPERF_CHECK(cudaMemcpy(host.data(), p_, host.size(), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_;
+};
+
+}  // namespace
+
+StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> host, cudaStream_t compute)
+    : host_(std::move(host)), compute_(compute) {
+  DLPERF_ASSERT(host_->memory_space() == MemorySpace::host, "staging needs a host-memory communicator");
+  DLPERF_CHECK(cudaGetDevice(&device_));
+  thread_ = std::thread([this] { run(); });
+}
+
+StagedCommunicator::~StagedCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // a job blocked in MPI ends within the MPI communicator's timeout
+  cudaStreamSynchronize(in_.get());
+  cudaStreamSynchronize(out_.get());
+  for (auto& [key, buf] : staging_) cudaFreeHost(buf.p);
+}
+
+StagedCommunicator::Pinned& StagedCommunicator::staging(float* device, size_t count) {
+  Pinned& b = staging_[{device, count}];
+  if (!b.p && count > 0) {
+    DLPERF_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&b.p), count * sizeof(float), cudaHostAllocDefault));
+    b.count = count;
+  }
+  return b;
+}
+
+void StagedCommunicator::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void StagedCommunicator::run() {
+  cudaSetDevice(device_);  // this thread's copies and event waits belong to the same GPU
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stop, nothing left
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+// Runs work for s on the staging thread; marks s done (with the error, if any) and wakes waiters.
+void StagedCommunicator::run_job(const std::shared_ptr<State>& s, const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const std::exception& e) {
+    s->error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s->completed = CommClock::now();
+    s->done.store(true, std::memory_order_release);
+  }
+  done_cv_.notify_all();
+}
+
+CommRequest StagedCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
+  if (type != DataType::float32) throw Error(ErrorKind::internal, "the staged communicator sums float32 only");
+  const auto* in = static_cast<const float*>(send);
+  auto* data = static_cast<float*>(recv);
+  auto s = std::make_shared<State>();
+  s->op = CommOp::allreduce_sum;
+  s->seq = next_seq_++;
+  s->bytes = count * sizeof(float);
+  s->started = CommClock::now();
+  Pinned& host = staging(data, count);
+  // Out: after everything the compute stream has queued so far (the bucket's gradients).
+  DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
+  DLPERF_CHECK(cudaStreamWaitEvent(out_.get(), produced_.get(), 0));
+  DLPERF_CHECK(cudaMemcpyAsync(host.p, in, s->bytes, cudaMemcpyDeviceToHost, out_.get()));
+  DLPERF_CHECK(cudaEventRecord(s->copied.get(), out_.get()));
+  post([this, s, data, count, p = host.p] {
+    run_job(s, [&] {
+      DLPERF_CHECK(cudaEventSynchronize(s->copied.get()));
+      s->started = CommClock::now();  // the allreduce itself starts now
+      CommRequest r = host_->allreduce_sum_start(p, count);
+      host_->wait(r);
+      DLPERF_CHECK(cudaMemcpyAsync(data, p, count * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+      DLPERF_CHECK(cudaEventRecord(s->returned.get(), in_.get()));
+    });
+  });
+  return CommRequest(s);
+}
+
+bool StagedCommunicator::test(CommRequest& request) {
+  DLPERF_ASSERT(request.valid(), "test() on an empty request");
+  auto* s = request.state_as<State>();
+  if (!s->done.load(std::memory_order_acquire)) return false;
+  if (!s->error.empty()) throw Error(ErrorKind::fault, "staged " + describe_request(*s) + ": " + s->error);
+  return true;
+}
+
+void StagedCommunicator::wait(CommRequest& request) {
+  DLPERF_ASSERT(request.valid(), "wait() on an empty request");
+  auto* s = request.state_as<State>();
+  // The MPI wait inside the job is bounded by the timeout; allow it that, and the copies.
+  const auto deadline = CommClock::now() + 2 * options().timeout;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_cv_.wait_until(lock, deadline, [s] { return s->done.load(std::memory_order_acquire); }))
+      throw Error(ErrorKind::fault, "staged " + describe_request(*s) + ": not complete after twice --timeout (" + error_identity() + ")");
+  }
+  test(request);  // throws the job's error
+}
+
+void StagedCommunicator::join(CommRequest& request) {
+  wait(request);
+  DLPERF_CHECK(cudaStreamWaitEvent(compute_, request.state_as<State>()->returned.get(), 0));
+}
+
+void StagedCommunicator::broadcast(float* data, size_t count, int root) {
+  auto s = std::make_shared<State>();
+  s->op = CommOp::broadcast;
+  s->seq = next_seq_++;
+  s->bytes = count * sizeof(float);
+  s->started = CommClock::now();
+  DLPERF_CHECK(cudaStreamSynchronize(compute_));  // setup, outside the timed loop
+  post([this, s, data, count, root] {
+    run_job(s, [&] {
+      PinnedHostBuffer<float> host(count);
+      DLPERF_CHECK(cudaMemcpy(host.get(), data, count * sizeof(float), cudaMemcpyDeviceToHost));
+      host_->broadcast(host.get(), count, root);
+      DLPERF_CHECK(cudaMemcpy(data, host.get(), count * sizeof(float), cudaMemcpyHostToDevice));
+    });
+  });
+  CommRequest r(s);
+  wait(r);
+}
+
+void StagedCommunicator::barrier() {
+  auto s = std::make_shared<State>();
+  s->op = CommOp::barrier;
+  s->seq = next_seq_++;
+  s->started = CommClock::now();
+  post([this, s] { run_job(s, [&] { host_->barrier(); }); });
+  CommRequest r(s);
+  wait(r);
+}
+
+std::unique_ptr<CommBuffer> StagedCommunicator::make_byte_buffer(size_t bytes) { return std::make_unique<StagedDeviceBuffer>(bytes); }
+
+}  // namespace dlperf

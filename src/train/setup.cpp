@@ -1,0 +1,49 @@
+#include "train/setup.h"
+
+#include "train/registry.h"
+
+namespace dlperf {
+
+TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
+  TrainingStack s;
+  BackendOptions bo;
+  bo.precision = o.precision;
+  bo.threads = o.threads;
+  bo.device = w.local_rank;
+  bo.memory_limit_bytes = o.memory_limit_mb << 20;
+  bo.conv_autotune = o.conv_autotune;
+  s.backend = make_backend(o.backend, bo);
+  Backend* model_be = s.backend.get();
+  if (o.profile_ops > 0) {
+    s.profiler = std::make_unique<OpProfiler>(o.warmup, o.profile_ops);  // the first measured iterations
+    s.profiled = make_profiling_backend(*s.backend, *s.profiler);
+    model_be = s.profiled.get();
+  }
+  s.model = make_model(o, *model_be);
+  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers());
+  s.optimizer = make_optimizer(o, *s.backend, *s.store);
+  return s;
+}
+
+void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset) {
+  s.model->init_params(o.seed);
+  if (dataset) s.data = make_image_data(o, w, dataset, *s.model->raw_input("images"), *s.backend);
+  else s.data = make_data(o, w.rank);
+}
+
+TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler) {
+  TrainConfig tc;
+  tc.iterations = o.iterations;
+  tc.warmup = o.warmup;
+  tc.print_every = o.print_every;
+  tc.lr = make_lr_schedule(o, world_size);
+  if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
+  tc.input = o.data_on_device ? InputMode::resident : InputMode::automatic;
+  tc.cuda_graph = o.cuda_graph;
+  tc.timeout = std::chrono::seconds(o.timeout_s);
+  tc.profiler = profiler;
+  tc.max_loss_growth = o.max_loss_growth;
+  return tc;
+}
+
+}  // namespace dlperf

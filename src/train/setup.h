@@ -1,0 +1,45 @@
+// What one rank builds for a run from validated options: the backend (wrapped for the per-op
+// profile when asked), the model, its flat parameters, the optimizer and the data source, and
+// the loop's configuration. Shared by the benchmark run (run.cpp) and --find-max-batch's
+// trials (max_batch.cpp), so a trial allocates exactly what a run would.
+#pragma once
+
+#include <memory>
+
+#include "comm/mpi_session.h"
+#include "models/model.h"
+#include "train/op_profile.h"
+#include "train/optimizer.h"
+#include "train/options.h"
+#include "train/param_store.h"
+#include "train/synthetic_data.h"
+#include "train/trainer.h"
+#include "train/image_data.h"
+
+namespace dlperf {
+
+struct TrainingStack {
+  std::unique_ptr<Backend> backend;        // the real one
+  std::unique_ptr<OpProfiler> profiler;    // --profile-ops
+  std::unique_ptr<Backend> profiled;       // the profiling decorator the model is built on
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ParamStore> store;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<DataSource> data;
+  Backend& be() { return *backend; }
+  // The backend the model was built on, which the trainer drives (the profiling decorator
+  // forwards everything else to the real one).
+  Backend& model_be() { return profiled ? *profiled : *backend; }
+};
+
+// The stack for o.batch_size per device: backend, model, parameters (not initialised yet) and
+// optimizer; enough for --plan-only.
+TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w);
+// Then, for training: parameters initialised from o.seed and the data source (the image
+// loader over `dataset` when given, else generated data or BERT shards).
+void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset);
+
+// The loop's configuration for this run (profiler: the stack's, or null).
+TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler);
+
+}  // namespace dlperf

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The device-step options of dlperf-train on the CPU backend, end to end (issue 13):
+#  * bad combinations are one line naming the flag, exit 2, nothing written;
+#  * --profile-ops stores a per-op table that dlperf-reduce --ops prints, and --timeline writes
+#    Chrome trace-event JSON (parsed here) with the run's phases and op calls;
+#  * --find-max-batch under --memory-limit-mb finds a batch B that trains while B+1 runs out of
+#    memory in a fresh run too, and that failure is one "out of memory" error, exit 3.
+# Usage: step_cli_test.sh DLPERF_TRAIN DLPERF_REDUCE
+set -u
+train=$1
+reduce=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+tiny=(--image-size 32 --resnet-width 8 --resnet-blocks 1,1,1,1 --num-classes 10 --threads 1)
+
+expect_usage_error() {  # flag-to-mention, then the arguments
+  local mention=$1
+  shift
+  "$train" "${tiny[@]}" "$@" --output "$dir/bad.h5" >"$dir/stdout" 2>"$dir/stderr"
+  local rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(wc -l <"$dir/stderr")" -ne 1 ] || ! grep -q -- "$mention" "$dir/stderr" || [ -e "$dir/bad.h5" ]; then
+    fail "($*): exit $rc, stderr: $(cat "$dir/stderr")"
+  else
+    echo "ok   ($*): $(cat "$dir/stderr")"
+  fi
+}
+expect_usage_error --cuda-graph --cuda-graph
+expect_usage_error --comm --comm nccl
+expect_usage_error --comm --comm gloo
+expect_usage_error --profile-ops --iterations 6 --warmup 2 --profile-ops 5
+expect_usage_error --profile-ops --profile-ops -1
+expect_usage_error --memory-limit-mb --find-max-batch
+expect_usage_error --memory-limit-mb --memory-limit-mb -3
+expect_usage_error --data-on-device --model bert_base --data-on-device --data /nonexistent
+
+# ---- per-op profile, --ops, --timeline ----
+"$train" "${tiny[@]}" --batch-size 4 --iterations 6 --warmup 2 --print-every 0 --profile-ops 3 --output "$dir/r.h5" \
+  >"$dir/log" 2>&1 || fail "profiled run: $(cat "$dir/log")"
+"$reduce" "$dir/r.h5" --warmup 2 --window 4 --ops --ops-top 5 >"$dir/ops" 2>&1 || fail "reduce --ops: $(cat "$dir/ops")"
+cat "$dir/ops"
+grep -q '^## Per-op profile: resnet50 fp32 batch 4 cpu' "$dir/ops" || fail "--ops has no profile heading"
+grep -Eq '^rank 0, 3 iterations from 2; step [0-9.]+ ms, ops [0-9.]+ ms \([0-9.]+% of the step\)' "$dir/ops" || fail "--ops summary line"
+[ "$(grep -c '^| layer\|^| conv1\|^| fc\|^| bn1' "$dir/ops")" -ge 1 ] || fail "--ops lists no named op"
+grep -q '^| conv2d | ' "$dir/ops" || fail "--ops has no per-kind table"
+"$reduce" "$dir/r.h5" --warmup 2 --window 4 --timeline "$dir/t.json" >/dev/null 2>&1 || fail "reduce --timeline"
+python3 - "$dir/t.json" <<'PY' || fail "timeline JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+cats = {e["cat"] for e in ev}
+assert {"iteration", "phase", "conv2d", "batch_norm"} <= cats, cats
+its = [e for e in ev if e["cat"] == "iteration"]
+assert [e["name"] for e in its] == ["iteration 2", "iteration 3", "iteration 4"], its
+for it in its:  # every op call of an iteration lies within it
+    calls = [e for e in ev if e.get("args", {}).get("iteration") == int(it["name"].split()[1]) and e["cat"] not in ("phase", "iteration")]
+    assert calls, it
+    for c in calls:
+        assert it["ts"] - 1 <= c["ts"] and c["ts"] + c["dur"] <= it["ts"] + it["dur"] + 1, (c, it)
+print("timeline: %d spans, categories %s" % (len(ev), sorted(cats)))
+PY
+"$reduce" "$dir/r.h5" --timeline "$dir/t2.json" --timeline-steps 9-12 >"$dir/out" 2>&1
+rc=$?
+{ [ $rc -eq 2 ] && [ ! -e "$dir/t2.json" ]; } || fail "--timeline-steps past the run: exit $rc, $(cat "$dir/out")"
+
+# ---- --find-max-batch on the CPU under a memory limit ----
+limit=(--memory-limit-mb 16 --iterations 3 --warmup 1 --print-every 0)
+"$train" "${tiny[@]}" "${limit[@]}" --batch-size 8 --find-max-batch >"$dir/find" 2>&1 || fail "find-max-batch: $(cat "$dir/find")"
+cat "$dir/find"
+best=$(sed -n 's/^largest batch per device that trains: \([0-9][0-9]*\) (\([0-9]*\) runs out of memory.*/\1/p' "$dir/find")
+if [ -z "$best" ]; then
+  fail "find-max-batch printed no result"
+else
+  "$train" "${tiny[@]}" "${limit[@]}" --batch-size "$best" >"$dir/fit" 2>&1 || fail "batch $best does not train in a fresh run: $(tail -3 "$dir/fit")"
+  "$train" "${tiny[@]}" "${limit[@]}" --batch-size $((best + 1)) >"$dir/oom" 2>&1
+  rc=$?
+  if [ $rc -ne 3 ] || ! grep -q 'out of memory' "$dir/oom"; then fail "batch $((best + 1)): exit $rc, $(tail -3 "$dir/oom")"; fi
+  echo "ok   find-max-batch: $best trains, $((best + 1)) runs out of memory: $(grep -m1 'out of memory' "$dir/oom" | cut -c1-160)"
+fi
+
+if [ "$failures" -eq 0 ]; then echo "all step CLI checks passed"; else echo "$failures failed"; exit 1; fi
