@@ -194,6 +194,10 @@ features=""
 for f in avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile; do [[ " $flags " = *" $f "* ]] && features+="${features:+ }$f"; done
 torch_version=$("${PY[@]}" -c 'import torch; print(torch.__version__)')
 torch_onednn=$("${PY[@]}" -c 'import re, torch; m = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show()); print(m.group(1) if m else "?")')
+# The BLAS PyTorch's matmuls (nn.Linear: all of BERT's GEMMs) run on: Debian's python3-torch links
+# libblas.so.3, which is the netlib reference BLAS unless an optimised one provides the alternative.
+torch_blas=$("${PY[@]}" -c 'import re, torch; torch.ones(8, 8) @ torch.ones(8, 8)
+print(next((l.split()[-1] for l in open("/proc/self/maps") if re.search(r"lib(open)?blas|blis|mkl_rt", l)), "?"))' 2>/dev/null) || true
 backend_line=""
 if [[ $pytorch_only = 0 ]]; then
   # dlperf-train's own account of the ISA oneDNN dispatches to, or of the GPU (one tiny fp32 run).
@@ -209,7 +213,11 @@ if [[ $device = cuda ]]; then
   echo "  PyTorch $torch_version, CUDA $("${PY[@]}" -c 'import torch; print(torch.version.cuda)'), cuDNN" \
        "$("${PY[@]}" -c 'import torch; print(torch.backends.cudnn.version())') (env -u LD_LIBRARY_PATH $PYTHON), formats: ${FORMATS[*]}"
 else
-  echo "  PyTorch $torch_version with oneDNN $torch_onednn ($PYTHON), formats: ${FORMATS[*]}"
+  echo "  PyTorch $torch_version with oneDNN $torch_onednn and BLAS ${torch_blas:-?} ($PYTHON), formats: ${FORMATS[*]}"
+  if [[ ${torch_blas:-} = */blas/libblas.so* ]]; then
+    echo "  WARNING: PyTorch's matmuls run the netlib reference BLAS: install an optimised one for a fair" \
+         "competitor (apt-get install libopenblas0-pthread)"
+  fi
 fi
 [[ -z $backend_line ]] || echo "  dlperf: $backend_line ($DLPERF_TRAIN)"
 echo "  threads $threads (OMP_NUM_THREADS, torch.set_num_threads); per measurement: $warmup warm-up + $iterations timed"
@@ -330,7 +338,7 @@ echo
 for model in "${MODELS[@]}"; do
   b=$(model_batch "$model")
   if [[ $model = bert_base ]]; then
-    shape="batch $b, sequence $seq$([[ $quick = 1 ]] && echo ', reduced (--quick)')"; fmts="-"
+    shape="batch $b, sequence $seq$([[ $quick = 1 ]] && echo ', reduced (--quick)' || true)"; fmts="-"
   else
     s=$(model_image "$model"); shape="batch $b, ${s}x${s}, $classes classes"; fmts="${FORMATS[*]}"
   fi
