@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the first hour on a GPU machine, as one command (issue 26). Runs, in stages of
+# under 10 minutes each, everything a CUDA build must pass before its figures mean anything,
+# and saves every output under one folder:
+#
+#   1  tests       ctest -L cuda (a build tree), or every packed CUDA test executable on PATH
+#                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there)
+#   2  plan        dlperf-train --plan-only for every model x precision at its benchmark batch;
+#                  fails on any "(fallback)" or "REFERENCE" kernel (tf32/fp16/bf16 must plan
+#                  every convolution and GEMM on tensor cores, the stem included), and BERT with
+#                  --bert-hidden 1024 and 5120 (the layer-norm launch limits)
+#   3  memcheck    compute-sanitizer --tool memcheck on the conformance and step tests
+#   4  racecheck   compute-sanitizer --tool racecheck on the same
+#   5  synccheck   compute-sanitizer --tool synccheck on the same
+#   6  resnet50    bench/vs_pytorch.sh --device cuda, ResNet-50 b256, fp16 bf16 tf32
+#   7  vgg16       the same, VGG16 b128
+#   8  bert        the same, BERT-base b64
+#   9  profile     per-kernel GPU time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
+# A stage that runs past 9.5 minutes has its running step stopped (exit 124 in summary.tsv).
+#
+# Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
+#   --stage     run only these stages (default: all, in order)
+#   --out       the folder for everything (default gpu-check-<UTC time>); one log per command,
+#               summary.tsv (stage, step, exit status, seconds) and environment.txt
+#   --build     a CMake build tree with CUDA (ctest there); default build-tests when it has a
+#               CTestTestfile.cmake and ctest is installed, else the packed executables on PATH
+#   --packed    the executables on PATH (source .gpu/env.sh) even where a build tree exists
+#   --dry-run   print the commands of the chosen stages, run nothing (works without a GPU)
+#   --repeats   interleaved repeats of the PyTorch comparison (default 3; medians reported)
+# On a packed machine: source .gpu/env.sh && scripts/gpu-check.sh
+# Exit status: 0 every step passed; 1 a step failed (summary.tsv names it); 2 bad usage.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile)
+STAGE_LIMIT=570  # seconds a stage may take: its steps run under `timeout` for what is left of it
+
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+die_usage() { echo "gpu-check: $*" >&2; echo "Try '$0 --help'." >&2; exit 2; }
+
+stages="" out="" build="" dry=0 repeats=3 packed=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --stage) [ $# -ge 2 ] || die_usage "--stage needs a value"; stages="${stages:+$stages,}$2"; shift 2 ;;
+    --out) [ $# -ge 2 ] || die_usage "--out needs a value"; out=$2; shift 2 ;;
+    --build) [ $# -ge 2 ] || die_usage "--build needs a value"; build=$2; shift 2 ;;
+    --repeats) [ $# -ge 2 ] || die_usage "--repeats needs a value"; repeats=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    --packed) packed=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die_usage "unknown argument '$1'" ;;
+  esac
+done
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || die_usage "--repeats must be a positive integer (got '$repeats')"
+if [ -z "$stages" ]; then
+  stages=$(seq -s, 1 ${#STAGE_NAMES[@]})
+fi
+IFS=, read -r -a chosen <<<"$stages"
+for s in "${chosen[@]}"; do
+  [[ $s =~ ^[1-9]$ ]] && [ "$s" -le ${#STAGE_NAMES[@]} ] || die_usage "--stage takes 1..${#STAGE_NAMES[@]} (got '$s')"
+done
+out=${out:-gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
+
+# The CUDA toolkit's tools (compute-sanitizer, nsys, ncu) where the toolkit is not on PATH.
+for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer /opt/nvidia/nsight-systems/*/bin /opt/nvidia/nsight-compute/*; do
+  [ -d "$d" ] && case ":$PATH:" in *":$d:"*) ;; *) PATH=$PATH:$d ;; esac
+done
+export PATH
+
+# Where the tests come from: a build tree with ctest, or the packed executables on PATH.
+[ $packed = 1 ] && [ -n "$build" ] && die_usage "--packed and --build exclude each other"
+if [ $packed = 0 ] && [ -z "$build" ] && [ -f "$ROOT/build-tests/CTestTestfile.cmake" ] && command -v ctest >/dev/null; then
+  build=$ROOT/build-tests
+fi
+if [ -n "$build" ] && [ ! -f "$build/CTestTestfile.cmake" ]; then die_usage "--build $build is not a CMake build tree"; fi
+test_exe() {  # the path of a CUDA test executable
+  if [ -n "$build" ]; then echo "$build/tests/cuda/$1"; else command -v "$1" || echo "$1"; fi
+}
+TRAIN=${DLPERF_TRAIN:-$( [ -n "$build" ] && [ -x "$build/src/dlperf-train" ] && echo "$build/src/dlperf-train" || echo dlperf-train)}
+export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one
+SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test)
+
+failed=0 stage_t0=$(date +%s)
+# step STAGE NAME COMMAND...: runs (or prints) one command, its output in $out/STAGE-NAME.log.
+step() {
+  local stage=$1 name=$2; shift 2
+  if [ $dry = 1 ]; then printf 'stage %s %-24s %s\n' "$stage" "$name" "$*"; return 0; fi
+  local log="$out/$stage-$name.log" t0 rc left
+  t0=$(date +%s)
+  left=$((STAGE_LIMIT - (t0 - stage_t0)))
+  [ $left -ge 10 ] || left=10
+  echo "== stage $stage $name: $*" | tee "$log"
+  if declare -F "$1" >/dev/null; then  # a function of this script (plan_check): timeout runs programs only
+    timeout "$left" bash -c "$(declare -f "$1"); \"\$@\"" _ "$@" >>"$log" 2>&1
+  else
+    timeout "$left" "$@" >>"$log" 2>&1
+  fi
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$stage" "$name" "$rc" "$(($(date +%s) - t0))" >>"$out/summary.tsv"
+  if [ $rc -ne 0 ]; then
+    failed=1
+    echo "   FAILED (exit $rc): $log" >&2
+    tail -5 "$log" >&2
+  fi
+  return $rc
+}
+
+# --plan-only output with a fallback or a reference kernel fails the step.
+plan_check() {
+  local out_file rc
+  out_file=$(mktemp)
+  "$@" >"$out_file" 2>&1
+  rc=$?
+  cat "$out_file"
+  if [ $rc -eq 0 ] && grep -E '\(fallback\)|REFERENCE' "$out_file" >/dev/null; then
+    echo "gpu-check: fallback or reference kernels planned:" >&2
+    grep -E '\(fallback\)|REFERENCE' "$out_file" >&2
+    rc=1
+  fi
+  rm -f "$out_file"
+  return $rc
+}
+
+stage_tests() {
+  if [ -n "$build" ]; then
+    step 1 ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure --timeout 300
+  else
+    for t in dlperf_cuda_kernel_limits_test dlperf_cuda_conformance_test dlperf_cuda_cnn_conformance_test \
+             dlperf_cuda_bert_conformance_test dlperf_cuda_train_conformance_test dlperf_cuda_step_test dlperf_cuda_real_shapes_test; do
+      step 1 "${t#dlperf_cuda_}" "$(test_exe "$t")" --gtest_output="xml:$out/1-${t}.xml"
+    done
+    step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
+  fi
+}
+
+stage_plan() {
+  local m b p
+  for m in resnet50:256 vgg16:128 bert_base:64; do
+    b=${m#*:}; m=${m%%:*}
+    for p in fp16 bf16 tf32 fp32; do
+      step 2 "plan-$m-$p" plan_check "$TRAIN" --backend cuda --model "$m" --precision "$p" --batch-size "$b" --plan-only
+    done
+  done
+  for h in 1024 5120; do  # BERT-large's width, and one past the 4,096 the layer-norm kernels once stopped at
+    step 2 "plan-bert-hidden$h-fp16" plan_check "$TRAIN" --backend cuda --model bert_base --precision fp16 --batch-size 8 \
+      --bert-hidden "$h" --plan-only
+  done
+}
+
+stage_sanitizer() {  # stage tool...
+  local stage=$1 tool t; shift
+  for tool in "$@"; do
+    for t in "${SANITIZED_TESTS[@]}"; do
+      step "$stage" "$tool-${t#dlperf_cuda_}" compute-sanitizer --tool "$tool" --error-exitcode 1 "$(test_exe "$t")"
+    done
+  done
+}
+
+stage_bench() {  # stage model batch
+  step "$1" "vs-pytorch-$2" "$ROOT/bench/vs_pytorch.sh" --device cuda --model "$2" --batch-size "$3" \
+    --precisions fp16,bf16,tf32 --repeats "$repeats" --log-dir "$out/$1-$2-runs"
+}
+
+profile_one() {  # name dlperf-train args...
+  local name=$1; shift
+  if command -v nsys >/dev/null || [ $dry = 1 ]; then
+    step 9 "nsys-$name" nsys profile --force-overwrite true -o "$out/9-$name" "$TRAIN" "$@"
+    step 9 "kernels-$name" nsys stats --report cuda_gpu_kern_sum --format csv --output "$out/9-$name" "$out/9-$name.nsys-rep"
+  else  # ncu replays each kernel: a short run, the kernels after warm-up only
+    step 9 "ncu-$name" ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 2000 --launch-count 2000 "$TRAIN" "$@"
+  fi
+}
+
+stage_profile() {
+  profile_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 20 --warmup 10
+  profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 20 --warmup 10
+}
+
+if [ $dry = 0 ]; then
+  mkdir -p "$out" || die_usage "cannot create $out"
+  printf 'stage\tstep\texit\tseconds\n' >"$out/summary.tsv"
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "revision: $(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+    echo "tests from: ${build:-packed executables on PATH}"
+    echo "dlperf-train: $(command -v "$TRAIN" || echo "$TRAIN")"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
+    nvcc --version 2>/dev/null | tail -1 || true
+    "$TRAIN" --version 2>&1 | head -3 || true
+  } >"$out/environment.txt"
+  command -v "$TRAIN" >/dev/null || [ -x "$TRAIN" ] || { echo "gpu-check: dlperf-train not found (source .gpu/env.sh, or --build DIR)" >&2; exit 2; }
+fi
+
+for s in "${chosen[@]}"; do
+  name=${STAGE_NAMES[$((s - 1))]}
+  [ $dry = 1 ] && echo "# stage $s: $name" || echo "== stage $s: $name ($(date -u +%T))"
+  stage_t0=$(date +%s)
+  case $name in
+    tests) stage_tests ;;
+    plan) stage_plan ;;
+    memcheck) stage_sanitizer 3 memcheck ;;
+    racecheck) stage_sanitizer 4 racecheck ;;
+    synccheck) stage_sanitizer 5 synccheck ;;
+    resnet50) stage_bench 6 resnet50 256 ;;
+    vgg16) stage_bench 7 vgg16 128 ;;
+    bert) stage_bench 8 bert_base 64 ;;
+    profile) stage_profile ;;
+  esac
+done
+[ $dry = 1 ] && exit 0
+echo "gpu-check: everything is in $out (summary.tsv)"
+exit $failed

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh --dry-run on a machine without a GPU: the stage list, in order, each with
+# its commands; the plan stage covers every model x precision at its benchmark batch and fails
+# on fallbacks; bad usage exits 2; nothing is written. About a second.
+set -euo pipefail
+script=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+out=$("$script" --dry-run)
+stages=$(grep '^# stage' <<<"$out" | sed 's/^# stage //' | tr '\n' ' ')
+[ "$stages" = "1: tests 2: plan 3: memcheck 4: racecheck 5: synccheck 6: resnet50 7: vgg16 8: bert 9: profile " ] ||
+  fail "stage list: '$stages'"
+for s in 1 2 3 4 5 6 7 8 9; do grep -q "^stage $s " <<<"$out" || fail "stage $s has no command"; done
+grep -q -- '-L cuda\|dlperf_cuda_conformance_test' <<<"$out" || fail "stage 1 runs the cuda tests"
+for m in resnet50:256 vgg16:128 bert_base:64; do
+  for p in fp16 bf16 tf32 fp32; do
+    grep -q -- "--model ${m%%:*} --precision $p --batch-size ${m#*:} --plan-only" <<<"$out" || fail "no plan of $m $p"
+  done
+done
+grep -q -- '--bert-hidden 5120 --plan-only' <<<"$out" || fail "no plan of BERT hidden 5120"
+for t in memcheck racecheck synccheck; do grep -q -- "compute-sanitizer --tool $t" <<<"$out" || fail "no $t"; done
+grep -q -- 'vs_pytorch.sh --device cuda --model resnet50 --batch-size 256 --precisions fp16,bf16,tf32' <<<"$out" || fail "resnet50 bench"
+grep -q -- 'vs_pytorch.sh --device cuda --model vgg16 --batch-size 128' <<<"$out" || fail "vgg16 bench"
+grep -q -- 'vs_pytorch.sh --device cuda --model bert_base --batch-size 64' <<<"$out" || fail "bert bench"
+grep -q -- '--model resnet50 --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of resnet50 fp16"
+grep -q -- '--model bert_base --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of bert fp16"
+
+only=$("$script" --dry-run --stage 2)
+[ "$(grep -c '^# stage' <<<"$only")" = 1 ] || fail "--stage 2 runs one stage"
+[ "$(grep -c '^stage 2 plan-' <<<"$only")" = 14 ] || fail "--stage 2: 12 model x precision plans and 2 BERT widths"
+
+# packed executables (../shared/tools/gpu-pack): each CUDA test by name on PATH, the two-rank test under mpirun
+packed=$("$script" --dry-run --packed --stage 1)
+for t in kernel_limits conformance cnn_conformance bert_conformance train_conformance step real_shapes; do
+  grep -q "dlperf_cuda_${t}_test --gtest_output=xml:" <<<"$packed" || fail "packed stage 1 runs dlperf_cuda_${t}_test"
+done
+grep -q 'mpirun -np 2 .*cuda_staged_mpi_test' <<<"$packed" || fail "packed stage 1 runs the two-rank test"
+grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
+
+# the plan check itself: a fallback or a reference kernel in --plan-only output fails the step
+fake=$work/dlperf-train
+printf '#!/bin/sh\necho "  conv1  forward  (256,4,224,224)  cudnn_legacy algo 1 (fallback)"\n' >"$fake"
+chmod +x "$fake"
+if DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/o" >/dev/null 2>&1; then fail "a fallback passed the plan stage"; fi
+grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is in summary.tsv"
+printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\n' >"$fake"
+DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" >/dev/null 2>&1 || fail "a clean plan failed the plan stage"
+
+for bad in "--stage 0" "--stage 10" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$script" --dry-run $bad >/dev/null 2>&1
+  rc=$?
+  set -e
+  [ $rc = 2 ] || fail "'$bad' exits $rc, not 2"
+done
+for f in "$work"/* "$work"/.[!.]*; do
+  case ${f##*/} in dlperf-train | o | p | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
+done
+echo "gpu-check dry run: ok"
