@@ -85,6 +85,15 @@ int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
 #endif
 
+void Backend::sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) {
+  for (const ParamSegment& p : segments) {
+    SgdStep t = s;
+    t.weight_decay = p.decay ? s.weight_decay : 0.0f;
+    const size_t o = p.offset, n = p.count;
+    sgd_step({w + o, n}, {g + o, n}, {m + o, n}, t);
+  }
+}
+
 void Backend::adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) {
   for (const ParamSegment& p : segments) {
     AdamStep t = s;

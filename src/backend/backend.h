@@ -107,6 +107,10 @@ struct BackendOptions {
   // GPU's fixed memory; an allocation past it throws OutOfMemoryError. 0: no limit.
   int64_t memory_limit_bytes = 0;
   bool conv_autotune = false;  // CUDA: time the top cuDNN engine configurations per convolution at plan time
+  // CUDA: backward convolutions only on deterministic engines (same seed, same result bit for
+  // bit). On by default for library callers (the conformance and repro tests); dlperf-train
+  // turns it off unless --deterministic, as PyTorch allows the faster nondeterministic engines.
+  bool deterministic = true;
 };
 
 // What a trace records about the device (issue 13, docs/trace-schema.md). CPU: empty model.
@@ -228,6 +232,8 @@ class Backend {
   // segment at once; s.weight_decay applies to the segments that decay. The defaults loop over
   // the segments with the calls above; the CUDA backend runs each in a fixed number of launches
   // whatever the number of tensors, with LAMB's norms and trust ratios kept on the device.
+  // SGD: sgd_step per segment.
+  virtual void sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s);
   // AdamW: adamw_step per segment.
   virtual void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s);
   // LAMB (You et al. 2019; apex FusedLAMB without nvlamb): per segment u = Adam direction

@@ -17,9 +17,9 @@ Sgd::Sgd(Backend& be, ParamStore& store, SgdConfig c) : be_(be), store_(store), 
   // in values, gradients and momentum, so it is left unchanged by the update).
   for (const auto& e : store.entries()) {
     if (!ranges_.empty() && ranges_.back().decay == e.decay) {
-      ranges_.back().end = e.offset + e.elems;
+      ranges_.back().count = e.offset + e.elems - ranges_.back().offset;
     } else {
-      ranges_.push_back({e.offset, e.offset + e.elems, e.decay});
+      ranges_.push_back({e.offset, e.elems, e.decay});
     }
   }
 }
@@ -28,11 +28,9 @@ void Sgd::step(float lr, float grad_scale, const float* gate) {
   float* w = store_.values().data();
   float* g = store_.grads().data();
   float* m = momentum_->data();
-  for (const auto& r : ranges_) {
-    const size_t n = r.end - r.begin;
-    SgdStep s{lr, cfg_.momentum, r.decay ? cfg_.weight_decay : 0.0f, grad_scale, first_, gate};
-    be_.sgd_step({w + r.begin, n}, {g + r.begin, n}, {m + r.begin, n}, s);
-  }
+  // One call over every range (the CUDA backend: one launch; the default: one call per range).
+  const SgdStep s{lr, cfg_.momentum, cfg_.weight_decay, grad_scale, first_, gate};
+  be_.sgd_step(w, g, m, ranges_, s);
   first_ = false;
 }
 

@@ -56,15 +56,11 @@ class Sgd final : public Optimizer {
   bool capturable() const override { return true; }
 
  private:
-  struct Range {
-    size_t begin, end;
-    bool decay;
-  };
   Backend& be_;
   ParamStore& store_;
   SgdConfig cfg_;
   std::unique_ptr<Buffer> momentum_;
-  std::vector<Range> ranges_;
+  std::vector<ParamSegment> ranges_;  // runs of equal decay: one multi-tensor update over all
   bool first_ = true;
 };
 

@@ -177,7 +177,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
     ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
                                                  "the cpu backend), and exit without training")
-    ("conv-autotune", po::bool_switch(&o.conv_autotune), "cuda: time the top cuDNN engine configurations of each convolution shape at plan time and keep the fastest (default: cuDNN's heuristics' first choice)");
+    ("conv-autotune", po::bool_switch(&o.conv_autotune), "cuda: time the top cuDNN engine configurations of each convolution shape at plan time and keep the fastest (default: cuDNN's heuristics' first choice)")
+    ("deterministic", po::bool_switch(&o.deterministic), "cuda: backward convolutions only on deterministic cuDNN engines, so the same "
+                                                         "seed gives the same losses bit for bit (default: the fastest engines, "
+                                                         "atomics-based ones included, as PyTorch)");
   po::options_description optim("Optimizer (ResNet-50: SGD with momentum, NVIDIA's v1.5 recipe; VGG16: SGD with momentum, the VGG paper's "
                                  "recipe; BERT: LAMB, NVIDIA's phase-1 recipe)");
   optim.add_options()

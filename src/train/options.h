@@ -27,6 +27,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   int threads = 0;              // 0: every core this rank may use
   bool conv_autotune = false;   // CUDA: time the top cuDNN engine configurations per convolution shape at plan time
+  bool deterministic = false;   // CUDA: backward convolutions only on deterministic cuDNN engines (--deterministic)
   float lr = 0.256f;            // for a global batch of 256, scaled linearly
   LrScheduleKind lr_schedule = LrScheduleKind::cosine;
   int64_t lr_warmup = -1;       // iterations; -1: 10% of --iterations

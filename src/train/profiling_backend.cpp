@@ -298,6 +298,9 @@ class ProfilingBackend final : public Backend {
     in_.lamb_apply(w, update, step, gate);
   }
   double sum_squares(std::span<const float> x) override { return in_.sum_squares(x); }
+  void sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) override {
+    in_.sgd_step(w, g, m, segments, s);
+  }
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override {
     in_.adamw_step(w, g, m, v, segments, s);
   }

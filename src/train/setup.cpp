@@ -12,6 +12,7 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   bo.device = w.local_rank;
   bo.memory_limit_bytes = o.memory_limit_mb << 20;
   bo.conv_autotune = o.conv_autotune;
+  bo.deterministic = o.deterministic;
   s.backend = make_backend(o.backend, bo);
   Backend* model_be = s.backend.get();
   if (o.profile_ops > 0) {

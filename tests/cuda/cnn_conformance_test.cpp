@@ -90,6 +90,25 @@ TEST_F(CnnConformance, Convolution) {
   }
 }
 
+// The 3-channel stems (ResNet's 7x7 / 2, VGG's fused 3x3 + bias + ReLU): channels-last f16,
+// bf16 and tf32 run them padded to 4 channels (conv2d.cpp), the filter gradient cropped back.
+TEST_F(CnnConformance, ThreeChannelStemPaddedToFour) {
+  const Dims xd{2, 3, 16, 16};
+  const Conv2dSpec specs[] = {{"stem7", 3, 16, 7, 2, 3, false, false, false}, {"stem3relu", 3, 16, 3, 1, 1, true, false, true}};
+  for (const Case& c : cases()) {
+    auto g = gpu(c.precision);
+    for (const Conv2dSpec& s : specs) {
+      SCOPED_TRACE(label(c) + " " + s.name);
+      const ConvResult want = run_conv(*cpu, DType::f32, Layout::canonical, s, xd);
+      const ConvResult got = run_conv(*g, g->dtype(), c.layout, s, xd);
+      const double tol = tolerance(c.precision);
+      expect_rel(want.y, got.y, tol, "y");
+      expect_rel(want.dw, got.dw, tol, "dw");
+      expect_rel(want.db, got.db, tol, "db");
+    }
+  }
+}
+
 // y, dx, dz, dgamma, dbeta, running mean | var of one batch norm.
 std::vector<std::vector<float>> run_bn(Backend& be, DType t, Layout layout, int64_t channels, bool relu, bool residual) {
   const Dims xd{4, channels, 6, 6};
@@ -222,6 +241,10 @@ TEST_F(CnnConformance, FastPathsOnHopper) {
     auto conv = g->conv2d({"conv", 64, 64, 3, 1, 1, true, true, true}, *x);
     auto y = conv->make_output();
     auto bn = g->batch_norm({"bn", 64, 1e-5f, 0.1f, true, x.get()}, *y);
+    // the 3-channel stem (ResNet's conv1), run on 4 channels under fp16 / bf16 / tf32
+    const Dims sd{8, 3, 64, 64};
+    auto xs = input(*g, sd, g->dtype(), Layout::channels_last, randoms(static_cast<size_t>(product(sd)), 2));
+    auto stem = g->conv2d({"stem", 3, 64, 7, 2, 3, false, false}, *xs);
     const std::string sm = "sm_" + std::to_string(props.major * 10 + props.minor);
     EXPECT_EQ(g->isa(), sm);
     EXPECT_EQ(g->image_layout(), Layout::channels_last);

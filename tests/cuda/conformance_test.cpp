@@ -47,13 +47,13 @@ struct Bound {
 };
 Bound bind(Backend& be, Layer& l, uint32_t seed) {
   size_t total = 0;
-  for (const auto& p : l.params()) total += p.storage_elems;
+  for (const auto& p : l.params()) total += (p.storage_elems + 15) / 16 * 16;
   Bound b{be.buffer(std::max<size_t>(total, 1)), be.buffer(std::max<size_t>(total, 1))};
   std::vector<ParamSlot> slots;
   size_t off = 0;
   for (const auto& p : l.params()) {
     slots.push_back({b.values->data() + off, b.grads->data() + off});
-    off += p.storage_elems;
+    off += (p.storage_elems + 15) / 16 * 16;  // 64-byte aligned, as the ParamStore lays them out (cuBLASLt's bias needs it)
   }
   l.bind(slots);
   for (size_t i = 0; i < l.params().size(); ++i) l.write_param(i, randoms(static_cast<size_t>(product(l.params()[i].dims)), seed + 17 * i, 0.5f));

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "backend/cuda/kernels.h"
 
@@ -35,6 +37,63 @@ TEST(KernelLimits, BatchNormGridStaysWithinGridDimY) {
       }
   // the worst case for y: one tile of channels, as many rows as a user can give, many SMs
   EXPECT_LE(bn_nhwc_grid(int64_t{1} << 40, 1, 1 << 20).row_blocks, kMaxGridYZ);
+}
+
+TEST(KernelLimits, LayerNormGridUsesCompiledShapes) {
+  // Each width gets the smallest columns-per-thread variant compiled for it (layer_norm.cu);
+  // a 16 x 256 launch of 155 registers was the review's finding 1.
+  const struct {
+    int64_t cols;
+    int per;
+    unsigned threads;
+  } want[] = {{768, 4, 256}, {1024, 4, 256}, {1025, 8, 256}, {2048, 8, 256}, {4096, 16, 256}, {4097, 16, 1024}, {5120, 16, 1024},
+              {16384, 16, 1024}};
+  for (const auto& w : want) {
+    const AddNormGrid g = add_norm_grid(kTokens, w.cols, kSms);
+    EXPECT_EQ(g.per_thread, w.per) << w.cols;
+    EXPECT_EQ(g.threads, w.threads) << w.cols;
+    EXPECT_GE(int64_t{g.per_thread} * g.threads, w.cols);
+  }
+}
+
+// Every launch in the table is well formed (runs everywhere), and on a GPU fits what
+// cudaFuncGetAttributes reports for the compiled kernel: threads within its maxThreadsPerBlock
+// (which already accounts for registers), registers x threads within the SM's per-block file
+// (allocated per warp in units of 256), static + dynamic shared memory within the block limit.
+// Register spills are caught at compile time (-Xptxas -warn-spills, an error under
+// DLPERF_WERROR); local memory itself is allowed (batch_pointers_kernel indexes a parameter array).
+TEST(KernelLimits, LaunchTableIsComplete) {
+  const std::vector<KernelLaunch> table = kernel_launches();
+  EXPECT_GE(table.size(), 90u);  // 9 .cu files; most kernels in three element types
+  std::set<std::string> names;
+  for (const auto& k : table) {
+    EXPECT_NE(k.func, nullptr) << k.name;
+    EXPECT_GE(k.threads, 1u) << k.name;
+    EXPECT_LE(k.threads, 1024u) << k.name;
+    EXPECT_TRUE(names.insert(k.name).second) << "listed twice: " << k.name;
+  }
+  for (const char* must : {"add_norm_bwd<f16, 16 x 1024>", "add_norm_bwd<bf16, 4 x 256>", "bn_apply<bf16, 8>", "sgd_multi_kernel",
+                           "xent_total", "copy_channels_kernel<f16>"})
+    EXPECT_EQ(names.count(must), 1u) << must;
+}
+
+TEST(KernelLimits, EveryKernelFitsItsLaunchOnThisGpu) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device here: the launch table is checked against cudaFuncGetAttributes on a GPU only";
+  }
+  cudaDeviceProp p{};
+  ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+  for (const auto& k : kernel_launches()) {
+    cudaFuncAttributes a{};
+    ASSERT_EQ(cudaFuncGetAttributes(&a, k.func), cudaSuccess) << k.name;
+    const int64_t warps = (k.threads + 31) / 32;
+    const int64_t regs_per_warp = (int64_t{a.numRegs} * 32 + 255) / 256 * 256;
+    EXPECT_LE(static_cast<int>(k.threads), a.maxThreadsPerBlock) << k.name << ": " << a.numRegs << " registers";
+    EXPECT_LE(warps * regs_per_warp, int64_t{p.regsPerBlock}) << k.name << ": " << a.numRegs << " registers x " << k.threads << " threads";
+    EXPECT_LE(a.sharedSizeBytes + k.dynamic_smem, p.sharedMemPerBlock) << k.name;
+  }
 }
 
 TEST(KernelLimits, LayerNormGridAndWidth) {

@@ -49,7 +49,7 @@ Ctx make_context(const BackendOptions& o) {
   if (o.device < 0) throw_usage_error("CUDA device " + std::to_string(o.device) + " is negative");
   // The local rank modulo the devices this process sees: one rank per GPU on a node that shows
   // all GPUs, or the one GPU Slurm's --gpus-per-task / --gpu-bind shows each rank.
-  auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune);
+  auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune, o.deterministic);
   // bf16 tensor cores and cuDNN's bf16 kernels start with Ampere (sm_80).
   if (o.precision == Precision::bf16 && ctx->props.major < 8)
     throw_usage_error(std::string("--precision bf16 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +
@@ -319,6 +319,13 @@ CudaBackend::OptTable& CudaBackend::opt_table(std::span<const ParamSegment> segm
   t.mem = std::shared_ptr<void>(mem, mem->get());
   opt_tables_.push_back(std::move(t));
   return opt_tables_.back();
+}
+
+void CudaBackend::sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) {
+  OptTable& t = opt_table(segments);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_sgd_multi(w, g, m, reinterpret_cast<const OptSegment*>(base), reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks,
+                                s.lr, s.momentum, s.weight_decay, s.grad_scale, s.first_step, s.gate, ctx_->s()));
 }
 
 void CudaBackend::adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) {

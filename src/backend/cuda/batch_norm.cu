@@ -10,6 +10,10 @@
 // PyTorch and cuDNN keep it. The column reductions run on tiles of 32 channels x row blocks;
 // each block writes its partial sums and the last block of a tile to finish (a ticket counter)
 // adds the partials in block order in f64: deterministic, no second launch for the totals.
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "backend/cuda/common.cuh"
 
 namespace dlperf::cuda {
@@ -88,14 +92,23 @@ __global__ void bn_stats(const T* x, int64_t rows, int64_t C, float eps, float m
   coef[C + c] = beta[c] - static_cast<float>(mean) * scale;
 }
 
-template <class T>
-__global__ void bn_apply(const T* x, const T* z, T* y, int64_t count, int64_t C, const float* coef, bool relu) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = i % C;
-    float v = load(x, i) * coef[c] + coef[C + c];
-    if (z) v += load(z, i);
-    store(y, i, relu ? fmaxf(v, 0.0f) : v);
-  }
+// The elementwise passes move V elements at a time (16 bytes when C % V == 0, else V = 1;
+// Pack and for_each_pack in common.cuh): no 64-bit `%` per element (the review's finding 9).
+template <class T, int V>
+__global__ void bn_apply(const T* x, const T* z, T* y, int64_t packs, int C, const float* coef, bool relu) {
+  using P = Pack<T, V>;
+  for_each_pack<V>(packs, C, [&](int64_t p, int c) {
+    const P xv = reinterpret_cast<const P*>(x)[p];
+    P zv{}, out;
+    if (z) zv = reinterpret_cast<const P*>(z)[p];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float v = load(xv.v, k) * coef[c + k] + coef[C + c + k];
+      if (z) v += load(zv.v, k);
+      store(out.v, k, relu ? fmaxf(v, 0.0f) : v);
+    }
+    reinterpret_cast<P*>(y)[p] = out;
+  });
 }
 
 template <class T>
@@ -140,16 +153,40 @@ __global__ void bn_bwd_reduce(const T* x, const T* y, const T* dy, T* dz, int64_
 }
 
 // dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)); g re-read from dz when it was
-// stored, else recomputed from dy and y.
-template <class T>
-__global__ void bn_bwd_apply(const T* x, const T* y, const T* dy, const T* dz, T* dx, int64_t count, int64_t C, const float* save_mean,
+// stored, else recomputed from dy and y. V elements at a time, as bn_apply.
+template <class T, int V>
+__global__ void bn_bwd_apply(const T* x, const T* y, const T* dy, const T* dz, T* dx, int64_t packs, int C, const float* save_mean,
                              const float* save_invstd, const float* coef, bool relu) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = i % C;
-    const float g = dz ? load(dz, i) : masked_grad(y, dy, i, relu);
-    const float xhat = (load(x, i) - save_mean[c]) * save_invstd[c];
-    store(dx, i, coef[c] * (g - coef[C + c] - xhat * coef[2 * C + c]));
-  }
+  using P = Pack<T, V>;
+  for_each_pack<V>(packs, C, [&](int64_t p, int c) {
+    const P xv = reinterpret_cast<const P*>(x)[p];
+    P gv{}, yv{}, out;
+    if (dz) {
+      gv = reinterpret_cast<const P*>(dz)[p];
+    } else {
+      gv = reinterpret_cast<const P*>(dy)[p];
+      if (relu) yv = reinterpret_cast<const P*>(y)[p];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float g = load(gv.v, k);
+      if (!dz && relu && !(load(yv.v, k) > 0.0f)) g = 0.0f;
+      const float xhat = (load(xv.v, k) - save_mean[c + k]) * save_invstd[c + k];
+      store(out.v, k, coef[c + k] * (g - coef[C + c + k] - xhat * coef[2 * C + c + k]));
+    }
+    reinterpret_cast<P*>(dx)[p] = out;
+  });
+}
+
+// Calls f(integral_constant<int, V>) with V = 16 bytes of T when every pointer is 16-byte
+// aligned and C a multiple of V, else V = 1.
+template <class T, class F>
+cudaError_t dispatch_pack(int64_t C, std::initializer_list<const void*> ptrs, F&& f) {
+  constexpr int kVec = 16 / sizeof(T);
+  bool vec = C % kVec == 0;
+  for (const void* q : ptrs) vec = vec && reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
+  if (vec) return f(std::integral_constant<int, kVec>{});
+  return f(std::integral_constant<int, 1>{});
 }
 
 }  // namespace
@@ -175,10 +212,13 @@ cudaError_t launch_bn_nhwc_forward(const void* x, const void* z, void* y, ElemTy
     using T = decltype(tag);
     bn_stats<<<blocks, threads, 0, s>>>(static_cast<const T*>(x), rows, channels, eps, momentum, st.gamma, st.beta, st.running_mean,
                                          st.running_var, st.save_mean, st.save_invstd, st.partial, st.coef, st.counters);
-    const int64_t count = rows * channels;
-    bn_apply<<<grid_for(count), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), count, channels,
-                                                  st.coef, relu);
-    return launched();
+    if (cudaError_t e = launched(); e != cudaSuccess) return e;
+    return dispatch_pack<T>(channels, {x, z, y}, [&](auto vec) {
+      const int64_t packs = rows * channels / vec();
+      bn_apply<T, vec()><<<grid_for(packs), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), packs,
+                                                              static_cast<int>(channels), st.coef, relu);
+      return launched();
+    });
   });
 }
 
@@ -192,12 +232,29 @@ cudaError_t launch_bn_nhwc_backward(const void* x, const void* y, const void* dy
     bn_bwd_reduce<<<blocks, threads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
                                               static_cast<T*>(dz), rows, channels, st.gamma, st.save_mean, st.save_invstd, dgamma, dbeta,
                                               st.partial, st.coef, st.counters, relu);
-    const int64_t count = rows * channels;
-    bn_bwd_apply<<<grid_for(count), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
-                                                      static_cast<const T*>(dz), static_cast<T*>(dx), count, channels, st.save_mean,
-                                                      st.save_invstd, st.coef, relu);
-    return launched();
+    if (cudaError_t e = launched(); e != cudaSuccess) return e;
+    return dispatch_pack<T>(channels, {x, y, dy, dz, dx}, [&](auto vec) {
+      const int64_t packs = rows * channels / vec();
+      bn_bwd_apply<T, vec()><<<grid_for(packs), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(y),
+                                                                  static_cast<const T*>(dy), static_cast<const T*>(dz), static_cast<T*>(dx),
+                                                                  packs, static_cast<int>(channels), st.save_mean, st.save_invstd, st.coef,
+                                                                  relu);
+      return launched();
+    });
   });
+}
+
+void list_kernels_batch_norm(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, bn_stats, kTileC * kRowsY);
+  DLPERF_LIST_FLOAT(out, bn_bwd_reduce, kTileC * kRowsY);
+  out.push_back(launch_entry("bn_apply<f32, 4>", &bn_apply<float, 4>, kThreads));
+  out.push_back(launch_entry("bn_apply<f16, 8>", &bn_apply<__half, 8>, kThreads));
+  out.push_back(launch_entry("bn_apply<bf16, 8>", &bn_apply<__nv_bfloat16, 8>, kThreads));
+  out.push_back(launch_entry("bn_apply<bf16, 1>", &bn_apply<__nv_bfloat16, 1>, kThreads));
+  out.push_back(launch_entry("bn_bwd_apply<f32, 4>", &bn_bwd_apply<float, 4>, kThreads));
+  out.push_back(launch_entry("bn_bwd_apply<f16, 8>", &bn_bwd_apply<__half, 8>, kThreads));
+  out.push_back(launch_entry("bn_bwd_apply<bf16, 8>", &bn_bwd_apply<__nv_bfloat16, 8>, kThreads));
+  out.push_back(launch_entry("bn_bwd_apply<bf16, 1>", &bn_bwd_apply<__nv_bfloat16, 1>, kThreads));
 }
 
 }  // namespace dlperf::cuda

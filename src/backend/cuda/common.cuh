@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "backend/cuda/kernels.h"
 
@@ -107,5 +109,40 @@ __device__ __forceinline__ float block_max(float v) {
   __syncthreads();
   return result;
 }
+
+// V elements of T moved as one load / store (16 bytes for V = 16 / sizeof(T)).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// A grid-stride loop over the packs of a channels-last (rows, C) array, calling f(p, c) with c
+// the pack's first channel (0 <= c < C, a multiple of V; C % V == 0). A thread's channel moves
+// by the same step each iteration, so it is stepped rather than recomputed with a 64-bit `%`.
+template <int V, class F>
+__device__ __forceinline__ void for_each_pack(int64_t packs, int C, F&& f) {
+  const int64_t start = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, stride = int64_t{gridDim.x} * blockDim.x;
+  const int cp = C / V;
+  int c = static_cast<int>(start % cp) * V;
+  const int step = static_cast<int>(stride % cp) * V;
+  for (int64_t p = start; p < packs; p += stride) {
+    f(p, c);
+    c += step;
+    if (c >= C) c -= C;
+  }
+}
+
+// One entry of the launch table (kernels.h). DLPERF_LIST_FLOAT lists a kernel template's f32,
+// f16 and bf16 instances.
+template <class K>
+KernelLaunch launch_entry(std::string name, K* kernel, unsigned threads, size_t smem = 0) {
+  return {std::move(name), reinterpret_cast<const void*>(kernel), threads, smem};
+}
+#define DLPERF_LIST_FLOAT(out, kernel, threads)                                   \
+  do {                                                                            \
+    (out).push_back(launch_entry(#kernel "<f32>", &kernel<float>, (threads)));    \
+    (out).push_back(launch_entry(#kernel "<f16>", &kernel<__half>, (threads)));   \
+    (out).push_back(launch_entry(#kernel "<bf16>", &kernel<__nv_bfloat16>, (threads))); \
+  } while (0)
 
 }  // namespace dlperf::cuda

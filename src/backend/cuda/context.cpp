@@ -39,8 +39,8 @@ int select_device(int ordinal) {
 }
 }  // namespace
 
-Context::Context(int device_ordinal, Precision p, bool autotune)
-    : device(select_device(device_ordinal)), precision(p), conv_autotune(autotune) {
+Context::Context(int device_ordinal, Precision p, bool autotune, bool det)
+    : device(select_device(device_ordinal)), precision(p), conv_autotune(autotune), deterministic(det) {
   DLPERF_CHECK(cudaGetDeviceProperties(&props, device));
   DLPERF_CHECK(cudnnSetStream(cudnn, stream.get()));
   DLPERF_CHECK(cublasSetStream(cublas, stream.get()));

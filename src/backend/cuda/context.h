@@ -17,6 +17,7 @@
 namespace dlperf::cuda {
 
 class GraphPlan;
+class HostUpload;
 
 static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
                   static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
@@ -55,7 +56,7 @@ class SharedArea {
 enum class MathUnits : uint8_t { not_matmul, tensor_cores, cuda_cores };
 
 struct Context {
-  Context(int device_ordinal, Precision precision, bool conv_autotune);
+  Context(int device_ordinal, Precision precision, bool conv_autotune, bool deterministic);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -63,6 +64,7 @@ struct Context {
   int device = 0;
   Precision precision = Precision::fp32;
   bool conv_autotune = false;  // time the top cuDNN engine configurations per convolution
+  bool deterministic = true;   // backward convolutions on deterministic engines only (--deterministic)
   cudaDeviceProp props{};
   MemoryCounter memory;  // declared before every allocation below: destroyed after them
   Stream stream;
@@ -114,6 +116,7 @@ using Ctx = std::shared_ptr<Context>;
 class CudaTensor final : public Tensor {
  public:
   CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t pitch = 0);  // pitch 0: dense
+  ~CudaTensor() override;
 
   size_t storage_bytes() const override { return mem_.bytes(); }
   void read(std::span<float> out) const override;
@@ -139,6 +142,9 @@ class CudaTensor final : public Tensor {
   Layout layout_;
   int64_t pitch_ = 0;
   DeviceMemory mem_;
+  // write_bytes / write_indices from host memory (the per-step input batch): made on first use.
+  std::unique_ptr<HostUpload> upload_;
+  void upload(const void* src, size_t bytes);
 };
 
 const CudaTensor& dev(const Tensor& t);

@@ -52,6 +52,18 @@ class CudaConv2d final : public WithParams<Conv2d> {
       throw_usage_error("conv2d " + s.name + ": input " + to_string(xd) + " is too small for a " + std::to_string(s.kernel) + "x" +
                         std::to_string(s.kernel) + " kernel");
     shape_ = {x.dtype(), x.nhwc(), xd[0], xd[1], xd[2], xd[3], s.out_channels, s.kernel, s.stride, s.padding, ho, wo};
+    // The channels-last stem (ResNet conv1, VGG features.0: 3 input channels) runs on 4
+    // channels, the 4th zero, as NVIDIA's MLPerf ResNet pads it, wherever tensor cores are
+    // wanted (f16, bf16, tf32): their cuDNN engines want C a multiple of 4 and have none, or
+    // slow ones, for C = 3. The input and the filter copy are padded each forward, the filter
+    // gradient cropped back to 3. A first layer only (no dx to crop).
+    pad_ = x.nhwc() && (x.dtype() != DType::f32 || ctx_->tf32()) && xd[1] == 3 && !s.input_grad;
+    if (pad_) {
+      shape_.c = 4;
+      const size_t e = dtype_size(x.dtype());
+      x_pad_ = ctx_->alloc(static_cast<size_t>(xd[0] * xd[2] * xd[3] * 4) * e);
+      w_pad_ = ctx_->alloc(static_cast<size_t>(s.out_channels * s.kernel * s.kernel * 4) * e);
+    }
     dtype_ = x.dtype();
     nhwc_ = x.nhwc();
     bias_ = s.bias;
@@ -60,7 +72,14 @@ class CudaConv2d final : public WithParams<Conv2d> {
     w_dims_ = {s.out_channels, s.in_channels, s.kernel, s.kernel};
 
     Context& c = *ctx_;
-    if (bias_ && relu_) {
+    // Under --precision fp32 cuDNN's runtime-fusion engines (all tensor-core, TF32 on f32 data)
+    // are ruled out, so the fused graph cannot plan: the convolution plus one bias + ReLU
+    // kernel is the designed fp32 path there, recorded as such, not as a fallback.
+    const bool try_fused = bias_ && relu_ && c.precision != Precision::fp32;
+    if (bias_ && relu_ && !try_fused)
+      c.record_kernel(s.name, "forward", shape_.key() + " +bias+relu", "convolution + bias_relu kernel (fp32: no TF32 fusion)",
+                      MathUnits::not_matmul);
+    if (try_fused) {
       try {
         fused_ = std::make_unique<ConvBiasRelu>(c, shape_);
         c.record_kernel(s.name, "forward", shape_.key() + " +bias+relu", fused_->name(), fused_->units());
@@ -83,7 +102,8 @@ class CudaConv2d final : public WithParams<Conv2d> {
     // Scratch: the ReLU-masked dy (fuse_relu), then dw in the filter's type and layout (when not f32 KCRS).
     dw_via_scratch_ = dtype_ != DType::f32 || nhwc_;
     masked_bytes_ = relu_ ? align256(static_cast<size_t>(product(y_dims_)) * dtype_size(dtype_)) : 0;
-    const size_t dw_bytes = dw_via_scratch_ ? static_cast<size_t>(product(w_dims_)) * dtype_size(dtype_) : 0;
+    size_t dw_bytes = dw_via_scratch_ ? static_cast<size_t>(product(w_dims_)) * dtype_size(dtype_) : 0;
+    if (pad_) dw_bytes = align256(static_cast<size_t>(product(w_dims_) / 3 * 4) * dtype_size(dtype_)) + dw_bytes;  // (K,R,S,4) then (K,R,S,3)
     c.scratch.reserve(masked_bytes_ + dw_bytes);
     if (bias_) {
       const int64_t hw = ho * wo;
@@ -103,11 +123,19 @@ class CudaConv2d final : public WithParams<Conv2d> {
 
   void forward(const Tensor& x, Tensor& y) override {
     y_ = dev(y).data();
+    const void* xin = dev(x).data();
+    const void* w = params_[0].compute();
+    if (pad_) {  // (N*H*W, 3) -> (N*H*W, 4) and (K*R*S, 3) -> (K*R*S, 4)
+      DLPERF_CHECK(launch_copy_channels(xin, 3, x_pad_.get(), 4, x.numel() / 3, elem(dtype_), ctx_->s()));
+      DLPERF_CHECK(launch_copy_channels(w, 3, w_pad_.get(), 4, product(w_dims_) / 3, elem(dtype_), ctx_->s()));
+      xin = x_pad_.get();
+      w = w_pad_.get();
+    }
     if (fused_) {
-      fused_->run(*ctx_, dev(x).data(), params_[0].compute(), params_[1].compute(), dev(y).data());
+      fused_->run(*ctx_, xin, w, params_[1].compute(), dev(y).data());
       return;
     }
-    runners_[0]->run(*ctx_, dev(x).data(), params_[0].compute(), dev(y).data());
+    runners_[0]->run(*ctx_, xin, w, dev(y).data());
     if (bias_ || relu_) {
       const int64_t hw = y_dims_[2] * y_dims_[3];
       DLPERF_CHECK(launch_bias_relu(dev(y).data(), elem(dtype_), bias_ ? params_[1].value() : nullptr, y.numel(), y_dims_[1],
@@ -123,7 +151,16 @@ class CudaConv2d final : public WithParams<Conv2d> {
       g = ctx_->scratch.get();
     }
     void* dw = dw_via_scratch_ ? static_cast<char*>(ctx_->scratch.get()) + masked_bytes_ : static_cast<void*>(params_[0].grad());
-    runners_[2]->run(*ctx_, dev(x).data(), g, dw);
+    if (pad_) {  // x_pad_ still holds this step's padded input; dW (K,R,S,4) cropped to (K,R,S,3)
+      DLPERF_ASSERT(dx == nullptr, "a padded stem has no input gradient");
+      runners_[2]->run(*ctx_, x_pad_.get(), g, dw);
+      const int64_t taps = product(w_dims_) / 3;
+      void* dw3 = static_cast<char*>(dw) + align256(static_cast<size_t>(taps * 4) * dtype_size(dtype_));
+      DLPERF_CHECK(launch_copy_channels(dw, 4, dw3, 3, taps, elem(dtype_), ctx_->s()));
+      dw = dw3;
+    } else {
+      runners_[2]->run(*ctx_, dev(x).data(), g, dw);
+    }
     if (dw_via_scratch_) convert(*ctx_, dw, dtype_, nhwc_, params_[0].grad(), DType::f32, false, w_dims_);
     if (bias_) bias_grad(g);
     if (dx) {
@@ -150,6 +187,8 @@ class CudaConv2d final : public WithParams<Conv2d> {
   DType dtype_ = DType::f32;
   bool nhwc_ = false, bias_ = false, relu_ = false;
   bool dw_via_scratch_ = false;
+  bool pad_ = false;          // the 3-channel stem under f16 / bf16 / tf32, run on 4 channels
+  DeviceMemory x_pad_, w_pad_;  // (N, H, W, 4), (K, R, S, 4) in the compute dtype
   size_t masked_bytes_ = 0;
   Dims y_dims_, w_dims_;
   std::array<std::unique_ptr<ConvRunner>, 3> runners_;  // fwd (null when fused), bwd_data, bwd_filter

@@ -5,8 +5,9 @@
 // and the fused forward of VGG's layers, conv -> + bias -> ReLU, with f32 virtual tensors
 // between the three operations (runtime-fusion engines). Plans come from cuDNN's heuristics
 // (cudnn_graph.cpp), filtered for determinism (backward) and, under --precision fp32, for no
-// tensor-core (TF32) engines; with --conv-autotune the top candidates are timed on scratch
-// buffers at plan time. Plans are cached per shape in the context: ResNet-50 has 53
+// tensor-core (TF32) engines. Each plan is run once on scratch buffers at plan time before it
+// is accepted (the next candidate when it fails); with --conv-autotune the top candidates are
+// timed there. Plans are cached per shape in the context: ResNet-50 has 53
 // convolutions but far fewer distinct shapes, and each is planned once.
 #include <sstream>
 
@@ -97,8 +98,10 @@ std::shared_ptr<Graph> build_graph(Context& ctx, const ConvShape& s, ConvDir d, 
     g->add(std::move(op));
   }
   if (bias_relu) {
-    // bias (1, K, 1, 1) in the compute dtype, broadcast over N, H, W
-    const auto& bias = g->tensor(kBias, s.dtype, {1, s.k, 1, 1}, {s.k, 1, 1, 1});
+    // bias (1, K, 1, 1) in the compute dtype, broadcast over N, H, W; strides in the graph's
+    // layout ({K, 1, K, K} for NHWC, as cudnn-frontend's generateStrides and PyTorch's fused
+    // conv-bias-ReLU give it): runtime-fusion engines infer the layout from the strides.
+    const auto& bias = g->tensor(kBias, s.dtype, {1, s.k, 1, 1}, image_strides({1, s.k, 1, 1}, s.nhwc));
     const auto& biased = g->tensor(kBiased, CUDNN_DATA_FLOAT, y_dims(s), image_strides(y_dims(s), s.nhwc), true);
     const auto& y = g->tensor(kY, s.dtype, y_dims(s), image_strides(y_dims(s), s.nhwc));
     auto pointwise = [&](cudnnPointwiseMode_t mode) -> const BackendDesc& {
@@ -156,7 +159,8 @@ std::vector<std::pair<int64_t, void*>> bindings(ConvDir d, const void* a, const 
 // Plans the graph of (shape, direction, fused) once per context; later ops of the same shape
 // share the plan (each keeps its own variant pack).
 std::shared_ptr<const GraphPlan> cached_plan(Context& ctx, const ConvShape& s, ConvDir d, bool bias_relu) {
-  const std::string key = s.key() + ' ' + dir_name(d) + (bias_relu ? " +bias+relu" : "") + (ctx.conv_autotune ? " tuned" : "");
+  const std::string key = s.key() + ' ' + dir_name(d) + (bias_relu ? " +bias+relu" : "") + (ctx.conv_autotune ? " tuned" : "") +
+                          (needs_determinism(ctx, d) ? " deterministic" : "");
   if (auto it = ctx.graph_plans.find(key); it != ctx.graph_plans.end()) {
     if (!it->second) throw Error(ErrorKind::library, ctx.graph_failures[key]);
     return it->second;
@@ -164,26 +168,25 @@ std::shared_ptr<const GraphPlan> cached_plan(Context& ctx, const ConvShape& s, C
   try {
     auto g = build_graph(ctx, s, d, bias_relu);
     PlanPolicy policy;
-    policy.deterministic = needs_determinism(d);
+    policy.deterministic = needs_determinism(ctx, d);
     policy.f32_data = s.dtype == DType::f32;
     policy.allow_tensor_core_f32 = ctx.tf32();
     policy.autotune_candidates = ctx.conv_autotune ? kAutotuneCandidates : 0;
-    std::function<void(GraphPlan&)> run;
-    std::shared_ptr<TimingBuffers> buffers;
-    if (ctx.conv_autotune) {
-      buffers = std::make_shared<TimingBuffers>(ctx, s);
-      run = [&ctx, d, bias_relu, buffers](GraphPlan& p) {
-        VariantPackCache cache;
-        TimingBuffers& t = *buffers;
-        auto data = d == ConvDir::fwd ? bindings(d, t.x.get(), t.w.get(), t.y.get())
-                    : d == ConvDir::bwd_data ? bindings(d, t.y.get(), t.w.get(), t.x.get())
-                                             : bindings(d, t.x.get(), t.y.get(), t.w.get());
-        if (bias_relu) data.emplace_back(kBias, t.bias.get());
-        p.execute(ctx, cache, data);
-      };
-    }
+    // Every plan is executed once on scratch operands before it is accepted (a finalized plan can
+    // still fail to run), and timed there under --conv-autotune. The buffers live for the
+    // planning of this shape only.
+    auto buffers = std::make_shared<TimingBuffers>(ctx, s);
+    std::function<void(GraphPlan&)> run = [&ctx, d, bias_relu, buffers](GraphPlan& p) {
+      VariantPackCache cache;
+      TimingBuffers& t = *buffers;
+      auto data = d == ConvDir::fwd ? bindings(d, t.x.get(), t.w.get(), t.y.get())
+                  : d == ConvDir::bwd_data ? bindings(d, t.y.get(), t.w.get(), t.x.get())
+                                           : bindings(d, t.x.get(), t.y.get(), t.w.get());
+      if (bias_relu) data.emplace_back(kBias, t.bias.get());
+      p.execute(ctx, cache, data);
+    };
     auto plan = std::make_shared<const GraphPlan>(plan_graph(ctx, std::move(g), policy, run));
-    if (buffers) ctx.sync();  // the timing runs finish before their buffers go
+    ctx.sync();  // the trial and timing runs finish before their buffers go
     ctx.graph_plans[key] = plan;
     return plan;
   } catch (const Error& e) {

@@ -4,7 +4,8 @@
 // CUDNN_DEFAULT_MATH on f16/bf16 data, cuDNN's heuristics rule tensor-core kernels out and
 // return the FMA fallbacks (measured on an H100, issue 11: ResNet-50 fp16 549 -> 2,949 img/s
 // from this alone). Under --precision fp32 the descriptors stay CUDNN_FMA_MATH whatever the
-// heuristics say, so no TF32 kernel runs. Backward algorithms must be deterministic.
+// heuristics say, so no TF32 kernel runs. Backward algorithms are deterministic under
+// --deterministic (conv_plan.h).
 #include <vector>
 
 #include "backend/cuda/conv_plan.h"
@@ -15,14 +16,16 @@ namespace {
 constexpr size_t kWorkspaceLimit = size_t{1} << 30;  // per algorithm; the shared workspace is the max
 
 template <class Perf>
+// The heuristics' first algorithm that ran, fits the workspace, obeys the math rule and, under
+// --deterministic, is deterministic (the graph path's rule: a nondeterministic one is never
+// accepted silently there either).
 const Perf* pick(const std::vector<Perf>& found, int count, bool need_deterministic, bool strict_f32) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = found[static_cast<size_t>(i)];
-      const bool det_ok = !need_deterministic || pass == 1 || p.determinism == CUDNN_DETERMINISTIC;
-      const bool math_ok = !strict_f32 || p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
-      if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit && det_ok && math_ok) return &p;
-    }
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = found[static_cast<size_t>(i)];
+    const bool det_ok = !need_deterministic || p.determinism == CUDNN_DETERMINISTIC;
+    const bool math_ok = !strict_f32 || p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit && det_ok && math_ok) return &p;
+  }
   return nullptr;
 }
 
@@ -53,15 +56,15 @@ class LegacyConv final : public ConvRunner {
       DLPERF_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> found(static_cast<size_t>(count));
       DLPERF_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_, y_, conv_, x_, count, &got, found.data()));
-      const auto* p = pick(found, got, true, strict_f32);
-      if (!p) throw Error(ErrorKind::library, "cuDNN has no deterministic algorithm for " + what);
+      const auto* p = pick(found, got, needs_determinism(ctx, d), strict_f32);
+      if (!p) throw Error(ErrorKind::library, "cuDNN has no usable algorithm for " + what);
       bwd_data_ = p->algo, chosen = p->mathType, algo_ = static_cast<int>(p->algo);
     } else {
       DLPERF_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> found(static_cast<size_t>(count));
       DLPERF_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_, y_, conv_, w_, count, &got, found.data()));
-      const auto* p = pick(found, got, true, strict_f32);
-      if (!p) throw Error(ErrorKind::library, "cuDNN has no deterministic algorithm for " + what);
+      const auto* p = pick(found, got, needs_determinism(ctx, d), strict_f32);
+      if (!p) throw Error(ErrorKind::library, "cuDNN has no usable algorithm for " + what);
       bwd_filter_ = p->algo, chosen = p->mathType, algo_ = static_cast<int>(p->algo);
     }
     // The heuristics' math type for the chosen algorithm, except that fp32 stays FMA.

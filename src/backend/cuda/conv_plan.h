@@ -31,8 +31,11 @@ struct ConvShape {
 enum class ConvDir : uint8_t { fwd, bwd_data, bwd_filter };
 const char* dir_name(ConvDir d);  // "fwd", "bwd_data", "bwd_filter"
 
-// Backward passes must be deterministic: the same seed gives the same losses bit for bit.
-inline bool needs_determinism(ConvDir d) { return d != ConvDir::fwd; }
+// Under --deterministic (and for library callers by default, BackendOptions) backward passes
+// run on deterministic engines only: the same seed gives the same losses bit for bit. Otherwise
+// the split-K / atomics wgrad and dgrad engines cuDNN ranks first on Hopper are allowed, as
+// PyTorch allows them. Forward engines are deterministic.
+inline bool needs_determinism(const Context& ctx, ConvDir d) { return ctx.deterministic && d != ConvDir::fwd; }
 
 class ConvRunner {
  public:

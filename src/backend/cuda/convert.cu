@@ -2,6 +2,8 @@
 // Backend::convert, the f32 -> f16/bf16 weight refresh and the (K, C, R, S) -> (K, R, S, C)
 // filter reorder; plus fill (the ones vectors of bias-gradient GEMMs) and the bias add of
 // convolution and linear layers.
+#include <cstdint>
+
 #include "backend/cuda/common.cuh"
 
 namespace dlperf::cuda {
@@ -20,13 +22,31 @@ __global__ void convert_kernel(const S* src, bool src_nhwc, D* dst, bool dst_nhw
   }
 }
 
+// NCHW <-> NHWC (the per-step image conversion of the synthetic and pipelined inputs): a block
+// per (n, c) plane, its threads along hw, so the divisions are per plane, not per element
+// (the review's finding 9); hw < 2^31.
+template <class S, class D>
+__global__ void convert_planes_kernel(const S* src, bool src_nhwc, D* dst, bool dst_nhwc, int64_t c, int hw, int64_t planes) {
+  for (int64_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+    const int64_t n = pl / c, ch = pl % c;
+    for (int sp = static_cast<int>(threadIdx.x); sp < hw; sp += static_cast<int>(blockDim.x)) {
+      const int64_t i = pl * hw + sp, nhwc_index = (n * hw + sp) * c + ch;
+      store(dst, dst_nhwc ? nhwc_index : i, load(src, src_nhwc ? nhwc_index : i));
+    }
+  }
+}
+
 // One block per task; the element type of the destination is uniform within a block.
 __global__ void cast_segments_kernel(const CastSegment* segments, const CastTask* tasks) {
   const CastTask t = tasks[blockIdx.x];
   const CastSegment g = segments[t.segment];
   for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
     int64_t o = i;
-    if (g.krsc) {  // (n, c, hw) -> (n, hw, c)
+    if (g.krsc && g.n * g.c * g.hw <= INT32_MAX) {  // (n, c, hw) -> (n, hw, c); a filter: 32-bit index maths
+      const int ii = static_cast<int>(i), hw = static_cast<int>(g.hw), c = static_cast<int>(g.c);
+      const int s = ii % hw, ch = (ii / hw) % c, n = ii / (hw * c);
+      o = (int64_t{n} * hw + s) * c + ch;
+    } else if (g.krsc) {
       const int64_t s = i % g.hw, ch = (i / g.hw) % g.c, n = i / (g.hw * g.c);
       o = (n * g.hw + s) * g.c + ch;
     }
@@ -71,7 +91,39 @@ __global__ void add_bias_kernel(T* y, const float* bias, int64_t count, int64_t 
   }
 }
 
+// Channels-last (inner == 1): V elements at a time, the channel stepped (for_each_pack).
+template <class T, int V>
+__global__ void add_bias_rows_kernel(T* y, const float* bias, int64_t packs, int channels, bool relu) {
+  using P = Pack<T, V>;
+  for_each_pack<V>(packs, channels, [&](int64_t p, int c) {
+    P v = reinterpret_cast<P*>(y)[p];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float o = load(v.v, k) + (bias ? bias[c + k] : 0.0f);
+      store(v.v, k, relu ? fmaxf(o, 0.0f) : o);
+    }
+    reinterpret_cast<P*>(y)[p] = v;
+  });
+}
+
+// One thread per row (a pixel or a filter tap): rows are a few channels wide.
+template <class T>
+__global__ void copy_channels_kernel(const T* src, int cs, T* dst, int cd, int64_t rows) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows; r += int64_t{gridDim.x} * blockDim.x)
+    for (int c = 0; c < cd; ++c) store(dst, r * cd + c, c < cs ? load(src, r * cs + c) : 0.0f);
+}
+
 }  // namespace
+
+cudaError_t launch_copy_channels(const void* src, int src_channels, void* dst, int dst_channels, int64_t rows, ElemType t, cudaStream_t s) {
+  if (rows == 0) return cudaSuccess;
+  return dispatch_float(t, [&](auto tag) {
+    using T = decltype(tag);
+    copy_channels_kernel<<<grid_for(rows), kThreads, 0, s>>>(static_cast<const T*>(src), src_channels, static_cast<T*>(dst), dst_channels,
+                                                             rows);
+    return launched();
+  });
+}
 
 cudaError_t launch_convert(const void* src, ElemType src_type, bool src_nhwc, void* dst, ElemType dst_type, bool dst_nhwc,
                            int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
@@ -81,6 +133,11 @@ cudaError_t launch_convert(const void* src, ElemType src_type, bool src_nhwc, vo
     using S = decltype(src_tag);
     return dispatch_any(dst_type, [&](auto dst_tag) {
       using D = decltype(dst_tag);
+      if ((src_nhwc || dst_nhwc) && hw <= INT32_MAX) {
+        convert_planes_kernel<<<rows_grid(n * c), kThreads, 0, s>>>(static_cast<const S*>(src), src_nhwc, static_cast<D*>(dst), dst_nhwc, c,
+                                                                    static_cast<int>(hw), n * c);
+        return launched();
+      }
       convert_kernel<<<grid_for(count), kThreads, 0, s>>>(static_cast<const S*>(src), src_nhwc, static_cast<D*>(dst), dst_nhwc, c,
                                                           hw, count);
       return launched();
@@ -129,9 +186,35 @@ cudaError_t launch_bias_relu(void* y, ElemType t, const float* bias, int64_t cou
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int kVec = 16 / sizeof(T);
+    if (inner == 1 && channels <= INT32_MAX) {
+      if (channels % kVec == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0) {
+        add_bias_rows_kernel<T, kVec><<<grid_for(count / kVec), kThreads, 0, s>>>(static_cast<T*>(y), bias, count / kVec,
+                                                                                  static_cast<int>(channels), relu);
+      } else {
+        add_bias_rows_kernel<T, 1><<<grid_for(count), kThreads, 0, s>>>(static_cast<T*>(y), bias, count, static_cast<int>(channels), relu);
+      }
+      return launched();
+    }
     add_bias_kernel<<<grid_for(count), kThreads, 0, s>>>(static_cast<T*>(y), bias, count, channels, inner, relu);
     return launched();
   });
+}
+
+void list_kernels_convert(std::vector<KernelLaunch>& out) {
+  out.push_back(launch_entry("convert_kernel<f32, f16>", &convert_kernel<float, __half>, kThreads));
+  out.push_back(launch_entry("convert_kernel<bf16, f32>", &convert_kernel<__nv_bfloat16, float>, kThreads));
+  out.push_back(launch_entry("convert_planes_kernel<f32, f16>", &convert_planes_kernel<float, __half>, kThreads));
+  out.push_back(launch_entry("convert_planes_kernel<f32, bf16>", &convert_planes_kernel<float, __nv_bfloat16>, kThreads));
+  out.push_back(launch_entry("cast_segments_kernel", &cast_segments_kernel, kThreads));
+  out.push_back(launch_entry("batch_pointers_kernel", &batch_pointers_kernel, kThreads));
+  DLPERF_LIST_FLOAT(out, fill_kernel, kThreads);
+  DLPERF_LIST_FLOAT(out, fill_uniform_kernel, kThreads);
+  DLPERF_LIST_FLOAT(out, add_bias_kernel, kThreads);
+  DLPERF_LIST_FLOAT(out, copy_channels_kernel, kThreads);
+  out.push_back(launch_entry("add_bias_rows_kernel<f32, 4>", &add_bias_rows_kernel<float, 4>, kThreads));
+  out.push_back(launch_entry("add_bias_rows_kernel<f16, 8>", &add_bias_rows_kernel<__half, 8>, kThreads));
+  out.push_back(launch_entry("add_bias_rows_kernel<bf16, 1>", &add_bias_rows_kernel<__nv_bfloat16, 1>, kThreads));
 }
 
 }  // namespace dlperf::cuda

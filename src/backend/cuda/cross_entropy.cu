@@ -106,4 +106,10 @@ cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const 
   });
 }
 
+void list_kernels_cross_entropy(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, xent_forward, kRowThreads);
+  DLPERF_LIST_FLOAT(out, xent_backward, kRowThreads);
+  out.push_back(launch_entry("xent_total", &xent_total, 1024));
+}
+
 }  // namespace dlperf::cuda

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) override;
   // Multi-tensor forms: a fixed number of launches whatever the number of tensors; LAMB's norms
   // and trust ratios stay on the device (no host round trip); the step gate as in launch_adamw.
+  void sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) override;
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override;
   void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                  const AdamStep& s) override;

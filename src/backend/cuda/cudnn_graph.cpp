@@ -135,6 +135,21 @@ bool allowed(const EngineInfo& e, const PlanPolicy& p) {
   return true;
 }
 
+// Runs the plan once on the trial buffers and waits for it: a plan that finalizes can still
+// fail when executed (PyTorch's cuDNN v8 path tries its candidates in order for that reason).
+// Returns the error's text, or "" when it ran.
+std::string trial(Context& ctx, GraphPlan& plan, const std::function<void(GraphPlan&)>& run) {
+  try {
+    ctx.workspace.reserve(plan.workspace());
+    run(plan);
+    ctx.sync();
+    return {};
+  } catch (const Error& e) {
+    (void)cudaGetLastError();  // clear a non-sticky launch error before the next candidate
+    return e.what();
+  }
+}
+
 // Median of `reps` timed runs, in milliseconds, after one untimed run.
 float time_plan(Context& ctx, GraphPlan& plan, const std::function<void(GraphPlan&)>& run) {
   constexpr int reps = 5;
@@ -174,7 +189,8 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
   const size_t want = tune ? static_cast<size_t>(policy.autotune_candidates) : 1;
   std::vector<GraphPlan> candidates;
   std::vector<int64_t> seen;
-  int rejected = 0;
+  int rejected = 0, failed = 0;
+  std::string first_failure;
   for (const auto& cfg : cfgs) {
     if (candidates.size() >= want) break;
     const EngineInfo info = engine_info(*cfg);
@@ -203,19 +219,32 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
     p.name_ = "engine " + std::to_string(info.index);
     p.tensor_cores_ = info.note[CUDNN_NUMERICAL_NOTE_TENSOR_CORE];
     seen.push_back(info.index);
+    if (run_for_timing) {
+      if (std::string err = trial(ctx, p, run_for_timing); !err.empty()) {
+        if (failed++ == 0) first_failure = p.name_ + ": " + err;
+        continue;  // the next candidate
+      }
+    }
     candidates.push_back(std::move(p));
   }
   if (candidates.empty())
     throw Error(ErrorKind::library, "cuDNN graph API: none of " + std::to_string(cfgs.size()) + " engine configurations qualifies (" +
-                                        std::to_string(rejected) + " ruled out by numerics, support or workspace)");
+                                        std::to_string(rejected) + " ruled out by numerics, support or workspace, " +
+                                        std::to_string(failed) + " failed a trial run" +
+                                        (first_failure.empty() ? "" : ", first: " + first_failure) + ")");
   if (!tune || candidates.size() == 1) return std::move(candidates.front());
-  size_t best = 0;
+  size_t best = candidates.size();
   float best_ms = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    ctx.workspace.reserve(candidates[i].workspace());
-    const float ms = time_plan(ctx, candidates[i], run_for_timing);
-    if (i == 0 || ms < best_ms) best = i, best_ms = ms;
+    try {  // one candidate that fails while timed is skipped, not the whole graph path
+      ctx.workspace.reserve(candidates[i].workspace());
+      const float ms = time_plan(ctx, candidates[i], run_for_timing);
+      if (best == candidates.size() || ms < best_ms) best = i, best_ms = ms;
+    } catch (const Error&) {
+      (void)cudaGetLastError();
+    }
   }
+  if (best == candidates.size()) best = 0;  // every timing failed after every trial ran: keep the heuristics' first
   GraphPlan chosen = std::move(candidates[best]);
   chosen.name_ += " autotuned of " + std::to_string(candidates.size());
   return chosen;

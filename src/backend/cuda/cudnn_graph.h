@@ -6,7 +6,7 @@
 //   Graph g(ctx);                                   // tensors, operations
 //   auto x = g.tensor(1, dtype, dims, strides);     // unique id 1
 //   g.add(op);  ...  g.finalize();
-//   GraphPlan p = plan_graph(ctx, g, policy);       // heuristics -> filters -> first that finalizes
+//   GraphPlan p = plan_graph(ctx, g, policy, run);  // heuristics -> filters -> first that finalizes and runs
 //   p.execute(ctx, {{1, x_ptr}, {2, w_ptr}, ...});  // or autotuned among the top candidates
 //
 // Every failure here is an Error(library) the caller catches to fall back to the legacy API.
@@ -125,9 +125,10 @@ class GraphPlan {
 
 // Asks cuDNN's heuristics (mode A, then the fallback list) for engine configurations of the
 // finalized graph, drops those the policy rules out, and returns the first whose plan finalizes
-// within the workspace limit; with policy.autotune_candidates > 0, times that many with
-// run_for_timing (which must call GraphPlan::execute on valid buffers of the graph's shapes)
-// and keeps the fastest.
+// within the workspace limit and, when run_for_timing is given (it must call GraphPlan::execute
+// on valid buffers of the graph's shapes), runs once without error: a plan that fails its trial
+// run is skipped for the next. With policy.autotune_candidates > 0, times that many (each in
+// its own try) and keeps the fastest.
 // Throws Error(library) when no configuration qualifies.
 GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolicy& policy,
                      const std::function<void(GraphPlan&)>& run_for_timing = {});

@@ -119,4 +119,12 @@ cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, fl
   });
 }
 
+void list_kernels_eltwise(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, act_fwd, kThreads);
+  DLPERF_LIST_FLOAT(out, act_bwd, kThreads);
+  DLPERF_LIST_FLOAT(out, add_kernel, kThreads);
+  DLPERF_LIST_FLOAT(out, relu_bwd_y, kThreads);
+  DLPERF_LIST_FLOAT(out, dropout_kernel, kThreads);
+}
+
 }  // namespace dlperf::cuda

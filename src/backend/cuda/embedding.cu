@@ -20,12 +20,15 @@ namespace {
 
 constexpr int64_t kChunk = 32;  // sorted rows per partial-sum block
 
+// A block per row (looping): the row's id is read once, and no 64-bit `/` or `%` per element.
 template <class T>
-__global__ void embedding_fwd(const int32_t* ids, const T* w, T* y, int64_t count, int64_t vocab, int64_t cols) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
+__global__ void embedding_fwd(const int32_t* ids, const T* w, T* y, int64_t rows, int64_t vocab, int cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int32_t id = ids[r];
-    store(y, i, id >= 0 && id < vocab ? load(w, id * cols + c) : 0.0f);
+    const bool ok = id >= 0 && id < vocab;
+    const T* src = w + (ok ? int64_t{id} * cols : 0);
+    T* dst = y + r * cols;
+    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) store(dst, c, ok ? load(src, c) : 0.0f);
   }
 }
 
@@ -107,7 +110,7 @@ cudaError_t launch_embedding_forward(const int32_t* ids, const void* w, void* y,
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    embedding_fwd<<<grid_for(count), kThreads, 0, s>>>(ids, static_cast<const T*>(w), static_cast<T*>(y), count, vocab, cols);
+    embedding_fwd<<<rows_grid(rows), kThreads, 0, s>>>(ids, static_cast<const T*>(w), static_cast<T*>(y), rows, vocab, static_cast<int>(cols));
     return launched();
   });
 }
@@ -147,6 +150,13 @@ cudaError_t launch_scatter_rows(const int32_t* ids, const void* dy, ElemType t, 
       return launched();
     });
   });
+}
+
+void list_kernels_embedding(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, embedding_fwd, kThreads);
+  DLPERF_LIST_FLOAT(out, chunk_sums, kThreads);
+  DLPERF_LIST_FLOAT(out, run_totals, kThreads);
+  out.push_back(launch_entry("sort_inputs", &sort_inputs, kThreads));
 }
 
 }  // namespace dlperf::cuda

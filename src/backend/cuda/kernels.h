@@ -10,7 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace dlperf::cuda {
 
@@ -32,6 +35,26 @@ DLPERF_HOST_DEVICE inline uint64_t dropout_key(uint64_t seed, uint64_t counter) 
 // the launch configurations at the largest shapes a user can ask for.
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kMaxGridX = 2147483647;
+
+// Every kernel with the largest block it is launched with (kernel_limits_test checks each
+// against cudaFuncGetAttributes on the GPU: registers x threads, shared memory, max threads per
+// block). Each .cu file lists its own kernels; kernel_launches() (kernel_table.cpp) joins them.
+struct KernelLaunch {
+  std::string name;        // "add_norm_bwd<f16, 16 x 1024>"
+  const void* func = nullptr;  // the __global__ function
+  unsigned threads = 0;    // threads per block at its largest launch
+  size_t dynamic_smem = 0;  // dynamic shared memory bytes at that launch
+};
+void list_kernels_batch_norm(std::vector<KernelLaunch>& out);
+void list_kernels_convert(std::vector<KernelLaunch>& out);
+void list_kernels_cross_entropy(std::vector<KernelLaunch>& out);
+void list_kernels_eltwise(std::vector<KernelLaunch>& out);
+void list_kernels_embedding(std::vector<KernelLaunch>& out);
+void list_kernels_layer_norm(std::vector<KernelLaunch>& out);
+void list_kernels_masked_softmax(std::vector<KernelLaunch>& out);
+void list_kernels_optimizer(std::vector<KernelLaunch>& out);
+void list_kernels_step_gate(std::vector<KernelLaunch>& out);
+std::vector<KernelLaunch> kernel_launches();
 
 // Grid for a grid-stride loop over count elements of kThreads-thread blocks: enough blocks to
 // fill any GPU, no more (the loop covers the rest).
@@ -84,6 +107,10 @@ cudaError_t launch_fill_uniform(void* x, ElemType t, int64_t count, uint64_t see
 // y[i] += bias[(i / inner) % channels]: inner = H * W for (N, C, H, W), 1 for NHWC and (M, C).
 cudaError_t launch_add_bias(void* y, ElemType t, const float* bias, int64_t count, int64_t channels, int64_t inner,
                             cudaStream_t s);
+// dst (rows, dst_channels) = src (rows, src_channels) in the first min(src, dst) channels, zero
+// in the rest (both channels-last, the same element type): the 3 -> 4 channel padding of the
+// f16/bf16 stem's input and filters, and the 4 -> 3 crop of its filter gradient.
+cudaError_t launch_copy_channels(const void* src, int src_channels, void* dst, int dst_channels, int64_t rows, ElemType t, cudaStream_t s);
 // y[i] = act(y[i] + bias[(i / inner) % channels]), act = ReLU when relu, else the identity;
 // bias may be null (no bias). One pass for a convolution's bias and ReLU.
 cudaError_t launch_bias_relu(void* y, ElemType t, const float* bias, int64_t count, int64_t channels, int64_t inner, bool relu,
@@ -184,7 +211,8 @@ struct AddNormBackward {
 };
 struct AddNormGrid {
   unsigned blocks = 1, threads = 256;
-  bool supported = true;  // cols within the kernels' 16 columns per thread
+  int per_thread = 4;     // columns per thread: 4, 8 or 16 (kernels compiled for each)
+  bool supported = true;  // cols within 16 columns x 1,024 threads
 };
 AddNormGrid add_norm_grid(int64_t rows, int64_t cols, int sm_count);
 cudaError_t launch_add_norm_forward(const AddNormForward& f, ElemType t, AddNormGrid g, cudaStream_t s);
@@ -273,6 +301,11 @@ struct OptTask {
   int64_t segment = 0, begin = 0, end = 0;  // absolute element range in the flat buffers
 };
 constexpr int64_t kOptTaskElems = 16384;
+// SGD (launch_sgd's update) over every segment in one launch; weight_decay applies to decaying
+// segments. Segments start 16-byte aligned for the vector body (any start works, scalar).
+cudaError_t launch_sgd_multi(float* w, const float* g, float* m, const OptSegment* segments, const OptTask* tasks, int64_t task_count,
+                             float lr, float momentum, float weight_decay, float grad_scale, bool first_step, const float* gate,
+                             cudaStream_t s);
 // AdamW over every segment; p.weight_decay applies to decaying segments.
 cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, const OptSegment* segments, const OptTask* tasks,
                                int64_t task_count, AdamParams p, const float* gate, cudaStream_t s);

@@ -2,12 +2,17 @@
 #include "backend/cuda/lt_gemm.h"
 
 #include <climits>
+#include <cstdint>
 
 namespace dlperf::cuda {
 namespace {
 
 // cuBLASLt's recommended workspace on Hopper; reserved in the shared workspace at plan time.
 constexpr size_t kLtWorkspace = size_t{32} << 20;
+// The alignment the heuristics are asked for, and run() checks, of every operand and the bias.
+constexpr uint32_t kAlign = 64;
+
+bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kAlign == 0; }
 
 template <class T>
 void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T& v) {
@@ -31,6 +36,10 @@ LtGemm::LtGemm(Context& ctx, const GemmShape& g, int64_t x_pitch, int64_t y_pitc
   // gradient of an f32 weight gradient.
   const auto bias_type = static_cast<int32_t>(cublas_type(out_type));
   set_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+  // cublasLt.h: the heuristics read the bias pointer's value (never dereferenced) to infer its
+  // alignment; NULL would claim the best alignment. A placeholder at exactly kAlign bytes asks
+  // for algorithms valid at the alignment run() checks; run() sets the real pointer.
+  set_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(std::uintptr_t{kAlign}));
   const cudaDataType_t in = cublas_type(in_type), out = cublas_type(out_type);
   DLPERF_CHECK(cublasLtMatrixLayoutCreate(&a_, in, static_cast<uint64_t>(ta == CUBLAS_OP_N ? m : k),
                                           static_cast<uint64_t>(ta == CUBLAS_OP_N ? k : m), y_pitch));
@@ -43,7 +52,7 @@ LtGemm::LtGemm(Context& ctx, const GemmShape& g, int64_t x_pitch, int64_t y_pitc
   const uint64_t ws = kLtWorkspace;
   // Parameters sit in the flat buffers on 64-byte boundaries, bias slices too; tensors and
   // compute copies are cudaMalloc'd (256). Ask for algorithms valid at 64.
-  const uint32_t align = 64;
+  const uint32_t align = kAlign;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
@@ -74,6 +83,7 @@ LtGemm::~LtGemm() {
 
 void LtGemm::run(Context& ctx, float alpha, const void* x, const void* y, void* z, const void* vec) {
   DLPERF_ASSERT(valid_, "a planned cuBLASLt GEMM");
+  DLPERF_ASSERT(aligned(x) && aligned(y) && aligned(z) && aligned(vec), "cuBLASLt operands and bias on 64-byte boundaries (the heuristics' promise)");
   set_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vec);  // a host-side descriptor update, no launch
   const float beta = 0.0f;
   DLPERF_CHECK(cublasLtMatmul(ctx.cublas_lt, op_, &alpha, y, a_, x, b_, &beta, z, d_, z, d_, &algo_, ctx.workspace.get(),

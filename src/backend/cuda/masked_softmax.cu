@@ -59,4 +59,9 @@ cudaError_t launch_masked_softmax_backward(const void* y, const void* dy, void* 
   });
 }
 
+void list_kernels_masked_softmax(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, msoftmax_fwd, kRowThreads);
+  DLPERF_LIST_FLOAT(out, msoftmax_bwd, kRowThreads);
+}
+
 }  // namespace dlperf::cuda

@@ -42,4 +42,6 @@ cudaError_t launch_gate_update(const double* sq_sum, float* gate, GateUpdatePara
   return launched();
 }
 
+void list_kernels_step_gate(std::vector<KernelLaunch>& out) { out.push_back(launch_entry("gate_update_kernel", &gate_update_kernel, 1)); }
+
 }  // namespace dlperf::cuda

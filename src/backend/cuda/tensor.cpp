@@ -1,7 +1,9 @@
 // CudaTensor: device storage in the canonical or channels-last layout; read/write move data
 // in the canonical dense f32 layout (a host copy plus, when needed, the convert kernel).
-// These are the synchronising calls of the data path (inputs, tests, fixtures), not of a step.
+// read / write synchronise (tests, fixtures); write_bytes / write_indices from host memory, the
+// per-step input batch of the direct input stage, do not (HostUpload, host_upload.h).
 #include "backend/cuda/context.h"
+#include "backend/cuda/host_upload.h"
 
 namespace dlperf::cuda {
 
@@ -20,6 +22,13 @@ CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t p
       mem_(ctx_->alloc(static_cast<size_t>(this->dims().size() == 2 ? this->dims()[0] * pitch_ : numel()) * dtype_size(dtype))) {
   DLPERF_ASSERT(pitch_ >= 0 && (this->dims().size() != 2 || pitch_ >= this->dims()[1]), "a row pitch only on 2-D tensors, at least the columns");
   zero();
+}
+
+CudaTensor::~CudaTensor() = default;
+
+void CudaTensor::upload(const void* src, size_t bytes) {
+  if (!upload_ || upload_->bytes() != bytes) upload_ = std::make_unique<HostUpload>(*ctx_, bytes);
+  upload_->to_device(*ctx_, data(), src);
 }
 
 void CudaTensor::read(std::span<float> out) const {
@@ -67,15 +76,19 @@ void CudaTensor::write(std::span<const float> in) {
 
 void CudaTensor::write_indices(std::span<const int32_t> in) {
   DLPERF_ASSERT(dtype() == DType::s32 && static_cast<int64_t>(in.size()) == numel(), "index tensor of matching size");
-  DLPERF_CHECK(cudaMemcpyAsync(data(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice, ctx_->s()));
-  ctx_->sync();
+  upload(in.data(), in.size_bytes());  // in is free on return; no host sync
 }
 
 void CudaTensor::write_bytes(const void* src, size_t bytes) {
   DLPERF_ASSERT(bytes == mem_.bytes(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
-  // cudaMemcpyDefault: unified addressing tells host (pinned or pageable) from device sources.
-  DLPERF_CHECK(cudaMemcpyAsync(data(), src, bytes, cudaMemcpyDefault, ctx_->s()));
-  ctx_->sync();  // the caller may reuse `src` on return
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, src) != cudaSuccess) (void)cudaGetLastError();
+  if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {  // a device source (GPU decode): as before
+    DLPERF_CHECK(cudaMemcpyAsync(data(), src, bytes, cudaMemcpyDefault, ctx_->s()));
+    ctx_->sync();  // the caller may reuse `src` on return
+    return;
+  }
+  upload(src, bytes);  // host memory, pageable or pinned: src is free on return, no host sync
 }
 
 void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, mem_.bytes(), ctx_->s())); }

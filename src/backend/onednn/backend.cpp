@@ -175,6 +175,7 @@ class CpuBackend final : public Backend {
   // The multi-tensor forms (Backend::adamw_step / lamb_step over segments) are the defaults:
   // on the CPU a loop over tensors costs no synchronisation.
   using Backend::adamw_step;
+  using Backend::sgd_step;
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                   const AdamStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size() && w.size() == v.size(), "adamw ranges of one size");
