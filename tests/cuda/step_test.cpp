@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -196,6 +197,30 @@ TEST(CudaStep, PipelinedInputTrainsLikeDirect) {
   ASSERT_EQ(piped.losses.size(), direct.losses.size());
   for (size_t i = 0; i < piped.losses.size(); ++i)
     EXPECT_NEAR(piped.losses[i], direct.losses[i], 1e-5f * (1.0f + std::fabs(direct.losses[i]))) << "iteration " << i;
+}
+
+// write_bytes / write_indices from host memory return without a host sync (the review's
+// finding 8: a pinned slot, a copy stream, a device staging buffer): the caller may reuse its
+// buffer at once, and each write lands before the work queued after it, across slot reuse.
+TEST(CudaStep, HostWritesAreAsyncAndOrdered) {
+  SKIP_WITHOUT_GPU();
+  auto be = make_backend(BackendKind::cuda, {});
+  TensorPtr raw = be->tensor({4, 4, 4, 3}, DType::f32, Layout::canonical), ids = be->tensor({64}, DType::s32);
+  std::vector<float> host(192);
+  std::vector<int32_t> idx(64);
+  for (int round = 0; round < 5; ++round) {  // more rounds than pinned slots
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(round * 1000 + static_cast<int>(i));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = round * 100 + static_cast<int32_t>(i);
+    raw->write_bytes(host.data(), host.size() * sizeof(float));
+    ids->write_indices(idx);
+    std::fill(host.begin(), host.end(), -1.0f);  // the loader reuses its buffer at once
+    std::fill(idx.begin(), idx.end(), -1);
+    std::vector<float> got(192), got_ids(64);
+    raw->read(got);
+    ids->read(got_ids);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(round * 1000 + static_cast<int>(i))) << round << " " << i;
+    for (size_t i = 0; i < got_ids.size(); ++i) ASSERT_EQ(got_ids[i], static_cast<float>(round * 100 + static_cast<int>(i))) << round;
+  }
 }
 
 TEST(CudaStep, DeviceFactsAreFilled) {
