@@ -143,7 +143,7 @@ stage_plan() {
   done
   for h in 1024 5120; do  # BERT-large's width, and one past the 4,096 the layer-norm kernels once stopped at
     step 2 "plan-bert-hidden$h-fp16" plan_check "$TRAIN" --backend cuda --model bert_base --precision fp16 --batch-size 8 \
-      --bert-hidden "$h" --plan-only
+      --bert-hidden "$h" --bert-heads 16 --bert-intermediate $((4 * h)) --plan-only
   done
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh --dry-run on a machine without a GPU: the stage list, in order, each with
-# its commands; the plan stage covers every model x precision at its benchmark batch and fails
-# on fallbacks; bad usage exits 2; nothing is written. About a second.
+# its commands (each dlperf-train command parses, with dlperf-train as $2); the plan stage
+# covers every model x precision at its benchmark batch and fails on fallbacks; bad usage exits
+# 2; nothing is written. A few seconds.
 set -euo pipefail
 script=$1
 work=$(mktemp -d)
@@ -20,7 +21,7 @@ for m in resnet50:256 vgg16:128 bert_base:64; do
     grep -q -- "--model ${m%%:*} --precision $p --batch-size ${m#*:} --plan-only" <<<"$out" || fail "no plan of $m $p"
   done
 done
-grep -q -- '--bert-hidden 5120 --plan-only' <<<"$out" || fail "no plan of BERT hidden 5120"
+grep -q -- '--bert-hidden 5120 --bert-heads 16 --bert-intermediate 20480 --plan-only' <<<"$out" || fail "no plan of BERT hidden 5120"
 for t in memcheck racecheck synccheck; do grep -q -- "compute-sanitizer --tool $t" <<<"$out" || fail "no $t"; done
 grep -q -- 'vs_pytorch.sh --device cuda --model resnet50 --batch-size 256 --precisions fp16,bf16,tf32' <<<"$out" || fail "resnet50 bench"
 grep -q -- 'vs_pytorch.sh --device cuda --model vgg16 --batch-size 128' <<<"$out" || fail "vgg16 bench"
@@ -31,6 +32,20 @@ grep -q -- '--model bert_base --precision fp16' <<<"$(grep '^stage 9' <<<"$out")
 only=$("$script" --dry-run --stage 2)
 [ "$(grep -c '^# stage' <<<"$only")" = 1 ] || fail "--stage 2 runs one stage"
 [ "$(grep -c '^stage 2 plan-' <<<"$only")" = 14 ] || fail "--stage 2: 12 model x precision plans and 2 BERT widths"
+
+# Every dlperf-train command of the stages parses: without a GPU each stops at "no CUDA device"
+# (exit 2), never at an option error. Skipped where a GPU is visible (the commands would run).
+train=${2:-}
+if [ -n "$train" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+  grep -o 'dlperf-train --backend cuda.*' <<<"$out" | sed 's/^dlperf-train //' | while read -r line; do
+    set +e
+    # shellcheck disable=SC2086
+    msg=$("$train" $line 2>&1 >/dev/null)
+    rc=$?
+    set -e
+    [ $rc = 2 ] && grep -q 'no CUDA device' <<<"$msg" || fail "dlperf-train $line: exit $rc: $msg"
+  done
+fi
 
 # packed executables (../shared/tools/gpu-pack): each CUDA test by name on PATH, the two-rank test under mpirun
 packed=$("$script" --dry-run --packed --stage 1)
