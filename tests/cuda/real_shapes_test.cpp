@@ -173,7 +173,7 @@ void expect_apex_rule(const ScaleRun& r, int64_t growth_interval) {
     }
     applied += r.skipped[i] ? 0 : 1;
   }
-  EXPECT_GT(applied, 20) << "the scale settles and most steps apply";
+  EXPECT_GT(applied, 15) << "the scale settles and most steps apply (at worst 4 of 5 once it has)";
   EXPECT_GT(grown, 0) << "good steps grow the scale";
 }
 
