@@ -59,6 +59,7 @@ class LegacyConv final : public ConvRunner {
       const auto* p = pick(found, got, needs_determinism(ctx, d), strict_f32);
       if (!p) throw Error(ErrorKind::library, "cuDNN has no usable algorithm for " + what);
       bwd_data_ = p->algo, chosen = p->mathType, algo_ = static_cast<int>(p->algo);
+      nondeterministic_ = p->determinism != CUDNN_DETERMINISTIC;
     } else {
       DLPERF_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> found(static_cast<size_t>(count));
@@ -66,6 +67,7 @@ class LegacyConv final : public ConvRunner {
       const auto* p = pick(found, got, needs_determinism(ctx, d), strict_f32);
       if (!p) throw Error(ErrorKind::library, "cuDNN has no usable algorithm for " + what);
       bwd_filter_ = p->algo, chosen = p->mathType, algo_ = static_cast<int>(p->algo);
+      nondeterministic_ = p->determinism != CUDNN_DETERMINISTIC;
     }
     // The heuristics' math type for the chosen algorithm, except that fp32 stays FMA.
     DLPERF_CHECK(cudnnSetConvolutionMathType(conv_, strict_f32 ? CUDNN_FMA_MATH : chosen));
@@ -84,7 +86,9 @@ class LegacyConv final : public ConvRunner {
       DLPERF_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_, y_, conv_, w_, bwd_filter_, &ws_));
   }
 
-  std::string name() const override { return "cudnn_legacy algo " + std::to_string(algo_); }
+  std::string name() const override {
+    return "cudnn_legacy algo " + std::to_string(algo_) + (nondeterministic_ ? " nondeterministic" : "");
+  }
   MathUnits units() const override { return units_; }
   size_t workspace() const override { return ws_; }
 
@@ -114,6 +118,7 @@ class LegacyConv final : public ConvRunner {
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   int algo_ = 0;
+  bool nondeterministic_ = false;  // allowed without --deterministic; named in --plan-only
   MathUnits units_ = MathUnits::cuda_cores;
   size_t ws_ = 0;
 };

@@ -216,7 +216,8 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
     p.config_ = cfg;
     p.plan_ = std::move(plan);
     p.workspace_ = static_cast<size_t>(ws);
-    p.name_ = "engine " + std::to_string(info.index);
+    // --plan-only shows which engines use atomics (allowed without --deterministic)
+    p.name_ = "engine " + std::to_string(info.index) + (info.note[CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC] ? " nondeterministic" : "");
     p.tensor_cores_ = info.note[CUDNN_NUMERICAL_NOTE_TENSOR_CORE];
     seen.push_back(info.index);
     if (run_for_timing) {
