@@ -16,6 +16,8 @@
 #   7  vgg16       the same, VGG16 b128
 #   8  bert        the same, BERT-base b64
 #   9  profile     per-kernel GPU time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
+#  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
+#                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
 # A stage that runs past 9.5 minutes has its running step stopped (exit 124 in summary.tsv).
 #
 # Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
@@ -32,7 +34,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile)
+STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile variants)
 STAGE_LIMIT=570  # seconds a stage may take: its steps run under `timeout` for what is left of it
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -57,7 +59,7 @@ if [ -z "$stages" ]; then
 fi
 IFS=, read -r -a chosen <<<"$stages"
 for s in "${chosen[@]}"; do
-  [[ $s =~ ^[1-9]$ ]] && [ "$s" -le ${#STAGE_NAMES[@]} ] || die_usage "--stage takes 1..${#STAGE_NAMES[@]} (got '$s')"
+  [[ $s =~ ^[1-9][0-9]?$ ]] && [ "$s" -le ${#STAGE_NAMES[@]} ] || die_usage "--stage takes 1..${#STAGE_NAMES[@]} (got '$s')"
 done
 out=${out:-gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
 
@@ -176,6 +178,32 @@ stage_profile() {
   profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 20 --warmup 10
 }
 
+# dlperf-train's "summary: throughput X samples/s" of each run of stage 10, and the median per
+# variant (the runs of one repeat are interleaved, so a drift of the GPU favours none).
+variants_table() {
+  local v
+  printf 'variant\truns\tmedian samples/s\n' >"$out/10-variants.tsv"
+  for v in eager cuda-graph data-on-device; do
+    grep -h -o 'summary: throughput [0-9.]*' "$out"/10-rn50-fp16-"$v"-*.log 2>/dev/null | awk '{print $3}' | sort -g |
+      awk -v v="$v" '{a[NR] = $1} END {if (NR) printf "%s\t%d\t%s\n", v, NR, (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'
+  done >>"$out/10-variants.tsv"
+  cat "$out/10-variants.tsv"
+}
+
+stage_variants() {
+  local r v extra
+  for r in $(seq 1 "$repeats"); do
+    for v in eager cuda-graph data-on-device; do
+      extra=()
+      [ "$v" = eager ] || extra=("--$v")
+      step 10 "rn50-fp16-$v-$r" "$TRAIN" --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 70 --warmup 20 \
+        "${extra[@]}"
+    done
+  done
+  step 10 rn50-fp16-find-max-batch "$TRAIN" --backend cuda --model resnet50 --precision fp16 --batch-size 256 --find-max-batch
+  [ $dry = 1 ] || variants_table
+}
+
 if [ $dry = 0 ]; then
   mkdir -p "$out" || die_usage "cannot create $out"
   printf 'stage\tstep\texit\tseconds\n' >"$out/summary.tsv"
@@ -205,6 +233,7 @@ for s in "${chosen[@]}"; do
     vgg16) stage_bench 7 vgg16 128 ;;
     bert) stage_bench 8 bert_base 64 ;;
     profile) stage_profile ;;
+    variants) stage_variants ;;
   esac
 done
 [ $dry = 1 ] && exit 0

@@ -12,9 +12,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 out=$("$script" --dry-run)
 stages=$(grep '^# stage' <<<"$out" | sed 's/^# stage //' | tr '\n' ' ')
-[ "$stages" = "1: tests 2: plan 3: memcheck 4: racecheck 5: synccheck 6: resnet50 7: vgg16 8: bert 9: profile " ] ||
+[ "$stages" = "1: tests 2: plan 3: memcheck 4: racecheck 5: synccheck 6: resnet50 7: vgg16 8: bert 9: profile 10: variants " ] ||
   fail "stage list: '$stages'"
-for s in 1 2 3 4 5 6 7 8 9; do grep -q "^stage $s " <<<"$out" || fail "stage $s has no command"; done
+for s in 1 2 3 4 5 6 7 8 9 10; do grep -q "^stage $s " <<<"$out" || fail "stage $s has no command"; done
+for v in "" " --cuda-graph" " --data-on-device"; do
+  [ "$(grep -c -- "--model resnet50 --precision fp16 --batch-size 256 --iterations 70 --warmup 20$v\$" <<<"$out")" = 3 ] ||
+    fail "stage 10: three repeats of resnet50 fp16${v:- eager}"
+done
+grep -q -- '--find-max-batch' <<<"$out" || fail "stage 10 finds the largest batch"
 grep -q -- '-L cuda\|dlperf_cuda_conformance_test' <<<"$out" || fail "stage 1 runs the cuda tests"
 for m in resnet50:256 vgg16:128 bert_base:64; do
   for p in fp16 bf16 tf32 fp32; do
@@ -64,7 +69,7 @@ grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is i
 printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\n' >"$fake"
 DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" >/dev/null 2>&1 || fail "a clean plan failed the plan stage"
 
-for bad in "--stage 0" "--stage 10" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
+for bad in "--stage 0" "--stage 11" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
   set +e
   # shellcheck disable=SC2086
   "$script" --dry-run $bad >/dev/null 2>&1
