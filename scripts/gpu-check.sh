@@ -4,7 +4,10 @@
 # and saves every output under one folder:
 #
 #   1  tests       ctest -L cuda (a build tree), or every packed CUDA test executable on PATH
-#                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there)
+#                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there);
+#                  with two or more GPUs also NCCL: comm_mpi_tests' NCCL cases on 2 ranks (pack
+#                  it with `gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests`) and a
+#                  2-rank ResNet-50 fp16 run with --comm nccl
 #   2  plan        dlperf-train --plan-only for every model x precision at its benchmark batch;
 #                  fails on any "(fallback)" or "REFERENCE" kernel (tf32/fp16/bf16 must plan
 #                  every convolution and GEMM on tensor cores, the stem included), and BERT with
@@ -132,6 +135,21 @@ stage_tests() {
       step 1 "${t#dlperf_cuda_}" "$(test_exe "$t")" --gtest_output="xml:$out/1-${t}.xml"
     done
     step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
+  fi
+  # NCCL needs a GPU per rank: only where there are two (the dry run lists the steps anyway)
+  local gpus comm
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ $dry = 1 ] || [ "$gpus" -ge 2 ]; then
+    if [ -n "$build" ]; then comm=$build/tests/comm/comm_mpi_tests; else comm=$(command -v comm_mpi_tests || echo comm_mpi_tests); fi
+    if [ $dry = 1 ] || [ -x "$comm" ]; then
+      step 1 nccl-communicator mpirun -np 2 --bind-to none "$comm" --gtest_filter='NcclCommunicator.*'
+    else
+      echo "gpu-check: comm_mpi_tests not found: pack it (gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)" >&2
+    fi
+    step 1 nccl-train-np2 mpirun -np 2 --bind-to none "$TRAIN" --backend cuda --comm nccl --model resnet50 --precision fp16 \
+      --batch-size 64 --iterations 30 --warmup 10
+  else
+    echo "gpu-check: $gpus GPU(s): the NCCL steps need two or more"
   fi
 }
 

@@ -59,6 +59,8 @@ for t in kernel_limits conformance cnn_conformance bert_conformance train_confor
 done
 grep -q 'mpirun -np 2 .*cuda_staged_mpi_test' <<<"$packed" || fail "packed stage 1 runs the two-rank test"
 grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
+grep -q "comm_mpi_tests --gtest_filter=NcclCommunicator" <<<"$packed" || fail "stage 1 lists the NCCL communicator test"
+grep -q -- "mpirun -np 2 --bind-to none .*dlperf-train --backend cuda --comm nccl" <<<"$packed" || fail "stage 1 lists a 2-rank NCCL run"
 
 # the plan check itself: a fallback or a reference kernel in --plan-only output fails the step
 fake=$work/dlperf-train
