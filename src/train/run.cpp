@@ -234,10 +234,14 @@ Watchdog::ms results_bound(const TrainOptions& o) {
 
 // Every rank leaves together once rank 0 has written the results: the last collective, so a
 // peer that stops or dies meanwhile is noticed here (its heartbeat goes silent) rather than
-// in MPI_Finalize. Unbounded in time: rank 0's own "write" phase bounds its writing.
-void end_together(Watchdog& watch, MPI_Comm world) {
-  auto phase = watch.collective("barrier", Watchdog::kNoBound);
-  DLPERF_CHECK_MPI(MPI_Barrier(world));
+// in MPI_Finalize. Unbounded in time: rank 0's own "write" phase bounds its writing. What
+// follows (the communicators' goodbyes, MPI_Finalize) is bounded by --timeout as a whole.
+void end_together(MpiSession& session, Watchdog& watch) {
+  {
+    auto phase = watch.collective("barrier", Watchdog::kNoBound);
+    DLPERF_CHECK_MPI(MPI_Barrier(session.world_comm()));
+  }
+  session.bound_exit(watch.timeout(), "dlperf-train");
 }
 
 // Every collective of a training run, each inside its watchdog phase (watchdog.h; README
@@ -253,6 +257,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   }
   if (o.find_max_batch) {
     RunSummary s;
+    auto phase = watch.collective("max-batch", Watchdog::kNoBound);  // each attempt's allreduce, after building alone
     s.max_batch = find_max_batch(session, o, out);
     return s;
   }
@@ -405,7 +410,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
       rec.record.info.end_time_utc = utc_now_iso8601();
       rec.writer->finish(rec.record, RunStatus::failed, e.what());
     }
-    end_together(watch, world);
+    end_together(session, watch);
     return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -441,7 +446,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
   if (s.stopped_early) s.outcome = RunOutcome::partial;
   if (!root) {
-    end_together(watch, world);  // while rank 0 writes the results
+    end_together(session, watch);  // while rank 0 writes the results
     return s;
   }
   for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
@@ -496,7 +501,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
       rec.writer->finish(rec.record, RunStatus::complete);
     }
   }
-  end_together(watch, world);
+  end_together(session, watch);
   if (rec.writer) out << "trace: " << rec.writer->writer().path() << ":/runs/" << rec.writer->writer().run_name() << "\n";
   out << std::flush;
   return s;
@@ -505,11 +510,16 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 }  // namespace
 
 RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
-  if (o.loader_only) return run_loader_only(session, o, out);
   const std::chrono::seconds timeout(o.timeout_s);
   Watchdog watch(session.world_comm(), session.world(), timeout, CommOptions{}.heartbeat_period, "dlperf-train");
   try {
-    RunSummary s = train_watched(session, o, out, watch);
+    RunSummary s;
+    if (o.loader_only) {
+      auto phase = watch.collective("loader", Watchdog::kNoBound);  // its one barrier follows the timed reading
+      s = run_loader_only(session, o, out);
+    } else {
+      s = train_watched(session, o, out, watch);
+    }
     session.bound_exit(timeout, "dlperf-train");  // the communicators' goodbyes and MPI_Finalize
     return s;
   } catch (const Error& e) {

@@ -10,7 +10,7 @@
 #            --kill-on-bad-exit), so the survivor must notice by itself; it aborts with 3, and
 #            mpirun reports 3 or the killed rank's 137. "finalize" with SIGKILL runs under the
 #            default (the job kept, mpirun itself never exits once every rank is gone).
-# Usage: phase_fault_test.sh DLPERF_TRAIN MPIEXEC CASE...
+# Usage: [PHASE_FAULT_ARGS="--pin-threads"] phase_fault_test.sh DLPERF_TRAIN MPIEXEC CASE...
 #   CASE = POINT:VICTIM:SIGNAL[:N]=EXPECTED_PHASE   (EXPECTED_PHASE: where the survivor waits)
 set -u
 train=$1 mpiexec=$2
@@ -22,7 +22,8 @@ tag="phase$$"
 trap 'pkill -KILL -f -- "--variant=[a-z-]*$tag" 2>/dev/null; rm -rf "$dir"' EXIT
 results="$dir/results.h5"
 small=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
-       --iterations 4 --warmup 1 --flush-every 2 --timeout "$timeout_s" --lock-timeout 5 --output "$results")
+       --iterations 4 --warmup 1 --flush-every 2 --timeout "$timeout_s" --lock-timeout 5 --output "$results"
+       ${PHASE_FAULT_ARGS:-})
 fail=0
 start_all=$(date +%s)
 
@@ -41,16 +42,19 @@ for case in "$@"; do
     --variant="case-$tag" >"$log" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  pkill -KILL -f -- "--variant=case-$tag" 2>/dev/null  # a stopped rank mpirun left behind
+  # mpirun may return while the ranks it killed are still going (a stopped one gets SIGCONT,
+  # runs on, then SIGKILL): the job has ended once none of its processes is left.
+  pkill -KILL -f -- "--variant=case-$tag" 2>/dev/null
+  for _ in $(seq 1 50); do pgrep -f -- "--variant=case-$tag" >/dev/null || break; sleep 0.1; done
   fault_t=$(grep -o 'raises signal [0-9]* at [a-z-]* #[0-9]* (t=[0-9.]*' "$log" | grep -o '[0-9.]*$')
   if [ -z "$fault_t" ]; then echo "FAIL $case: the fault never fired"; tail -5 "$log"; fail=1; continue; fi
-  took=$(echo "$end - $fault_t" | bc)
+  took=$(awk -v a="$end" -v b="$fault_t" 'BEGIN { printf "%.1f", a - b }')
   # The survivor names the phase it waited in and the rank at fault; in MPI_Finalize no
   # heartbeat is left to tell which peer is missing, so that line names the phase only.
   who=".*rank $victim \\("
   [ "$expect" = finalize ] && who=""
   line=$(grep -E "^dlperf-train: rank $survivor \\([^)]*\\): phase $expect[: ]$who" "$log" | head -1)
-  if [ "$rc" -eq 124 ] || [ "$(echo "$took > $timeout_s + $slack_s" | bc)" -eq 1 ]; then
+  if [ "$rc" -eq 124 ] || awk -v t="$took" -v b=$((timeout_s + slack_s)) 'BEGIN { exit !(t > b) }'; then
     echo "FAIL $case: the job ended ${took} s after the fault (bound $timeout_s + $slack_s s)"; fail=1
   elif [ "$rc" -eq 0 ]; then
     echo "FAIL $case: exit 0"; fail=1
@@ -59,11 +63,11 @@ for case in "$@"; do
   elif [ "$sig" = KILL ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 137 ]; then
     echo "FAIL $case: exit $rc, want 3 (or mpirun's 137 for the killed rank)"; tail -5 "$log"; fail=1
   elif [ -z "$line" ] && ! { [ "$sig" = KILL ] && [ "$point" = finalize ]; }; then
-    echo "FAIL $case: no line from rank $survivor naming phase $expect and rank $victim:"; grep -E 'phase|rank' "$log" | grep -v '^iter' | cut -c1-300; fail=1
+    echo "FAIL $case: no line from rank $survivor naming phase $expect and rank $victim:"; grep -v '^iter' "$log" | tail -15 | cut -c1-300; fail=1
   elif ! flock -n "$results.lock" true; then
     echo "FAIL $case: the results lock outlived the job"; fail=1
   else
-    printf 'ok   %-22s exit %3s, %4.1f s after the fault: %s\n' "$case" "$rc" "$took" "${line:0:160}"
+    printf 'ok   %-22s exit %3s, %4s s after the fault: %s\n' "$case" "$rc" "$took" "${line:0:160}"
   fi
 done
 
