@@ -18,7 +18,6 @@
 #include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "core/test_fault.h"
 #include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"
