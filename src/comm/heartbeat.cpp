@@ -142,6 +142,19 @@ void Heartbeat::run() {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
 }
 
+std::pair<double, int> Heartbeat::longest_silence() const {
+  const auto now = Clock::now();
+  std::pair<double, int> worst{0.0, -1};
+  std::lock_guard lock(mu_);
+  for (int p = 0; p < size_; ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (p == rank_ || peer_left_[i]) continue;
+    const double age = seconds_between(last_heard_[i], now);
+    if (age > worst.first) worst = {age, p};
+  }
+  return worst;
+}
+
 std::string Heartbeat::diagnose(uint64_t seq) const {
   const auto now = Clock::now();
   const auto silent_after = 4 * period_;

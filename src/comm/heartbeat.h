@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/mpi_comm_handle.h"
@@ -41,6 +42,10 @@ class Heartbeat {
 
   // One line per peer that is not keeping up with operation `seq`.
   std::string diagnose(uint64_t seq) const;
+  // How long the longest-silent peer (one that has not said goodbye) has not been heard
+  // from, in seconds, and which rank that is (-1 alone): the watchdog's sign of a peer that
+  // died, was stopped or was cut off.
+  std::pair<double, int> longest_silence() const;
   // A fault happened: do not wait for goodbyes (a dead peer would never send one).
   void fast_shutdown() { fast_.store(true); }
 

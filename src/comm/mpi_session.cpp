@@ -2,6 +2,7 @@
 #include "comm/mpi_session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include "comm/mpi_comm_handle.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/test_fault.h"
 
 namespace dlperf {
 namespace {
@@ -106,9 +108,37 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     throw;
   }
   set_error_identity(world_.rank, world_.this_host);
+  set_test_fault_rank(world_.rank);
 }
 
-MpiSession::~MpiSession() { MPI_Finalize(); }
+MpiSession::~MpiSession() {
+  test_fault_point("finalize");
+  MPI_Finalize();
+  {
+    std::lock_guard lock(exit_mu_);
+    exited_ = true;
+  }
+  exit_cv_.notify_all();
+  if (exit_watch_.joinable()) exit_watch_.join();
+}
+
+void MpiSession::bound_exit(std::chrono::milliseconds bound, std::string program) {
+  std::lock_guard lock(exit_mu_);
+  exit_deadline_ = std::chrono::steady_clock::now() + bound;
+  if (exit_watch_.joinable()) return;  // the running watch reads the new deadline
+  exit_watch_ = std::thread([this, bound, program = std::move(program)] {
+    std::unique_lock held(exit_mu_);
+    while (!exited_) {
+      if (exit_cv_.wait_until(held, exit_deadline_, [&] { return exited_; })) return;
+      if (std::chrono::steady_clock::now() < exit_deadline_) continue;  // restarted meanwhile
+      std::fprintf(stderr, "%s: rank %d (%s): phase finalize not finished after %.1f s (--timeout): a peer stopped, died or "
+                           "was cut off after the last collective; ending this rank\n",
+                   program.c_str(), world_.rank, world_.this_host.c_str(), std::chrono::duration<double>(bound).count());
+      std::fflush(stderr);
+      std::_Exit(3);  // MPI_Abort is not safe while this process may be inside MPI_Finalize
+    }
+  });
+}
 
 void MpiSession::abort(int exit_code) const {
   MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -8,7 +8,11 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dlperf {
@@ -43,8 +47,20 @@ class MpiSession {
   // Ends every rank of the job (the top level calls this on a fault; see mpi_main.h).
   [[noreturn]] void abort(int exit_code) const;
 
+  // Bounds the rest of this process once its last collective has returned (communicators'
+  // goodbyes, MPI_Finalize, which waits for every rank): a peer stopped or killed after that
+  // point would otherwise hold this rank in MPI_Finalize for ever. When `bound` passes before
+  // MPI_Finalize returns, this rank prints one line (prefixed by `program`) and exits 3; the
+  // launcher then ends the others. Calling it again restarts the clock.
+  void bound_exit(std::chrono::milliseconds bound, std::string program);
+
  private:
   WorldInfo world_;
+  std::mutex exit_mu_;
+  std::condition_variable exit_cv_;
+  std::chrono::steady_clock::time_point exit_deadline_{};
+  bool exited_ = false;
+  std::thread exit_watch_;
 };
 
 }  // namespace dlperf

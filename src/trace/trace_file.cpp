@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/test_fault.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_schema.h"
 
@@ -121,6 +122,7 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
   const std::string target = resolve_symlinks(path);
   const std::string named = fs::absolute(path).lexically_normal() == fs::path(target) ? path : path + " (-> " + target + ")";
   FileLock lock(target + ".lock", opt.lock);
+  test_fault_point("lock");  // test-only: a writer stopped or killed while it holds the lock
   // Only the lock holder writes the temporary, so one found now was left by a killed writer.
   TempFile tmp{target + ".tmp"};
   ::unlink(tmp.path.c_str());

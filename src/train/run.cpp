@@ -15,6 +15,7 @@
 #endif
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
+#include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "trace/async_writer.h"
@@ -223,21 +224,48 @@ std::unique_ptr<Communicator> make_gradient_comm(const TrainOptions& o, const Wo
 
 }  // namespace
 
-RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
-  if (o.loader_only) return run_loader_only(session, o, out);
+namespace {
+
+// How long rank 0 may take to register or write the run: the lock wait, then the write.
+Watchdog::ms results_bound(const TrainOptions& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (o.lock_timeout_s + o.timeout_s)));
+}
+
+// Every rank leaves together once rank 0 has written the results: the last collective, so a
+// peer that stops or dies meanwhile is noticed here (its heartbeat goes silent) rather than
+// in MPI_Finalize. Unbounded in time: rank 0's own "write" phase bounds its writing. What
+// follows (the communicators' goodbyes, MPI_Finalize) is bounded by --timeout as a whole.
+void end_together(MpiSession& session, Watchdog& watch) {
+  {
+    auto phase = watch.collective("barrier", Watchdog::kNoBound);
+    DLPERF_CHECK_MPI(MPI_Barrier(session.world_comm()));
+  }
+  session.bound_exit(watch.timeout(), "dlperf-train");
+}
+
+// Every collective of a training run, each inside its watchdog phase (watchdog.h; README
+// "Faults" lists the phases and their bounds).
+RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostream& out, Watchdog& watch) {
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
   install_stop_handlers();
-  check_ranks_agree(world, o.settings);  // before anything is built or exchanged
+  {
+    auto phase = watch.collective("agree");
+    check_ranks_agree(world, o.settings);  // before anything is built or exchanged
+  }
   if (o.find_max_batch) {
     RunSummary s;
+    auto phase = watch.collective("max-batch", Watchdog::kNoBound);  // each attempt's allreduce, after building alone
     s.max_batch = find_max_batch(session, o, out);
     return s;
   }
   // The dataset first: a missing or empty one is a usage error before anything is built.
   std::shared_ptr<const data::Dataset> dataset;
-  if (uses_image_files(o)) dataset = share_dataset(world, o.data, o.num_classes);
+  if (uses_image_files(o)) {
+    auto phase = watch.collective("dataset", Watchdog::kNoBound);  // rank 0 indexes the dataset meanwhile
+    dataset = share_dataset(world, o.data, o.num_classes);
+  }
   std::string pinning;
   if (o.pin_threads) {
     // Before the backend starts its thread pool, so every compute thread inherits the cores.
@@ -246,6 +274,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     if (o.backend == BackendKind::cuda) near = gpu_locality_by_local_rank(w.local_size);
 #endif
     note_start_cores();
+    auto phase = watch.collective("pinning");
     const PinPlan plan = pin_local_ranks(world, w, o.threads, near);
     note_compute_pinning(plan);
     pinning = plan.how;
@@ -268,7 +297,10 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   }
   init_stack(stack, o, w, dataset);
   DataSource& data = *stack.data;
-  check_parameter_counts_agree(world, store.parameter_count());
+  {
+    auto phase = watch.collective("params", Watchdog::kNoBound);  // ranks arrive after building (and autotuning) alone
+    check_parameter_counts_agree(world, store.parameter_count());
+  }
 
   RunSummary s;
   s.parameter_count = store.parameter_count();
@@ -281,31 +313,40 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.record.info.profile_ops = o.profile_ops;
     rec.record.info.cuda_graph = o.cuda_graph ? 1 : 0;
   }
-  if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {
-    s.outcome = reg.outcome;
-    s.message = reg.message;
-    return s;
+  {
+    auto phase = watch.collective("register", results_bound(o));  // rank 0 may wait for the results lock
+    if (Registration reg = register_run(world, root, o, rec); reg.outcome != RunOutcome::complete) {
+      s.outcome = reg.outcome;
+      s.message = reg.message;
+      return s;
+    }
   }
 
   CommOptions copt;
   copt.timeout = std::chrono::seconds(o.timeout_s);
-  auto control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
-
+  std::unique_ptr<Communicator> control;
   std::unique_ptr<Communicator> device_comm;
-  Communicator* grad_comm = control.get();
-  if (o.backend == BackendKind::cuda && w.size > 1) {
-    device_comm = make_gradient_comm(o, w, world, copt, be);
-    grad_comm = device_comm.get();
+  {
+    auto phase = watch.collective("comm-setup", Watchdog::kNoBound);  // NCCL's set-up may take a while
+    control = make_communicator(CommBackend::mpi, world, w, copt);  // host memory: stop flags
+    if (o.backend == BackendKind::cuda && w.size > 1) device_comm = make_gradient_comm(o, w, world, copt, be);
   }
+  Communicator* grad_comm = device_comm ? device_comm.get() : control.get();
   // Replicas start equal: rank 0's initial parameters everywhere (device memory goes through
   // NCCL or the staged communicator, never straight to MPI, which only a CUDA-aware MPI takes).
-  if (w.size > 1) grad_comm->broadcast(store.values().data(), store.size(), 0);
+  if (w.size > 1) {
+    auto phase = watch.collective("broadcast");
+    grad_comm->broadcast(store.values().data(), store.size(), 0);
+  }
   std::unique_ptr<BucketedAllreduce> exchange;
   if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
 
   RankTrace mine;
   mine.host = w.this_host;
-  mine.clock_offset = measure_clock_offset(world);
+  {
+    auto phase = watch.collective("clock");
+    mine.clock_offset = measure_clock_offset(world);
+  }
   if (root) {
     rec.record.info.comm_backend = w.size > 1 ? to_string(grad_comm->backend()) : "";
     if (device_comm && o.comm == CommBackend::mpi) rec.record.info.comm_backend = "mpi_staged";
@@ -330,6 +371,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
   const auto boundary = [&](const BoundaryFlags& local) {
+    auto phase = watch.collective("step");  // each step ends here, after its gradients' exchange
     const BoundaryFlags here{stop_requested().load(), local.diverged};
     return w.size > 1 ? agree_at_boundary(*control, here) : here;
   };
@@ -339,6 +381,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   const auto after_iteration = [&](const RankTrace& t) {
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
+    auto phase = watch.collective("flush");
     rec.collect(world, t, w);
     if (root) {
       rec.record.info.input_mode = to_string(trainer.input_mode());
@@ -347,19 +390,26 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     rec.flush();
   };
   try {
+    // Each step's waits are bounded by the communicators (--timeout); its boundary is a phase too.
+    auto phase = watch.collective("step", Watchdog::kNoBound);
     trainer.run(data, exchange.get(), mine, boundary, root ? &out : nullptr,
                 after_iteration);
   } catch (const DivergedError& e) {
     // Every rank threw at the same boundary: gather what was measured (the diverging
     // iterations included) and record the run as failed; no rank is left waiting.
-    rec.collect(world, mine, w);
+    {
+      auto phase = watch.collective("gather");
+      rec.collect(world, mine, w);
+    }
     if (e.here() && !root) std::cerr << "dlperf-train: rank " << w.rank << ": " << e.what() << "\n" << std::flush;
     s.outcome = RunOutcome::diverged;
     s.message = std::string(e.what()) + "; recorded as failed";
     if (rec.writer) {
+      auto phase = watch.local("write", results_bound(o));
       rec.record.info.end_time_utc = utc_now_iso8601();
       rec.writer->finish(rec.record, RunStatus::failed, e.what());
     }
+    end_together(session, watch);
     return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -373,24 +423,31 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   mine.peak_memory_bytes = be.peak_memory_bytes();
   mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
   mine.data_bad_samples = data.stats().bad_samples;
-  rec.collect(world, mine, w);
-  // NCCL's transport can differ per rank (P2P inside a node, IB between nodes): the union.
-  const std::string transports = join_distinct(gather_strings(world, nccl_transport()));
+  // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
+  // gradients, same update): one checksum per rank makes a broken allreduce visible.
+  const uint64_t checksum = store.checksum();
+  std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
+  std::string transports;
+  {
+    auto phase = watch.collective("gather");  // the end-of-run gathers
+    rec.collect(world, mine, w);
+    // NCCL's transport can differ per rank (P2P inside a node, IB between nodes): the union.
+    transports = join_distinct(gather_strings(world, nccl_transport()));
+    DLPERF_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, world));
+  }
   if (root) {
     RunInfo& info = rec.record.info;
     info.input_mode = to_string(trainer.input_mode());
     info.nccl_transport = transports;
     if (stack.profiler) rec.record.ops = stack.profiler->result(0);
   }
-  // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
-  // gradients, same update): one checksum per rank makes a broken allreduce visible.
-  const uint64_t checksum = store.checksum();
-  std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
-  DLPERF_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, world));
 
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
   if (s.stopped_early) s.outcome = RunOutcome::partial;
-  if (!root) return s;
+  if (!root) {
+    end_together(session, watch);  // while rank 0 writes the results
+    return s;
+  }
   for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
   const auto& ranks = rec.record.ranks;
   s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
@@ -431,18 +488,48 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << line;
   }
   rec.record.info.end_time_utc = utc_now_iso8601();
-  if (s.stopped_early) {
-    const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
-                                                std::to_string(mine.iterations.size()) + " iterations"
-                                          : "stopped early";
-    out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");
-    if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
-  } else if (rec.writer) {
-    rec.writer->finish(rec.record, RunStatus::complete);
+  {
+    auto phase = watch.local("write", results_bound(o));
+    if (s.stopped_early) {
+      const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
+                                                  std::to_string(mine.iterations.size()) + " iterations"
+                                            : "stopped early";
+      out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");
+      if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
+    } else if (rec.writer) {
+      rec.writer->finish(rec.record, RunStatus::complete);
+    }
   }
+  end_together(session, watch);
   if (rec.writer) out << "trace: " << rec.writer->writer().path() << ":/runs/" << rec.writer->writer().run_name() << "\n";
   out << std::flush;
   return s;
+}
+
+}  // namespace
+
+RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream& out) {
+  const std::chrono::seconds timeout(o.timeout_s);
+  Watchdog watch(session.world_comm(), session.world(), timeout, CommOptions{}.heartbeat_period, "dlperf-train");
+  try {
+    RunSummary s;
+    if (o.loader_only) {
+      auto phase = watch.collective("loader", Watchdog::kNoBound);  // its one barrier follows the timed reading
+      s = run_loader_only(session, o, out);
+    } else {
+      s = train_watched(session, o, out, watch);
+    }
+    session.bound_exit(timeout, "dlperf-train");  // the communicators' goodbyes and MPI_Finalize
+    return s;
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::usage) {  // every rank stops alike, then finalizes
+      session.bound_exit(timeout, "dlperf-train");
+      throw;
+    }
+    // One line names the phase; the communicators' messages name the peer at fault.
+    const WorldInfo& w = session.world();
+    throw Error(e.kind(), "rank " + std::to_string(w.rank) + " (" + w.this_host + "): phase " + watch.phase_of_failure() + ": " + e.what());
+  }
 }
 
 }  // namespace dlperf

@@ -428,8 +428,10 @@ INI
   read -r secs out _ <"$dir/fault-link"
   echo "$host2's link cut: job ended $secs s later (bound $bound s)"
   awk -v s="$secs" -v b="$bound" 'BEGIN { exit !(s <= b) }'
-  grep -E "allreduce .*rank [23] \($host2\)" "$out" | head -3
-  grep -Eq "allreduce .*rank [23] \($host2\)" "$out"
+  # The allreduce's timeout, or the watchdog's line when a silent heartbeat is noticed first
+  # (src/comm/watchdog.h): either names a rank of the cut node.
+  grep -E "(allreduce|phase [a-z-]+) .*rank [23] \($host2\)" "$out" | head -3
+  grep -Eq "(allreduce|phase [a-z-]+) .*rank [23] \($host2\)" "$out"
 
   # The rank killed in start-up took repeat 1 of the first job down before any run was
   # registered; the other two faulted repeats left a run that is not complete.
