@@ -53,8 +53,10 @@ void check_range(const char* flag, double v, double lo, bool lo_open, double hi,
 }
 
 void check_options(const ReduceConfig& cfg) {
-  if (cfg.method.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(cfg.method.warmup) + ")");
-  if (cfg.method.window < 1) throw_usage_error("--window must be 1 or more (got " + std::to_string(cfg.method.window) + ")");
+  if (cfg.method.warmup && *cfg.method.warmup < 0)
+    throw_usage_error("--warmup must be 0 or more (got " + std::to_string(*cfg.method.warmup) + ")");
+  if (cfg.method.window && *cfg.method.window < 1)
+    throw_usage_error("--window must be 1 or more (got " + std::to_string(*cfg.method.window) + ")");
   check_range("tolerance", cfg.tolerance, 0, true, 1,
               "it is the lowest acceptable measured/baseline ratio, in (0, 1], e.g. 0.95 for a 5% regression");
   check_range("cv-warning", cfg.cv_warning, 0, false, 1, "it is a coefficient of variation in [0, 1], e.g. 0.05");
@@ -94,19 +96,22 @@ void check_readable_file(const char* flag, const std::string& path) {
   if (!fs::exists(path, ec)) throw_usage_error(std::string(flag) + " " + path + ": no such file");
 }
 
-// One line when nothing at all could be measured: the table would be empty.
-[[noreturn]] void throw_nothing_measured(const Reduction& r, const MethodOptions& m) {
-  const int64_t need = m.warmup + m.window;
+// Why nothing at all could be measured, in one line: the table would be empty.
+std::string nothing_measured(const Reduction& r, const MethodOptions& m) {
   std::string msg = "no run could be measured";
-  if (r.excluded_short > 0)
-    msg += ": " + std::to_string(r.excluded_short) + " run(s) shorter than --warmup + --window = " + std::to_string(need) +
-           " iterations (the longest has " + std::to_string(r.longest_short_run) + "); lower --warmup/--window";
+  if (r.excluded_short > 0) {
+    const bool overridden = m.warmup || m.window;
+    msg += ": " + std::to_string(r.excluded_short) + " run(s) shorter than " +
+           (overridden ? "--warmup + --window" : std::string("their recorded warm-up + window")) + " = " +
+           std::to_string(r.longest_short_need) + " iterations (the longest has " + std::to_string(r.longest_short_run) + ")";
+    msg += overridden ? "; lower --warmup/--window" : "; --warmup/--window set a shorter window";
+  }
   if (r.excluded_partial > 0)
     msg += (r.excluded_short ? "; " : ": ") + std::to_string(r.excluded_partial) +
            " partial or unfinished (--include-partial measures those with a full window)";
   if (r.excluded_failed > 0) msg += (r.excluded_short || r.excluded_partial ? "; " : ": ") + std::to_string(r.excluded_failed) + " failed";
   if (r.excluded_short + r.excluded_partial + r.excluded_failed == 0) msg += ": the inputs hold no runs";
-  throw_usage_error(msg);
+  return msg;
 }
 
 }  // namespace
@@ -162,7 +167,12 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     throw_usage_error("none of the " + std::to_string(in.skipped.size()) + " inputs above could be read");
   check_outputs(cfg, in.files);
   const Reduction r = reduce_runs(in.runs, cfg.method);
-  if (r.measured_runs == 0) throw_nothing_measured(r, cfg.method);
+  // --ops and --timeline read the profiled iterations, not the measured window: a run they can
+  // show is shown even when no throughput table can be made (said once, on stderr).
+  const bool step_views = cfg.ops || !cfg.timeline_path.empty();
+  if (r.measured_runs == 0 && (!step_views || !cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() ||
+                               !cfg.svg_path.empty()))
+    throw_usage_error(nothing_measured(r, cfg.method));
   std::vector<Comparison> rows;
   if (!cfg.compare_path.empty()) {
     rows = compare(r, baseline, cfg.tolerance);
@@ -186,7 +196,10 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   if (!cfg.json_path.empty()) write_file_atomically(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
   if (!cfg.svg_path.empty()) write_file_atomically(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
   if (!cfg.timeline_path.empty()) write_file_atomically(cfg.timeline_path, timeline_text.str());
-  write_markdown(out, r, cfg.method, opt);
+  if (r.measured_runs > 0)
+    write_markdown(out, r, cfg.method, opt);
+  else
+    err << "dlperf-reduce: note: no throughput table: " << nothing_measured(r, cfg.method) << '\n';
   out << ops_text.str();
   if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
   errno = 0;

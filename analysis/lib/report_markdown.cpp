@@ -94,8 +94,15 @@ void phase_table(std::ostream& os, const ConfigResult& c) {
 
 void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& method, const ReportOptions& opt) {
   std::vector<std::string> notes;
-  os << "# dlperf results\n\nMethod: per run, samples in iterations " << method.warmup + 1 << "-"
-     << method.warmup + method.window << " / their wall time on the slowest rank; median over repeats; "
+  // The windows the runs were measured by: each run's own recorded warm-up and length unless
+  // --warmup/--window set them (iterations counted from 1, as dlperf-train prints them).
+  std::string windows;
+  for (const RunWindow& w : r.windows)
+    windows += (windows.empty() ? "" : ", ") + std::to_string(w.warmup + 1) + "-" + std::to_string(w.warmup + w.window);
+  const bool overridden = method.warmup || method.window;
+  os << "# dlperf results\n\nMethod: per run, samples in iterations " << (windows.empty() ? "?" : windows) << " ("
+     << (overridden ? "set by --warmup/--window" : "each run's own recorded warm-up and length") << ")"
+     << " / their wall time on the slowest rank; median over repeats; "
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
     os << "\n## " << c.title << "\n\n";

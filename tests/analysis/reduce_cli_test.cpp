@@ -181,8 +181,25 @@ TEST(ReduceCli, RunsTooShortForTheWindowAreAnErrorNotAnEmptyTable) {
   const std::string path = dir.file("short.h5");
   append_runs(path, {test::run_at("resnet50", 1, 1, 0.1, RunStatus::complete, 10)});
   auto r = run_reduce_cli(path, dir);
-  expect_one_line_error(r, 2, "shorter than --warmup + --window = 120 iterations (the longest has 10)", "short runs");
+  expect_one_line_error(r, 2, "shorter than their recorded warm-up + window = 120 iterations (the longest has 10)", "short runs");
   EXPECT_EQ(run_reduce_cli(path + " --warmup 2 --window 8", dir).code, 0);
+  expect_one_line_error(run_reduce_cli(path + " --warmup 2 --window 9", dir), 2,
+                        "shorter than --warmup + --window = 11 iterations (the longest has 10); lower", "short runs, overridden");
+}
+
+// Issue 27 item 4: the README's "Running it" pair with a run shorter than 120 iterations works
+// with no option: the run is measured by its own warm-up and length, and the report says so.
+TEST(ReduceCli, ARunIsMeasuredByItsOwnWarmupAndLength) {
+  test::TempDir dir;
+  const std::string path = dir.file("short.h5");
+  append_runs(path, {test::run_of_length(10, 2, 0.1)});
+  auto r = run_reduce_cli(path, dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples in iterations 3-10 (each run's own recorded warm-up and length)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 1 | 1 | 32 | 320.00 |"), std::string::npos) << r.out;
+  r = run_reduce_cli(path + " --window 4", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples in iterations 3-6 (set by --warmup/--window)"), std::string::npos) << r.out;
 }
 
 // A file with one damaged run: run_000002's loss dataset removed.
