@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "report.h"
+#include "run_identity.h"
 #include "trace/trace_reader.h"
 
 namespace dlperf::analysis {
@@ -32,14 +33,16 @@ struct Inputs {
   std::vector<std::string> files;
 };
 
-Inputs read_inputs(const std::vector<std::string>& inputs) {
+// Each file once, each run once (run_identity.h); `notes` says what was counted once.
+Inputs read_inputs(const std::vector<std::string>& inputs, std::vector<std::string>& notes) {
   Inputs in;
-  in.files = expand_inputs(inputs);
+  in.files = distinct_files(expand_inputs(inputs), notes);
   for (const auto& file : in.files) {
     TolerantRead r = read_runs_tolerant(file);
     in.runs.insert(in.runs.end(), std::make_move_iterator(r.runs.begin()), std::make_move_iterator(r.runs.end()));
     in.skipped.insert(in.skipped.end(), r.skipped.begin(), r.skipped.end());
   }
+  drop_duplicate_runs(in.runs, notes);
   return in;
 }
 
@@ -154,12 +157,18 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   std::vector<BaselinePoint> baseline;
   if (!cfg.compare_path.empty()) {
     check_readable_file("--compare", cfg.compare_path);
-    if (fs::path(cfg.compare_path).extension() == ".json")
+    if (fs::path(cfg.compare_path).extension() == ".json") {
       baseline = baseline_from_json(cfg.compare_path);
-    else
-      baseline = baseline_from_reduction(reduce_runs(read_runs(cfg.compare_path), cfg.method));
+    } else {
+      std::vector<RunRecord> base = read_runs(cfg.compare_path);
+      std::vector<std::string> counted_once;  // the baseline's own duplicates: not this report's business
+      drop_duplicate_runs(base, counted_once);
+      baseline = baseline_from_reduction(reduce_runs(base, cfg.method));
+    }
   }
-  Inputs in = read_inputs(cfg.inputs);
+  std::vector<std::string> counted_once;
+  Inputs in = read_inputs(cfg.inputs, counted_once);
+  for (const auto& n : counted_once) err << "dlperf-reduce: note: " << n << '\n';
   // A single bad input and nothing else: its own one-line error, as before any reduction.
   if (in.runs.empty() && in.skipped.size() == 1) throw_usage_error(in.skipped.front().why);
   for (const auto& s : in.skipped) err << "dlperf-reduce: skipped " << s.why << '\n';

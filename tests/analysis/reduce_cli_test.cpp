@@ -202,6 +202,33 @@ TEST(ReduceCli, ARunIsMeasuredByItsOwnWarmupAndLength) {
   EXPECT_NE(r.out.find("samples in iterations 3-6 (set by --warmup/--window)"), std::string::npos) << r.out;
 }
 
+// Issue 27 item 11: a run is counted once however its file is named: twice, by another
+// path, a symlink, inside a folder also given, or a copy of the file.
+TEST(ReduceCli, TheSameRunIsCountedOnceHoweverItsFileIsNamed) {
+  test::TempDir dir;
+  const std::string a = make_trace(dir, "a.h5", 0.1);  // one 1n1g and one 1n2g run
+  std::filesystem::create_symlink(a, dir.file("link.h5"));
+  std::filesystem::create_directories(dir.file("sub"));
+  std::filesystem::copy_file(a, dir.file("sub/copy.h5"));
+  const std::string other_path = dir.path() + "/sub/../a.h5";
+  const auto once = run_reduce_cli(a, dir);
+  ASSERT_EQ(once.code, 0) << once.err;
+  for (const std::string& args : {a + " " + a, a + " " + other_path, a + " " + dir.file("link.h5"), a + " " + dir.path(),
+                                  a + " " + dir.file("sub/copy.h5"), dir.path() + " " + dir.file("sub")}) {
+    auto r = run_reduce_cli(args, dir);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+    EXPECT_NE(r.out.find("| 1 | 1 | 1 | 320.00 |"), std::string::npos) << args << ":\n" << r.out;  // repeats: 1 run at 1n1g
+    EXPECT_NE(r.out.find("| 1 | 2 | 1 | 640.00 |"), std::string::npos) << args << ":\n" << r.out;
+    EXPECT_NE(r.err.find("note: "), std::string::npos) << args;
+    EXPECT_TRUE(r.err.find("read once") != std::string::npos || r.err.find("counted once") != std::string::npos) << r.err;
+  }
+  // Two distinct runs of equal settings and speed are two repeats, not one.
+  const std::string b = make_trace(dir, "b.h5", 0.1);
+  auto r = run_reduce_cli(a + " " + b, dir);
+  EXPECT_NE(r.out.find("| 1 | 1 | 2 | 320.00 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
 // A file with one damaged run: run_000002's loss dataset removed.
 std::string trace_with_damaged_run(const test::TempDir& dir, const std::string& name) {
   const std::string path = dir.file(name);
