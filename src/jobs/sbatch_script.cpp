@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "jobs/train_args.h"
+
 namespace dlperf::jobs {
 namespace {
 
@@ -130,22 +132,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "    break\n"
     << "  fi\n"
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
-    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
-    << " --precision " << j.precision << " \\\n"
-    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup;
-  if (!j.real_data) o << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
-  // Real data: on GPUs every core of the task decodes; on the CPU backend one core decodes
-  // (~1,000 ImageNet images/s, far above a socket's training rate) and the rest compute.
-  else if (gpu) o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\" \\\n";
-  else
-    o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --threads $((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))"
-      << " --loader-threads 1 \\\n";
-  if (!j.extra_args.empty()) {
-    o << "     ";
-    for (const auto& a : j.extra_args) o << ' ' << a;
-    o << " \\\n";
-  }
-  o << "      --output \"$results\" --repeat-index \"$i\"\n"
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train";
+  // The arguments load_matrix() checked with dlperf-train's parser (train_args.h).
+  for (const TrainArg& a : job_train_arguments(j)) o << (a.new_line ? " \\\n      " : " ") << a.script;
+  o << "\n"
     << "  rc=$?\n"
     << "  if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial\n"
     << "    echo \"dlperf: repeat $i stopped early by a signal, recorded as partial; no further repeats\" >&2\n"

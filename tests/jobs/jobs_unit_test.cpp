@@ -3,12 +3,15 @@
 // #SBATCH lines a configuration implies, signal, SRUN_CPUS_PER_TASK, the repeat loop).
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "jobs/ini.h"
 #include "jobs/job_spec.h"
 #include "jobs/jobs_error.h"
 #include "jobs/sbatch_script.h"
+#include "jobs/train_args.h"
 
 namespace dlperf::jobs {
 namespace {
@@ -196,6 +199,51 @@ TEST(Jobs, RealDataVariantsReadDlperfData) {
   text = kMatrix;
   text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = maybe");
   EXPECT_NE(matrix_error(text).find("yes or no"), std::string::npos);
+}
+
+// The dlperf-train command of a rendered script, as the words it runs with, the job-time
+// values (cores, data set, results file) stood in.
+std::vector<std::string> rendered_train_command(const std::string& script) {
+  const auto at = script.find("dlperf-train --model");
+  if (at == std::string::npos) return {};
+  std::string cmd = script.substr(at + std::string("dlperf-train").size(), script.find("--repeat-index \"$i\"", at) + 20 - at - 12);
+  const auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t p = cmd.find(from); p != std::string::npos; p = cmd.find(from, p + to.size())) cmd.replace(p, from.size(), to);
+  };
+  replace_all("\\\n", " ");
+  replace_all("$((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))", "3");
+  replace_all("\"$SLURM_CPUS_PER_TASK\"", "4");
+  replace_all("\"$DLPERF_DATA\"", "/data/train-{000000..000001}.tar");
+  replace_all("\"$results\"", "r.h5");
+  replace_all("\"$i\"", "0");
+  std::istringstream in(cmd);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Issue 27 item 11: every script's dlperf-train command, read back from the rendered text, is
+// accepted by dlperf-train's own parser; an extra_args that clashes with what a job adds
+// itself (real_data's --variant) is refused when generating, naming file:line.
+TEST(Jobs, EveryRenderedCommandPassesDlperfTrainsParser) {
+  std::string text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes\nextra_args = --seed 7");
+  const Profile p = profile();
+  const auto jobs = expand_jobs(p, matrix(text));
+  ASSERT_EQ(jobs.size(), 9u);
+  for (const auto& j : jobs) {
+    const auto words = rendered_train_command(render_sbatch(p, j, {"p.ini", "m.ini"}));
+    ASSERT_GT(words.size(), 10u) << j.name;
+    EXPECT_EQ(train_arguments_error(words), "") << j.name;
+    EXPECT_EQ(words.back(), "0") << j.name;  // the command was read to its end
+  }
+  text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes\nextra_args = --variant mine");
+  const std::string e = matrix_error(text);
+  EXPECT_NE(e.find("m.ini:12: extra_args is refused by dlperf-train for rn50 with real_data = yes: option '--variant' cannot be "
+                   "specified more than once"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
