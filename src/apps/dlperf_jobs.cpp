@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "core/file_io.h"
 #include "dlperf_version.h"
 #include "jobs/generate.h"
 #include "jobs/jobs_error.h"
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
       ("list", po::bool_switch(), "print the file names instead of writing them");
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);  // no positional words
     if (vm.count("help")) {
       std::cout << opts << '\n';
       return 0;
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
     const auto files = generate_files(cfg);
     if (vm["list"].as<bool>()) {
       for (const auto& f : files) std::cout << f.name << '\n';
+      if (const std::string why = dlperf::flush_stdout_error(); !why.empty()) {
+        std::cerr << "dlperf-jobs: " << why << '\n';
+        return 3;
+      }
       return 0;
     }
     write_files(cfg.output_dir, files);
