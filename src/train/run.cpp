@@ -330,7 +330,9 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
   const auto boundary = [&](const BoundaryFlags& local) {
-    const BoundaryFlags here{stop_requested().load(), local.diverged};
+    // A results file that can no longer be written (full disk) stops the run like a signal.
+    const bool unrecordable = rec.writer && !rec.writer->failure().empty();
+    const BoundaryFlags here{stop_requested().load() || unrecordable, local.diverged};
     return w.size > 1 ? agree_at_boundary(*control, here) : here;
   };
   // NCCL's log names its transport once the first collectives have connected (a flush and the
@@ -431,6 +433,14 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << line;
   }
   rec.record.info.end_time_utc = utc_now_iso8601();
+  if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
+    // Issue 27 item 11: one line (main prints s.message), no promise of a partial record.
+    s.outcome = RunOutcome::not_recorded;
+    s.message = failed + "; the run stopped after " + std::to_string(mine.iterations.size()) +
+                " iterations (the results file keeps its last good flush, as an unfinished run)";
+    out << std::flush;
+    return s;
+  }
   if (s.stopped_early) {
     const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
                                                 std::to_string(mine.iterations.size()) + " iterations"
