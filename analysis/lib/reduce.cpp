@@ -10,6 +10,8 @@
 #include <set>
 #include <tuple>
 
+#include "comparable.h"
+
 namespace dlperf::analysis {
 namespace {
 
@@ -92,16 +94,19 @@ void name_configs(std::vector<ConfigResult>& configs) {
         for (const auto& [name, v] : o.key.details) values[name].insert(v);
       }
     c.shown.clear();
-    if (members > 1)
-      for (const auto& [name, seen] : values) {
-        const auto it = c.key.details.find(name);
-        if (it == c.key.details.end()) continue;  // not recorded here (an older trace): nothing to show
-        // Differs when two members have different values, or one lacks it.
-        size_t holders = 0;
-        for (const auto& o : configs)
-          if (family(o.key) == family(c.key) && o.key.details.count(name)) ++holders;
-        if (seen.size() > 1 || holders != members) c.shown.emplace_back(name, it->second);
-      }
+    c.nonstandard = nonstandard_settings(c.key);
+    for (const auto& [name, seen] : values) {
+      const auto it = c.key.details.find(name);
+      if (it == c.key.details.end()) continue;  // not recorded here (an older trace): nothing to show
+      // Differs when two members have different values, or one lacks it.
+      size_t holders = 0;
+      for (const auto& o : configs)
+        if (family(o.key) == family(c.key) && o.key.details.count(name)) ++holders;
+      const bool differs = members > 1 && (seen.size() > 1 || holders != members);
+      bool nonstandard = false;
+      for (const auto& n : c.nonstandard) nonstandard = nonstandard || n.first == name;
+      if (differs || nonstandard) c.shown.emplace_back(name, it->second);
+    }
     c.label = c.key.label();
     c.title = c.key.title();
     for (const auto& [name, v] : c.shown) {
@@ -234,6 +239,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     double phase_count = 0;
   };
   std::map<ConfigKey, std::map<std::pair<int64_t, int64_t>, Acc>> groups;  // key -> (devices, nodes)
+  std::map<ConfigKey, std::pair<int64_t, std::string>> fallbacks;  // runs with a reference kernel, the first one
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
@@ -262,6 +268,12 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
       continue;
     }
     ++out.measured_runs;
+    for (const KernelRecord& k : run.kernels)
+      if (is_reference_kernel(k, i.precision)) {
+        auto& [count, first] = fallbacks[config_key(i)];
+        if (count++ == 0) first = k.op + " " + k.pass + " " + k.shape + " " + k.impl;
+        break;
+      }
     const RunWindow w = run_window(run, opt);
     out.windows.insert(w);
     acc.point.throughputs.push_back(*t.samples_per_s);
@@ -271,6 +283,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   for (auto& [key, points] : groups) {
     ConfigResult cfg;
     cfg.key = key;
+    if (auto f = fallbacks.find(key); f != fallbacks.end()) std::tie(cfg.runs_with_reference_kernels, cfg.reference_kernel) = f->second;
     for (auto& [where, acc] : points) {
       ScalePoint& p = acc.point;
       p.stats = repeat_stats(p.throughputs);

@@ -98,12 +98,18 @@ struct ScalePoint {
 struct ConfigResult {
   ConfigKey key;
   // The details that tell this configuration apart from another with the same model,
-  // precision, batch, backend and variant (empty when there is no such other one), and the
-  // label and title that show them: "resnet50_fp32_b32_cpu_image-size=96".
+  // precision, batch, backend and variant, and those that differ from the benchmark's own
+  // (nonstandard, below), and the label and title that show them:
+  // "resnet50_fp32_b32_cpu_image-size=96".
   std::vector<std::pair<std::string, std::string>> shown;
   std::string label, title;
   std::vector<ScalePoint> points;  // by devices, then nodes
   bool has_single_device_baseline = false;
+  // Settings that differ from the benchmark its model names (comparable.h): always in
+  // `shown`, so a 128x128 run is never labelled plain "resnet50".
+  std::vector<std::pair<std::string, std::string>> nonstandard;
+  int64_t runs_with_reference_kernels = 0;  // measured runs that planned a reference kernel
+  std::string reference_kernel;             // the first such kernel, "op pass shape impl"
 };
 
 struct Straggler {
