@@ -26,9 +26,10 @@ int main(int argc, char** argv) {
       ("window", po::value<int64_t>(), "iterations measured after the warm-up (default: each run's own recorded --iterations minus "
                                        "its warm-up)")
       ("include-partial", po::bool_switch(&cfg.method.include_partial), "also measure partial runs with a full window")
-      ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE")
-      ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE")
-      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg")
+      ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE (- or /dev/stdout: to standard output, "
+                                        "instead of the report)")
+      ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE (- : standard output)")
+      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg (- : standard output; for a PNG: rsvg-convert)")
       ("compare", po::value(&cfg.compare_path), "baseline results .h5 or DLPerf .json; exit 1 on regression")
       ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio, in (0, 1]")
       ("reference", po::value(&cfg.reference_csv)->implicit_value(dlperf::analysis::default_reference_csv(), "shipped"),

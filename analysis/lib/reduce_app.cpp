@@ -6,6 +6,7 @@
 #include "reduce_app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -67,8 +68,26 @@ void check_options(const ReduceConfig& cfg) {
               "it is the fraction above the median compute time that makes a rank slow, in (0, 1], e.g. 0.05");
 }
 
-// Every output names a file that is not an input and not another output.
+// "-" and /dev/stdout name standard output (issue 27 item 8): they failed ("is a directory"
+// does not apply, but renaming a temporary onto /dev/stdout does) or created a file named "-".
+bool is_stdout(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
+}
+
+// The outputs by flag, in the order they are written.
+std::vector<std::pair<std::string, std::string>> outputs(const ReduceConfig& cfg) {
+  return {{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path}, {"--timeline", cfg.timeline_path}};
+}
+
+// Every output names a file that is not an input and not another output; at most one is
+// standard output; the plot is an SVG file.
 void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& input_files) {
+  std::string on_stdout;
+  for (const auto& [flag, path] : outputs(cfg))
+    if (!path.empty() && is_stdout(path)) {
+      if (!on_stdout.empty()) throw_usage_error(on_stdout + " and " + flag + " both name standard output: give one of them a file");
+      on_stdout = flag;
+    }
   std::map<FileId, std::string> inputs;
   for (const auto& f : input_files)
     if (auto id = file_id(f)) inputs.emplace(*id, f);
@@ -76,9 +95,8 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     if (!extra.empty())
       if (auto id = file_id(extra)) inputs.emplace(*id, extra);
   std::map<std::string, std::string> targets;  // resolved output path -> flag
-  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path},
-                                     {"--timeline", cfg.timeline_path}}) {
-    if (path.empty()) continue;
+  for (const auto& [flag, path] : outputs(cfg)) {
+    if (path.empty() || is_stdout(path)) continue;
     if (auto id = file_id(path)) {
       auto in = inputs.find(*id);
       if (in != inputs.end())
@@ -90,6 +108,14 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     const std::string target = resolve_symlinks(path);
     auto [it, fresh] = targets.emplace(target, flag);
     if (!fresh) throw_usage_error(flag + " " + path + " is also the file of " + it->second + ": give each output its own name");
+  }
+  if (!cfg.svg_path.empty() && !is_stdout(cfg.svg_path)) {
+    std::string ext = fs::path(cfg.svg_path).extension().string();
+    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ext != ".svg")
+      throw_usage_error("--plot " + cfg.svg_path + ": the plot is SVG; name the file .svg (for a PNG: rsvg-convert -o " +
+                        fs::path(cfg.svg_path).replace_extension(".png").string() + " " +
+                        fs::path(cfg.svg_path).replace_extension(".svg").string() + ")");
   }
 }
 
@@ -201,16 +227,32 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     return os.str();
   };
   // Files first, each whole or not at all; the report last, so its exit status is the last word.
-  if (!cfg.csv_path.empty()) write_file_atomically(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
-  if (!cfg.json_path.empty()) write_file_atomically(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
-  if (!cfg.svg_path.empty()) write_file_atomically(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
-  if (!cfg.timeline_path.empty()) write_file_atomically(cfg.timeline_path, timeline_text.str());
-  if (r.measured_runs > 0)
-    write_markdown(out, r, cfg.method, opt);
-  else
-    err << "dlperf-reduce: note: no throughput table: " << nothing_measured(r, cfg.method) << '\n';
-  out << ops_text.str();
-  if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+  // An output named "-" or /dev/stdout takes standard output's place: it alone is printed there.
+  std::string stdout_text;
+  bool stdout_output = false;
+  const auto emit = [&](const std::string& path, const std::string& text) {
+    if (path.empty()) return;
+    if (is_stdout(path)) {
+      stdout_text = text;
+      stdout_output = true;
+    } else {
+      write_file_atomically(path, text);
+    }
+  };
+  if (!cfg.csv_path.empty()) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
+  if (!cfg.json_path.empty()) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
+  if (!cfg.svg_path.empty()) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  emit(cfg.timeline_path, timeline_text.str());
+  if (stdout_output) {
+    out << stdout_text;
+  } else {
+    if (r.measured_runs > 0)
+      write_markdown(out, r, cfg.method, opt);
+    else
+      err << "dlperf-reduce: note: no throughput table: " << nothing_measured(r, cfg.method) << '\n';
+    out << ops_text.str();
+    if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+  }
   errno = 0;
   out.flush();
   if (!out) {

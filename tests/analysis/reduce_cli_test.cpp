@@ -229,6 +229,35 @@ TEST(ReduceCli, TheSameRunIsCountedOnceHoweverItsFileIsNamed) {
   EXPECT_EQ(r.err, "");
 }
 
+// Issue 27 item 8: "-" and /dev/stdout are standard output (a file named "-" was created, or
+// the write failed); only that document is printed there; --plot writes SVG and refuses
+// another extension rather than putting SVG bytes in a .png.
+TEST(ReduceCli, StandardOutputAsAnOutputAndThePlotIsSvg) {
+  test::TempDir dir;
+  const std::string a = make_trace(dir, "a.h5", 0.1);
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());  // a file named "-" would appear here
+  auto r = run_reduce_cli(a + " --csv -", dir);
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("config,model,precision,", 0), 0u) << r.out;  // the CSV alone
+  EXPECT_EQ(r.out.find("# dlperf results"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("-")));
+  r = run_reduce_cli(a + " --json /dev/stdout", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\"1n2r\""), std::string::npos) << r.out;
+  r = run_reduce_cli(a + " --plot - --csv " + dir.file("o.csv"), dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("<svg", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("o.csv")));
+  expect_one_line_error(run_reduce_cli(a + " --csv - --json -", dir), 2, "--csv and --json both name standard output", "two on stdout");
+  expect_one_line_error(run_reduce_cli(a + " --plot " + dir.file("x.png"), dir), 2, "the plot is SVG; name the file .svg (for a PNG: rsvg-convert",
+                        "png");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.png")));
+  EXPECT_EQ(run_reduce_cli(a + " --plot " + dir.file("x.SVG"), dir).code, 0);
+}
+
 // A file with one damaged run: run_000002's loss dataset removed.
 std::string trace_with_damaged_run(const test::TempDir& dir, const std::string& name) {
   const std::string path = dir.file(name);
