@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   using namespace dlperf::jobs;
   GenerateConfig cfg;
   po::options_description opts(
-      "Usage: dlperf-jobs --profile CLUSTER.ini --matrix MATRIX.ini [--output-dir DIR]\n"
+      "Usage: dlperf-jobs --profile CLUSTER.ini --matrix MATRIX.ini --output-dir DIR  (or --list)\n"
       "Writes one Slurm batch script per (model, configuration) of the matrix, CPU-backend variants,\n"
       "reduce.sh and submit_all.sh. Exit: 0 written, 2 bad input (nothing written), 3 write error.\n\nOptions");
   opts.add_options()
@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
       ("version", "print the version")
       ("profile", po::value(&cfg.profile_path), "cluster profile (INI; e.g. jobs/profiles/generic.ini)")
       ("matrix", po::value(&cfg.matrix_path), "job matrix (INI; e.g. jobs/matrix.ini)")
-      ("output-dir", po::value(&cfg.output_dir)->default_value(cfg.output_dir), "directory to write the scripts to")
+      ("output-dir", po::value(&cfg.output_dir), "directory to write the scripts to (required: no default, so the committed "
+                                                  "jobs/ of a checkout is only replaced when named)")
       ("list", po::bool_switch(), "print the file names instead of writing them");
   try {
     po::variables_map vm;

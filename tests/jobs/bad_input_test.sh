@@ -68,6 +68,15 @@ expect_bad "repeats must be an integer from 1 to 1000 (got '5x')" --profile "$pr
 expect_bad "time '99999999999999999999' is not a Slurm time limit" \
   --profile "$(edited p7.ini "$profile" 's/^time = 00:30:00$/time = 99999999999999999999/')" --matrix "$matrix"
 
+# Issue 27 item 9: no default output directory (it was jobs/, the committed scripts when run
+# in a checkout): without --output-dir (or --list) nothing is written, exit 2.
+rc=0
+(cd "$tmp" && "$gen" --profile "$profile" --matrix "$matrix" >"$tmp/stdout" 2>"$tmp/stderr") || rc=$?
+if [ $rc -ne 2 ] || ! grep -q -- "--output-dir is required" "$tmp/stderr" || [ -e "$tmp/jobs" ]; then
+  echo "FAIL: no --output-dir: exit $rc, $(cat "$tmp/stderr")" >&2; exit 1
+fi
+echo "ok: $(cat "$tmp/stderr")"
+
 # A good run writes every file; --list names them without writing.
 "$gen" --profile "$profile" --matrix "$matrix" --list >"$tmp/list"
 [ ! -e "$tmp/out" ]

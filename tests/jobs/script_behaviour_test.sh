@@ -153,6 +153,18 @@ submit no_gpu gpu
 [ $rc -eq 2 ] || fail "no GPU jobs in the matrix: exit $rc, want 2"
 submit bad_word bogus
 [ $rc -eq 2 ] || fail "unknown first word: exit $rc, want 2"
+# Issue 27 item 9: the selector after sbatch options ('--account=x cpu' submitted a script named
+# 'cpu'), --concurrent anywhere; a bare word is refused before anything is submitted.
+submit after_options --account=proj cpu
+[ $rc -eq 0 ] || fail "--account=proj cpu: exit $rc: $(cat "$tmp/after_options.err")"
+[ "$(sed -n 1p "$LOG")" = "sbatch --parsable --account=proj $tmp/gen/rn50_cpu_1n2r.sh" ] || fail "selector after options: $(sed -n 1p "$LOG")"
+submit late_concurrent --account=proj cpu --concurrent
+[ $rc -eq 0 ] && [ "$(grep -c -- '--dependency' "$LOG")" -eq 1 ] || fail "--concurrent after the selector: exit $rc, $(cat "$LOG")"
+submit bare_value --account proj cpu
+[ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "--account proj (a bare word): exit $rc, submitted: $(cat "$LOG")"
+grep -q "'proj' is neither gpu, cpu, data nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
+submit two_selectors cpu gpu
+[ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "two selectors: exit $rc"
 
 # reduce.sh reads the whole results directory and writes results.csv/.json/.svg beside it.
 script=$tmp/gen/reduce.sh
