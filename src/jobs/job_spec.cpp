@@ -115,6 +115,13 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   s.extra_sbatch = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
   for (const auto& o : s.extra_sbatch)
     if (o.rfind("--", 0) != 0) r.fail("sbatch", "takes long sbatch options such as --exclusive --mem=0 (got '" + o + "')");
+  s.srun = r.has("srun") ? r.list("srun", "") : base.srun;
+  for (const auto& o : s.srun) {
+    if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)
+      r.fail("srun", "takes long srun options in the --opt=value form such as --cpu-bind=cores (got '" + o + "')");
+    for (const char* own : {"--mpi=", "--kill-on-bad-exit="})
+      if (o.rfind(own, 0) == 0) r.fail("srun", "'" + o + "' is set by the scripts themselves ([slurm] mpi; --kill-on-bad-exit=1)");
+  }
   return s;
 }
 
@@ -168,7 +175,7 @@ Profile load_profile(const IniFile& f) {
   p.name = cluster.word("name", "cluster", false);
 
   const SectionReader slurm(f, f.find("slurm"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch",
-                                                 "gpu_request", "gpu_type", "signal_seconds", "mpi"});
+                                                 "srun", "gpu_request", "gpu_type", "signal_seconds", "mpi"});
   p.gpu = read_slurm(slurm, SlurmSettings{});
   const std::string req = slurm.str("gpu_request", "gpus-per-node");
   if (req == "gpus-per-node") p.gpu_request = GpuRequest::gpus_per_node;
@@ -178,8 +185,12 @@ Profile load_profile(const IniFile& f) {
   p.signal_seconds = slurm.integer("signal_seconds", p.signal_seconds, 1, 86400);
   p.srun_mpi = slurm.word("mpi", p.srun_mpi, false);
 
-  const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch"});
-  p.cpu = read_slurm(cpu, p.gpu);
+  const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch", "srun"});
+  // CPU jobs bind cores the same way but have no GPU to bind: [slurm]'s srun options less
+  // --gpu-bind, unless [cpu] sets its own.
+  SlurmSettings cpu_base = p.gpu;
+  std::erase_if(cpu_base.srun, [](const std::string& o) { return o.rfind("--gpu-bind=", 0) == 0; });
+  p.cpu = read_slurm(cpu, cpu_base);
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});
   const std::string load = env.str("load", "none");

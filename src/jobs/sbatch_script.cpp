@@ -45,6 +45,8 @@ void load_environment(std::ostream& o, const Profile& p) {
         << "    if [ -r \"$init\" ]; then . \"$init\"; break; fi\n"
         << "  done\n"
         << "fi\n"
+        << "# A clean environment first: modules loaded at login (another MPI, another CUDA) would mix in.\n"
+        << "module purge\n"
         << "module load";
       for (const auto& m : p.modules) o << ' ' << m;
       o << " || exit 1\n";
@@ -86,7 +88,12 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
     << "#SBATCH --time=" << j.slurm.time << '\n'
     << "#SBATCH --signal=USR1@" << p.signal_seconds << '\n'
+    // A requeued job would repeat its runs at another time on other nodes: another measurement.
+    << "#SBATCH --no-requeue\n"
     << "#SBATCH --output=%x_%j.out\n";
+  // SMT: CPU-backend ranks use one hardware thread per core (the sibling stays idle, as a
+  // benchmark of the cores needs), so cpus_per_task counts physical cores.
+  if (!gpu) o << "#SBATCH --threads-per-core=1\n";
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
@@ -121,6 +128,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  for x in \"${part[@]}\"; do s=$((s * 60 + 10#$x)); done\n"
     << "  echo $((days * 86400 + s))\n"
     << "}\n\n";
+  if (!j.slurm.srun.empty())
+    o << "# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,\n"
+      << "# --cpu-bind=cores gives each rank cores of its own" << (gpu ? ", --gpu-bind=closest the GPU nearest them" : "")
+      << ";\n# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.\n";
   o << "# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's\n"
     << "# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it\n"
     << "# until the time limit.\n"
@@ -132,7 +143,9 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "    break\n"
     << "  fi\n"
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
-    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train";
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
+  for (const auto& opt : j.slurm.srun) o << ' ' << opt;  // placement and binding (profile srun)
+  o << " dlperf-train";
   // The arguments load_matrix() checked with dlperf-train's parser (train_args.h).
   for (const TrainArg& a : job_train_arguments(j)) o << (a.new_line ? " \\\n      " : " ") << a.script;
   o << "\n"

@@ -46,6 +46,9 @@ std::vector<TrainArg> job_train_arguments(const JobSpec& j) {
     add("$((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))", false, "3");
     opt("--loader-threads", "1");
   }
+  // CPU-backend ranks pin their compute threads, one per core of the task (the job asks for
+  // one hardware thread per core: --threads-per-core=1 in render_sbatch).
+  if (!gpu) add("--pin-threads");
   for (size_t i = 0; i < j.extra_args.size(); ++i) add(j.extra_args[i], i == 0);
   add("--output", true);
   add("\"$results\"", false, "results.h5");

@@ -78,9 +78,9 @@ fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; d
 
 run ok
 [ $rc -eq 0 ] || fail "all repeats ok: exit $rc"
-[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
+[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --distribution=block:block SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
 for i in 0 1 2; do
-  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.d/rn50_cpu_1n2r_42.h5 --repeat-index $i$" "$LOG" ||
+  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --pin-threads --image-size 32 --output results.d/rn50_cpu_1n2r_42.h5 --repeat-index $i$" "$LOG" ||
     fail "repeat $i arguments"
 done
 [ -d "$tmp/run/results.d" ] || fail "results.d not created"
