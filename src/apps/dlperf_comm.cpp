@@ -143,6 +143,11 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   }
   auto comm = dlperf::make_communicator(config.backend, session.world_comm(), world, config.comm);
   const bool root = world.rank == 0;
+  // One rank moves no byte over any link: bus bandwidth is 0 by definition (2(n-1)/n), so the
+  // result line says NO_PEERS, never PASS, and stderr says what to run instead.
+  if (root && world.size < 2)
+    std::fprintf(stderr, "dlperf-comm: 1 rank: nothing crosses a link (bus bandwidth is 0 by definition); the result is status=NO_PEERS: "
+                         "run 2 or more ranks (mpirun -np 2, srun -n 2)\n");
   if (root) dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
   const auto rows = dlperf::run_allreduce_bench(*comm, config.bench, [&](const dlperf::BenchRow& row) {
     if (root) dlperf::print_bench_row(std::cout, row, config.bench.type), std::cout.flush();
