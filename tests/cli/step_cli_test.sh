@@ -62,7 +62,22 @@ for it in its:  # every op call of an iteration lies within it
     assert calls, it
     for c in calls:
         assert it["ts"] - 1 <= c["ts"] and c["ts"] + c["dur"] <= it["ts"] + it["dur"] + 1, (c, it)
-print("timeline: %d spans, categories %s" % (len(ev), sorted(cats)))
+# Perfetto's rule for complete slices (issue 27 item 6): on one (pid, tid) track each lies inside
+# the open one or after it; every track is named.
+named = {(e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+tracks = {}
+for e in ev:
+    tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+for key, slices in tracks.items():
+    assert key in named, ("unnamed track", key)
+    slices.sort(key=lambda s: (s[0], -s[1]))
+    open_ends = []
+    for start, end in slices:
+        while open_ends and open_ends[-1] <= start + 1e-6:
+            open_ends.pop()
+        assert not open_ends or end <= open_ends[-1] + 1e-6, ("overlapping slices on track", key, start, end, open_ends[-1])
+        open_ends.append(end)
+print("timeline: %d spans on %d tracks, categories %s" % (len(ev), len(tracks), sorted(cats)))
 PY
 "$reduce" "$dir/r.h5" --timeline "$dir/t2.json" --timeline-steps 9-12 >"$dir/out" 2>&1
 rc=$?
