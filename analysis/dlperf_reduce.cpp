@@ -22,12 +22,14 @@ int main(int argc, char** argv) {
       "4 report written but unreadable files or runs were skipped (named on stderr; see --skip-bad).\n\nOptions");
   opts.add_options()
       ("help,h", "print this help")
-      ("warmup", po::value(&cfg.method.warmup)->default_value(20), "iterations dropped at the start of each run")
-      ("window", po::value(&cfg.method.window)->default_value(100), "iterations measured after the warm-up")
+      ("warmup", po::value<int64_t>(), "iterations dropped at the start of every run (default: each run's own recorded --warmup)")
+      ("window", po::value<int64_t>(), "iterations measured after the warm-up (default: each run's own recorded --iterations minus "
+                                       "its warm-up)")
       ("include-partial", po::bool_switch(&cfg.method.include_partial), "also measure partial runs with a full window")
-      ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE")
-      ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE")
-      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg")
+      ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE (- or /dev/stdout: to standard output, "
+                                        "instead of the report)")
+      ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE (- : standard output)")
+      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg (- : standard output; for a PNG: rsvg-convert)")
       ("compare", po::value(&cfg.compare_path), "baseline results .h5 or DLPerf .json; exit 1 on regression")
       ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio, in (0, 1]")
       ("reference", po::value(&cfg.reference_csv)->implicit_value(dlperf::analysis::default_reference_csv(), "shipped"),
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    if (vm.count("warmup")) cfg.method.warmup = vm["warmup"].as<int64_t>();
+    if (vm.count("window")) cfg.method.window = vm["window"].as<int64_t>();
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
     if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");
     return dlperf::analysis::run_reduce(cfg, std::cout, std::cerr);

@@ -26,6 +26,8 @@ if ! type module >/dev/null 2>&1; then
     if [ -r "$init" ]; then . "$init"; break; fi
   done
 fi
+# A clean environment first: modules loaded at login (another MPI, another CUDA) would mix in.
+module purge
 module load dlperf || exit 1
 command -v dlperf-train >/dev/null || { echo "dlperf-train is not on PATH: check the profile's [environment]" >&2; exit 1; }
 

@@ -12,6 +12,7 @@
 #SBATCH --cpus-per-task=8
 #SBATCH --time=00:30:00
 #SBATCH --signal=USR1@120
+#SBATCH --no-requeue
 #SBATCH --output=%x_%j.out
 #SBATCH --partition=gpu
 #SBATCH --exclusive
@@ -32,6 +33,8 @@ if ! type module >/dev/null 2>&1; then
     if [ -r "$init" ]; then . "$init"; break; fi
   done
 fi
+# A clean environment first: modules loaded at login (another MPI, another CUDA) would mix in.
+module purge
 module load dlperf || exit 1
 command -v dlperf-train >/dev/null || { echo "dlperf-train is not on PATH: check the profile's [environment]" >&2; exit 1; }
 
@@ -60,6 +63,9 @@ seconds_left() {
   echo $((days * 86400 + s))
 }
 
+# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,
+# --cpu-bind=cores gives each rank cores of its own, --gpu-bind=closest the GPU nearest them;
+# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.
 # srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's
 # watchdog runs) ends the whole step at once, instead of leaving the others waiting for it
 # until the time limit.
@@ -71,7 +77,7 @@ for ((i = 0; i < repeats; i++)); do
     break
   fi
   echo "dlperf: repeat $i of $repeats"
-  srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model resnet50 --backend cuda --precision fp16 \
+  srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train --model resnet50 --backend cuda --precision fp16 \
       --batch-size 256 --iterations 120 --warmup 20 --threads "$SLURM_CPUS_PER_TASK" \
       --output "$results" --repeat-index "$i"
   rc=$?

@@ -8,13 +8,27 @@
 # at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.
 # data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.
 #   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)
+# The selector and --concurrent may come anywhere; sbatch options take the --opt=value form
+# (a bare word that is not a selector is refused, never submitted as a script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options...]"
-which=gpu
+usage="usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options as --opt=value...]"
+which=
 concurrent=0
-case ${1:-} in gpu|cpu|data|all) which=$1; shift ;; -h|--help) echo "$usage"; exit 0 ;; -*|'') ;; *) echo "$usage" >&2; exit 2 ;; esac
-if [ "${1:-}" = --concurrent ]; then concurrent=1; shift; fi
+sbatch_opts=()
+for arg in "$@"; do
+  case $arg in
+    gpu|cpu|data|all)
+      [ -z "$which" ] || { echo "submit_all.sh: two selectors ($which, $arg): give one; $usage" >&2; exit 2; }
+      which=$arg ;;
+    --concurrent) concurrent=1 ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    -*) sbatch_opts+=("$arg") ;;
+    *) echo "submit_all.sh: '$arg' is neither gpu, cpu, data nor all (sbatch options take the --opt=value form); $usage" >&2
+       exit 2 ;;
+  esac
+done
+which=${which:-gpu}
 command -v sbatch >/dev/null || { echo "submit_all.sh: sbatch not found: run it on a Slurm login node" >&2; exit 2; }
 
 gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_4n8g.sh vgg16_1n1g.sh vgg16_1n2g.sh vgg16_1n4g.sh vgg16_1n8g.sh vgg16_2n8g.sh vgg16_4n8g.sh bert_base_1n1g.sh bert_base_1n2g.sh bert_base_1n4g.sh bert_base_1n8g.sh bert_base_2n8g.sh bert_base_4n8g.sh)
@@ -33,11 +47,11 @@ ids=()
 for s in "${scripts[@]}"; do
   after=()
   if [ $concurrent -eq 0 ] && [ ${#ids[@]} -gt 0 ]; then after=(--dependency=afterany:"${ids[-1]}"); fi
-  id=$(sbatch --parsable "${after[@]}" "$@" "$here/$s")
+  id=$(sbatch --parsable "${after[@]}" "${sbatch_opts[@]}" "$here/$s")
   id=${id%%;*}
   echo "submitted $s as job $id${after:+ (after job ${ids[-1]})}"
   ids+=("$id")
 done
 dep=$(IFS=:; echo "${ids[*]}")
-id=$(sbatch --parsable --dependency=afterany:"$dep" "$@" "$here/reduce.sh")
+id=$(sbatch --parsable --dependency=afterany:"$dep" "${sbatch_opts[@]}" "$here/reduce.sh")
 echo "submitted reduce.sh as job ${id%%;*} (runs after ${#ids[@]} jobs end)"

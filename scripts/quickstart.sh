@@ -5,8 +5,16 @@
 # 3 repeated runs each, every run appended to results.h5, and dlperf-reduce prints the
 # throughput and scaling table.
 #   scripts/quickstart.sh [BUILD_DIR]          (environment: IMAGE, BATCH, ITERS, WARMUP, REPEATS)
+# It builds every program README.md goes on to use (dlperf-train, dlperf-reduce, dlperf-comm,
+# dlperf-make-dataset, dlperf-jobs) into BUILD_DIR (default: build/ in the checkout).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+usage="usage: scripts/quickstart.sh [BUILD_DIR]   (environment: IMAGE, BATCH, ITERS, WARMUP, REPEATS, DLPERF_RESULTS)"
+case ${1:-} in
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; echo "$usage"; exit 0 ;;
+  -*) echo "quickstart.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "quickstart.sh: one build folder at most; $usage" >&2; exit 2; }
 build=${1:-$root/build}
 image=${IMAGE:-128} batch=${BATCH:-16} iters=${ITERS:-30} warmup=${WARMUP:-10} repeats=${REPEATS:-3}
 
@@ -16,7 +24,7 @@ image=${IMAGE:-128} batch=${BATCH:-16} iters=${ITERS:-30} warmup=${WARMUP:-10} r
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLPERF_CUDA=OFF -DDLPERF_BUILD_TESTS=OFF >"$build.configure.log" 2>&1 \
   || { cat "$build.configure.log"; exit 1; }
 grep -E '^-- +(dlperf|  )' "$build.configure.log" || true
-cmake --build "$build" -j"$(nproc)" --target dlperf-train dlperf-reduce
+cmake --build "$build" -j"$(nproc)" --target dlperf-train dlperf-reduce dlperf-comm dlperf-make-dataset dlperf-jobs
 
 results=${DLPERF_RESULTS:-$root/results.h5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers often run as root
@@ -30,4 +38,4 @@ for r in $(seq 0 $((repeats - 1))); do
     mpirun -np "$n" --oversubscribe --bind-to none "$build/src/dlperf-train" "${common[@]}" --repeat-index "$r"
   done
 done
-"$build/analysis/dlperf-reduce" "$results" --warmup "$warmup" --window "$((iters - warmup))"
+"$build/analysis/dlperf-reduce" "$results"  # each run measured by its own warm-up and length

@@ -5,7 +5,8 @@
 #   scripts/setup-debian.sh            build and run
 #   scripts/setup-debian.sh --tests    also what the test suite needs (GoogleTest; Slurm, munge, Lmod and
 #                                      python3-yaml for the jobs and slurm suites; iproute2 and
-#                                      python3-h5py for the multinode suite's namespaces and checks)
+#                                      python3-h5py for the multinode suite's namespaces and checks;
+#                                      librsvg2-bin to render the plot)
 # libjpeg-turbo comes as two packages: the libjpeg API (decoding) and TurboJPEG (encoding).
 set -euo pipefail
 
@@ -15,6 +16,8 @@ packages=(build-essential cmake pkg-config git
           libhwloc-dev)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml iproute2 python3-h5py)
+  # rsvg-convert: the analysis suite renders dlperf-reduce's SVG plot to a PNG with librsvg.
+  packages+=(librsvg2-bin)
 fi
 
 missing=()

@@ -10,6 +10,8 @@
 #include <set>
 #include <tuple>
 
+#include "comparable.h"
+
 namespace dlperf::analysis {
 namespace {
 
@@ -22,10 +24,10 @@ double compute_seconds(const IterationTiming& it) {
   return s;
 }
 
-void find_stragglers(const RunRecord& run, const MethodOptions& opt, std::vector<Straggler>& out) {
+void find_stragglers(const RunRecord& run, const RunWindow& w, const MethodOptions& opt, std::vector<Straggler>& out) {
   const size_t R = run.ranks.size();
   if (R < 3) return;  // a median of two says nothing about which one is slow
-  const auto first = static_cast<size_t>(opt.warmup), last = static_cast<size_t>(opt.warmup + opt.window);
+  const auto first = static_cast<size_t>(w.warmup), last = static_cast<size_t>(w.warmup + w.window);
   std::vector<int64_t> slow_count(R, 0);
   std::vector<double> excess(R, 0), compute(R), sorted(R);
   for (size_t i = first; i < last; ++i) {
@@ -47,9 +49,9 @@ void find_stragglers(const RunRecord& run, const MethodOptions& opt, std::vector
   }
 }
 
-void add_phases(const RunRecord& run, const MethodOptions& opt, PhaseBreakdown& sum, double& count) {
+void add_phases(const RunRecord& run, const RunWindow& w, PhaseBreakdown& sum, double& count) {
   for (const auto& rank : run.ranks)
-    for (int64_t i = opt.warmup; i < opt.warmup + opt.window; ++i) {
+    for (int64_t i = w.warmup; i < w.warmup + w.window; ++i) {
       const IterationTiming& it = rank.iterations[static_cast<size_t>(i)];
       sum.step_seconds += it.end - it.start;
       for (int p = 0; p < kPhaseCount; ++p) sum.phase_seconds[p] += it.phase_seconds[p];
@@ -92,16 +94,19 @@ void name_configs(std::vector<ConfigResult>& configs) {
         for (const auto& [name, v] : o.key.details) values[name].insert(v);
       }
     c.shown.clear();
-    if (members > 1)
-      for (const auto& [name, seen] : values) {
-        const auto it = c.key.details.find(name);
-        if (it == c.key.details.end()) continue;  // not recorded here (an older trace): nothing to show
-        // Differs when two members have different values, or one lacks it.
-        size_t holders = 0;
-        for (const auto& o : configs)
-          if (family(o.key) == family(c.key) && o.key.details.count(name)) ++holders;
-        if (seen.size() > 1 || holders != members) c.shown.emplace_back(name, it->second);
-      }
+    c.nonstandard = nonstandard_settings(c.key);
+    for (const auto& [name, seen] : values) {
+      const auto it = c.key.details.find(name);
+      if (it == c.key.details.end()) continue;  // not recorded here (an older trace): nothing to show
+      // Differs when two members have different values, or one lacks it.
+      size_t holders = 0;
+      for (const auto& o : configs)
+        if (family(o.key) == family(c.key) && o.key.details.count(name)) ++holders;
+      const bool differs = members > 1 && (seen.size() > 1 || holders != members);
+      bool nonstandard = false;
+      for (const auto& n : c.nonstandard) nonstandard = nonstandard || n.first == name;
+      if (differs || nonstandard) c.shown.emplace_back(name, it->second);
+    }
     c.label = c.key.label();
     c.title = c.key.title();
     for (const auto& [name, v] : c.shown) {
@@ -161,11 +166,28 @@ std::string ConfigKey::title() const {
   return s;
 }
 
+RunWindow run_window(const RunRecord& run, const MethodOptions& opt) {
+  const RunInfo& i = run.info;
+  // A run that recorded its plan (every trace dlperf-train writes) is measured by it: the
+  // iterations after its own warm-up, up to its planned length.
+  const bool recorded = i.iterations > 0 && i.warmup >= 0 && i.warmup < i.iterations;
+  RunWindow w;
+  w.warmup = opt.warmup.value_or(recorded ? i.warmup : kDefaultWarmup);
+  w.window = opt.window.value_or(recorded ? i.iterations - w.warmup : kDefaultWindow);
+  if (w.window < 1) w.window = 0;  // --warmup at or past the run's length: nothing to measure
+  return w;
+}
+
 RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt) {
   RunThroughput out;
-  const int64_t need = opt.warmup + opt.window;
+  const RunWindow w = run_window(run, opt);
+  const int64_t need = w.warmup + w.window;
   if (run.ranks.empty()) {
     out.why_not = "no iterations recorded";
+    return out;
+  }
+  if (w.window < 1) {
+    out.why_not = "warm-up " + std::to_string(w.warmup) + " leaves no iteration of its " + std::to_string(run.info.iterations) + " to measure";
     return out;
   }
   for (const auto& rank : run.ranks)
@@ -175,7 +197,7 @@ RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt) {
     }
   for (size_t r = 0; r < run.ranks.size(); ++r) {
     const auto& its = run.ranks[r].iterations;
-    const double t0 = opt.warmup > 0 ? its[static_cast<size_t>(opt.warmup - 1)].end : its[0].start;
+    const double t0 = w.warmup > 0 ? its[static_cast<size_t>(w.warmup - 1)].end : its[0].start;
     const double t1 = its[static_cast<size_t>(need - 1)].end;
     if (t1 - t0 > out.window_seconds) {
       out.window_seconds = t1 - t0;
@@ -187,7 +209,7 @@ RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt) {
     return out;
   }
   const int64_t world = run.info.world_size > 0 ? run.info.world_size : static_cast<int64_t>(run.ranks.size());
-  const double samples = static_cast<double>(opt.window * run.info.batch_per_device * world);
+  const double samples = static_cast<double>(w.window * run.info.batch_per_device * world);
   out.samples_per_s = samples / out.window_seconds;
   return out;
 }
@@ -217,6 +239,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     double phase_count = 0;
   };
   std::map<ConfigKey, std::map<std::pair<int64_t, int64_t>, Acc>> groups;  // key -> (devices, nodes)
+  std::map<ConfigKey, std::pair<int64_t, std::string>> fallbacks;  // runs with a reference kernel, the first one
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
@@ -237,17 +260,30 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
       ++acc.point.excluded_short;
       int64_t shortest = run.ranks.empty() ? 0 : INT64_MAX;
       for (const auto& rank : run.ranks) shortest = std::min<int64_t>(shortest, static_cast<int64_t>(rank.iterations.size()));
-      out.longest_short_run = std::max(out.longest_short_run, shortest);
+      if (shortest >= out.longest_short_run) {
+        out.longest_short_run = shortest;
+        const RunWindow w = run_window(run, opt);
+        out.longest_short_need = w.warmup + w.window;
+      }
       continue;
     }
     ++out.measured_runs;
+    for (const KernelRecord& k : run.kernels)
+      if (is_reference_kernel(k, i.precision)) {
+        auto& [count, first] = fallbacks[config_key(i)];
+        if (count++ == 0) first = k.op + " " + k.pass + " " + k.shape + " " + k.impl;
+        break;
+      }
+    const RunWindow w = run_window(run, opt);
+    out.windows.insert(w);
     acc.point.throughputs.push_back(*t.samples_per_s);
-    add_phases(run, opt, acc.phase_sum, acc.phase_count);
-    find_stragglers(run, opt, out.stragglers);
+    add_phases(run, w, acc.phase_sum, acc.phase_count);
+    find_stragglers(run, w, opt, out.stragglers);
   }
   for (auto& [key, points] : groups) {
     ConfigResult cfg;
     cfg.key = key;
+    if (auto f = fallbacks.find(key); f != fallbacks.end()) std::tie(cfg.runs_with_reference_kernels, cfg.reference_kernel) = f->second;
     for (auto& [where, acc] : points) {
       ScalePoint& p = acc.point;
       p.stats = repeat_stats(p.throughputs);

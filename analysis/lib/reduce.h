@@ -1,6 +1,8 @@
 // The DLPerf measurement method applied to trace runs (design.md, "Reduce"):
 //   per run      throughput = samples in the window / window wall time on the slowest rank,
 //                window = iterations [warmup, warmup+window), samples = window*batch*world,
+//                warmup and window are the run's own (its recorded --warmup, and its recorded
+//                --iterations minus that) unless MethodOptions overrides them for every run,
 //                wall time per rank = end of last measured iteration - end of last warm-up one
 //                (start of iteration 0 when warmup = 0); the slowest rank is the longest.
 //   over repeats median (mean of the middle two for even counts), mean, min, max and
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,9 +26,15 @@
 
 namespace dlperf::analysis {
 
+// DLPerf's fixed warm-up and window, used for a trace that recorded neither (before schema 1.0's
+// iterations/warmup attributes were filled in).
+inline constexpr int64_t kDefaultWarmup = 20, kDefaultWindow = 100;
+
 struct MethodOptions {
-  int64_t warmup = 20;               // iterations dropped at the start of each run
-  int64_t window = 100;              // iterations measured after the warm-up
+  // Empty: each run's own recorded warm-up and length (runs of different lengths are each
+  // measured by their own window). Set: the same warm-up or window for every run.
+  std::optional<int64_t> warmup;     // iterations dropped at the start of each run
+  std::optional<int64_t> window;     // iterations measured after the warm-up
   double straggler_threshold = 0.05; // a rank is slow in an iteration when its compute exceeds the median by this
   bool include_partial = false;      // measure partial/running runs that have a full window
 };
@@ -54,6 +63,13 @@ struct RunThroughput {
   int64_t slowest_rank = -1;
   std::string why_not;  // reason when empty
 };
+// The warm-up and window that measure this run: the overrides, else what the run recorded.
+struct RunWindow {
+  int64_t warmup = 0, window = 0;
+  auto operator<=>(const RunWindow&) const = default;
+};
+RunWindow run_window(const RunRecord& run, const MethodOptions& opt);
+
 RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt);
 
 struct RepeatStats {
@@ -82,12 +98,18 @@ struct ScalePoint {
 struct ConfigResult {
   ConfigKey key;
   // The details that tell this configuration apart from another with the same model,
-  // precision, batch, backend and variant (empty when there is no such other one), and the
-  // label and title that show them: "resnet50_fp32_b32_cpu_image-size=96".
+  // precision, batch, backend and variant, and those that differ from the benchmark's own
+  // (nonstandard, below), and the label and title that show them:
+  // "resnet50_fp32_b32_cpu_image-size=96".
   std::vector<std::pair<std::string, std::string>> shown;
   std::string label, title;
   std::vector<ScalePoint> points;  // by devices, then nodes
   bool has_single_device_baseline = false;
+  // Settings that differ from the benchmark its model names (comparable.h): always in
+  // `shown`, so a 128x128 run is never labelled plain "resnet50".
+  std::vector<std::pair<std::string, std::string>> nonstandard;
+  int64_t runs_with_reference_kernels = 0;  // measured runs that planned a reference kernel
+  std::string reference_kernel;             // the first such kernel, "op pass shape impl"
 };
 
 struct Straggler {
@@ -104,6 +126,8 @@ struct Reduction {
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
   int64_t measured_runs = 0;          // runs with a throughput
   int64_t longest_short_run = 0;      // iterations of the longest run excluded as too short
+  int64_t longest_short_need = 0;     // warm-up + window that run needed
+  std::set<RunWindow> windows;        // the windows the measured runs were measured by
 };
 
 Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt);

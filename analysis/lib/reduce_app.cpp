@@ -6,6 +6,7 @@
 #include "reduce_app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "report.h"
+#include "run_identity.h"
 #include "trace/trace_reader.h"
 
 namespace dlperf::analysis {
@@ -32,14 +34,16 @@ struct Inputs {
   std::vector<std::string> files;
 };
 
-Inputs read_inputs(const std::vector<std::string>& inputs) {
+// Each file once, each run once (run_identity.h); `notes` says what was counted once.
+Inputs read_inputs(const std::vector<std::string>& inputs, std::vector<std::string>& notes) {
   Inputs in;
-  in.files = expand_inputs(inputs);
+  in.files = distinct_files(expand_inputs(inputs), notes);
   for (const auto& file : in.files) {
     TolerantRead r = read_runs_tolerant(file);
     in.runs.insert(in.runs.end(), std::make_move_iterator(r.runs.begin()), std::make_move_iterator(r.runs.end()));
     in.skipped.insert(in.skipped.end(), r.skipped.begin(), r.skipped.end());
   }
+  drop_duplicate_runs(in.runs, notes);
   return in;
 }
 
@@ -53,8 +57,10 @@ void check_range(const char* flag, double v, double lo, bool lo_open, double hi,
 }
 
 void check_options(const ReduceConfig& cfg) {
-  if (cfg.method.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(cfg.method.warmup) + ")");
-  if (cfg.method.window < 1) throw_usage_error("--window must be 1 or more (got " + std::to_string(cfg.method.window) + ")");
+  if (cfg.method.warmup && *cfg.method.warmup < 0)
+    throw_usage_error("--warmup must be 0 or more (got " + std::to_string(*cfg.method.warmup) + ")");
+  if (cfg.method.window && *cfg.method.window < 1)
+    throw_usage_error("--window must be 1 or more (got " + std::to_string(*cfg.method.window) + ")");
   check_range("tolerance", cfg.tolerance, 0, true, 1,
               "it is the lowest acceptable measured/baseline ratio, in (0, 1], e.g. 0.95 for a 5% regression");
   check_range("cv-warning", cfg.cv_warning, 0, false, 1, "it is a coefficient of variation in [0, 1], e.g. 0.05");
@@ -62,8 +68,26 @@ void check_options(const ReduceConfig& cfg) {
               "it is the fraction above the median compute time that makes a rank slow, in (0, 1], e.g. 0.05");
 }
 
-// Every output names a file that is not an input and not another output.
+// "-" and /dev/stdout name standard output (issue 27 item 8): they failed ("is a directory"
+// does not apply, but renaming a temporary onto /dev/stdout does) or created a file named "-".
+bool is_stdout(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
+}
+
+// The outputs by flag, in the order they are written.
+std::vector<std::pair<std::string, std::string>> outputs(const ReduceConfig& cfg) {
+  return {{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path}, {"--timeline", cfg.timeline_path}};
+}
+
+// Every output names a file that is not an input and not another output; at most one is
+// standard output; the plot is an SVG file.
 void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& input_files) {
+  std::string on_stdout;
+  for (const auto& [flag, path] : outputs(cfg))
+    if (!path.empty() && is_stdout(path)) {
+      if (!on_stdout.empty()) throw_usage_error(on_stdout + " and " + flag + " both name standard output: give one of them a file");
+      on_stdout = flag;
+    }
   std::map<FileId, std::string> inputs;
   for (const auto& f : input_files)
     if (auto id = file_id(f)) inputs.emplace(*id, f);
@@ -71,9 +95,8 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     if (!extra.empty())
       if (auto id = file_id(extra)) inputs.emplace(*id, extra);
   std::map<std::string, std::string> targets;  // resolved output path -> flag
-  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", cfg.csv_path}, {"--json", cfg.json_path}, {"--plot", cfg.svg_path},
-                                     {"--timeline", cfg.timeline_path}}) {
-    if (path.empty()) continue;
+  for (const auto& [flag, path] : outputs(cfg)) {
+    if (path.empty() || is_stdout(path)) continue;
     if (auto id = file_id(path)) {
       auto in = inputs.find(*id);
       if (in != inputs.end())
@@ -86,6 +109,14 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     auto [it, fresh] = targets.emplace(target, flag);
     if (!fresh) throw_usage_error(flag + " " + path + " is also the file of " + it->second + ": give each output its own name");
   }
+  if (!cfg.svg_path.empty() && !is_stdout(cfg.svg_path)) {
+    std::string ext = fs::path(cfg.svg_path).extension().string();
+    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ext != ".svg")
+      throw_usage_error("--plot " + cfg.svg_path + ": the plot is SVG; name the file .svg (for a PNG: rsvg-convert -o " +
+                        fs::path(cfg.svg_path).replace_extension(".png").string() + " " +
+                        fs::path(cfg.svg_path).replace_extension(".svg").string() + ")");
+  }
 }
 
 void check_readable_file(const char* flag, const std::string& path) {
@@ -94,19 +125,22 @@ void check_readable_file(const char* flag, const std::string& path) {
   if (!fs::exists(path, ec)) throw_usage_error(std::string(flag) + " " + path + ": no such file");
 }
 
-// One line when nothing at all could be measured: the table would be empty.
-[[noreturn]] void throw_nothing_measured(const Reduction& r, const MethodOptions& m) {
-  const int64_t need = m.warmup + m.window;
+// Why nothing at all could be measured, in one line: the table would be empty.
+std::string nothing_measured(const Reduction& r, const MethodOptions& m) {
   std::string msg = "no run could be measured";
-  if (r.excluded_short > 0)
-    msg += ": " + std::to_string(r.excluded_short) + " run(s) shorter than --warmup + --window = " + std::to_string(need) +
-           " iterations (the longest has " + std::to_string(r.longest_short_run) + "); lower --warmup/--window";
+  if (r.excluded_short > 0) {
+    const bool overridden = m.warmup || m.window;
+    msg += ": " + std::to_string(r.excluded_short) + " run(s) shorter than " +
+           (overridden ? "--warmup + --window" : std::string("their recorded warm-up + window")) + " = " +
+           std::to_string(r.longest_short_need) + " iterations (the longest has " + std::to_string(r.longest_short_run) + ")";
+    msg += overridden ? "; lower --warmup/--window" : "; --warmup/--window set a shorter window";
+  }
   if (r.excluded_partial > 0)
     msg += (r.excluded_short ? "; " : ": ") + std::to_string(r.excluded_partial) +
            " partial or unfinished (--include-partial measures those with a full window)";
   if (r.excluded_failed > 0) msg += (r.excluded_short || r.excluded_partial ? "; " : ": ") + std::to_string(r.excluded_failed) + " failed";
   if (r.excluded_short + r.excluded_partial + r.excluded_failed == 0) msg += ": the inputs hold no runs";
-  throw_usage_error(msg);
+  return msg;
 }
 
 }  // namespace
@@ -149,12 +183,18 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   std::vector<BaselinePoint> baseline;
   if (!cfg.compare_path.empty()) {
     check_readable_file("--compare", cfg.compare_path);
-    if (fs::path(cfg.compare_path).extension() == ".json")
+    if (fs::path(cfg.compare_path).extension() == ".json") {
       baseline = baseline_from_json(cfg.compare_path);
-    else
-      baseline = baseline_from_reduction(reduce_runs(read_runs(cfg.compare_path), cfg.method));
+    } else {
+      std::vector<RunRecord> base = read_runs(cfg.compare_path);
+      std::vector<std::string> counted_once;  // the baseline's own duplicates: not this report's business
+      drop_duplicate_runs(base, counted_once);
+      baseline = baseline_from_reduction(reduce_runs(base, cfg.method));
+    }
   }
-  Inputs in = read_inputs(cfg.inputs);
+  std::vector<std::string> counted_once;
+  Inputs in = read_inputs(cfg.inputs, counted_once);
+  for (const auto& n : counted_once) err << "dlperf-reduce: note: " << n << '\n';
   // A single bad input and nothing else: its own one-line error, as before any reduction.
   if (in.runs.empty() && in.skipped.size() == 1) throw_usage_error(in.skipped.front().why);
   for (const auto& s : in.skipped) err << "dlperf-reduce: skipped " << s.why << '\n';
@@ -162,7 +202,12 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     throw_usage_error("none of the " + std::to_string(in.skipped.size()) + " inputs above could be read");
   check_outputs(cfg, in.files);
   const Reduction r = reduce_runs(in.runs, cfg.method);
-  if (r.measured_runs == 0) throw_nothing_measured(r, cfg.method);
+  // --ops and --timeline read the profiled iterations, not the measured window: a run they can
+  // show is shown even when no throughput table can be made (said once, on stderr).
+  const bool step_views = cfg.ops || !cfg.timeline_path.empty();
+  if (r.measured_runs == 0 && (!step_views || !cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() ||
+                               !cfg.svg_path.empty()))
+    throw_usage_error(nothing_measured(r, cfg.method));
   std::vector<Comparison> rows;
   if (!cfg.compare_path.empty()) {
     rows = compare(r, baseline, cfg.tolerance);
@@ -182,13 +227,32 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     return os.str();
   };
   // Files first, each whole or not at all; the report last, so its exit status is the last word.
-  if (!cfg.csv_path.empty()) write_file_atomically(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
-  if (!cfg.json_path.empty()) write_file_atomically(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
-  if (!cfg.svg_path.empty()) write_file_atomically(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
-  if (!cfg.timeline_path.empty()) write_file_atomically(cfg.timeline_path, timeline_text.str());
-  write_markdown(out, r, cfg.method, opt);
-  out << ops_text.str();
-  if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+  // An output named "-" or /dev/stdout takes standard output's place: it alone is printed there.
+  std::string stdout_text;
+  bool stdout_output = false;
+  const auto emit = [&](const std::string& path, const std::string& text) {
+    if (path.empty()) return;
+    if (is_stdout(path)) {
+      stdout_text = text;
+      stdout_output = true;
+    } else {
+      write_file_atomically(path, text);
+    }
+  };
+  if (!cfg.csv_path.empty()) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
+  if (!cfg.json_path.empty()) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
+  if (!cfg.svg_path.empty()) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  emit(cfg.timeline_path, timeline_text.str());
+  if (stdout_output) {
+    out << stdout_text;
+  } else {
+    if (r.measured_runs > 0)
+      write_markdown(out, r, cfg.method, opt);
+    else
+      err << "dlperf-reduce: note: no throughput table: " << nothing_measured(r, cfg.method) << '\n';
+    out << ops_text.str();
+    if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+  }
   errno = 0;
   out.flush();
   if (!out) {

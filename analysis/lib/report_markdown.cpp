@@ -4,6 +4,7 @@
 // notes on excluded runs.
 #include <ostream>
 
+#include "comparable.h"
 #include "format.h"
 #include "report.h"
 
@@ -23,15 +24,39 @@ std::string device_column(const ConfigResult& c) { return c.key.backend == "cpu"
 
 std::string point_of(const ConfigResult& c, const ScalePoint& p) { return point_name(c.key.backend, p.nodes, p.devices_per_node); }
 
-void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt) {
+// "image-size 128 (benchmark: 224), resnet-width 8 (64)": what keeps a configuration from
+// being the benchmark its model names. `network`: only the network-size settings, or the rest.
+std::string differences(const ConfigResult& c, bool network) {
+  std::string s;
+  for (const auto& [name, v] : c.nonstandard)
+    if (is_network_size(name) == network)
+      s += (s.empty() ? "" : ", ") + name + " " + v + " (benchmark: " + standard_value(c.key.model, name) + ")";
+  return s;
+}
+
+// The published figures are set only beside the same workload: model and precision (matched
+// by match_reference), the benchmark's image size / sequence length and full network. The
+// data source is not judged (DLPerf's runs read ImageNet; synthetic data is the usual stand-in).
+bool comparable_with_reference(const ConfigResult& c) {
+  for (const auto& [name, v] : c.nonstandard)
+    if (name != "data") return false;
+  return true;
+}
+
+void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt, std::vector<std::string>& notes) {
   std::vector<std::string> cols = {"node_num", device_column(c), "batch_size_per_device", "samples/s", "speedup", "efficiency"};
-  if (opt.reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
+  const bool reference = opt.reference && comparable_with_reference(c);
+  if (opt.reference && !reference)
+    notes.push_back("note: --reference: no published DLPerf figure beside " + c.label + ": not the published workload (" +
+                    differences(c, true) + (differences(c, true).empty() || differences(c, false).empty() ? "" : ", ") +
+                    differences(c, false) + ")");
+  if (reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
   table_header(os, cols);
   for (const auto& p : c.points) {
     if (p.stats.runs == 0) continue;
     os << "| " << p.nodes << " | " << p.devices() << " | " << c.key.batch_per_device << " | " << fixed(p.stats.median, 2)
        << " | " << fixed_or(p.speedup, 2, "") << " | " << (p.efficiency ? percent(*p.efficiency) : "") << " |";
-    if (opt.reference) {
+    if (reference) {
       auto ref = match_reference(*opt.reference, c.key, p.nodes, p.devices_per_node);
       if (ref) {
         std::string source = ref->system;
@@ -94,16 +119,30 @@ void phase_table(std::ostream& os, const ConfigResult& c) {
 
 void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& method, const ReportOptions& opt) {
   std::vector<std::string> notes;
-  os << "# dlperf results\n\nMethod: per run, samples in iterations " << method.warmup + 1 << "-"
-     << method.warmup + method.window << " / their wall time on the slowest rank; median over repeats; "
+  // The windows the runs were measured by: each run's own recorded warm-up and length unless
+  // --warmup/--window set them (iterations counted from 1, as dlperf-train prints them).
+  std::string windows;
+  for (const RunWindow& w : r.windows)
+    windows += (windows.empty() ? "" : ", ") + std::to_string(w.warmup + 1) + "-" + std::to_string(w.warmup + w.window);
+  const bool overridden = method.warmup || method.window;
+  os << "# dlperf results\n\nMethod: per run, samples in iterations " << (windows.empty() ? "?" : windows) << " ("
+     << (overridden ? "set by --warmup/--window" : "each run's own recorded warm-up and length") << ")"
+     << " / their wall time on the slowest rank; median over repeats; "
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
     os << "\n## " << c.title << "\n\n";
-    main_table(os, c, opt);
+    main_table(os, c, opt, notes);
     os << "\nRepeats (samples/s):\n\n";
     repeat_table(os, c, opt, notes);
     os << "\nWhere the step time goes (measured window, mean over ranks and runs):\n\n";
     phase_table(os, c);
+    if (const std::string net = differences(c, true); !net.empty())
+      notes.push_back("note: " + c.label + " trains a reduced network (" + net + "): its samples/s are not " + c.key.model +
+                      "'s and compare only with runs of the same sizes");
+    if (c.runs_with_reference_kernels > 0)
+      notes.push_back("warning: " + c.label + ": " + std::to_string(c.runs_with_reference_kernels) +
+                      " measured run(s) planned reference kernels (first: " + c.reference_kernel +
+                      "): they measure a library's fallback, not the machine (dlperf-train --plan-only lists them)");
     if (!c.has_single_device_baseline)
       notes.push_back("note: " + c.label + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
   }

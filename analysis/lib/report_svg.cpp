@@ -1,12 +1,15 @@
 // Hand-written SVG scaling plot: left panel throughput (samples/s) against devices, right
-// panel speedup against devices, both with the device axis in powers of two (log2) and a
-// linear value axis, one colour per configuration, and ideal (linear) scaling from the
-// 1-device median as a dashed line. On a log2 x axis with a linear y axis, y = a * devices
-// is a curve, not a straight line: the ideal is drawn through many points (16 per doubling)
-// so perfect scaling is not drawn as poor scaling. Value axes use round ticks (1, 2, 2.5
-// or 5 x 10^k) from 0 to the first tick at or above the largest value.
+// panel speedup against devices. Both axes of both panels are logarithmic (issue 27 item 7):
+// devices in powers of two (log2), throughput in decades with 1-2-5 ticks, speedup in powers
+// of two. So configurations of very different speeds (VGG16 beside ResNet-50) each keep their
+// shape instead of one lying flat under the other, and ideal linear scaling (y = a * devices)
+// is a straight line at 45 degrees of decades, easy to read against. Each configuration has one
+// colour, its measured line solid and its ideal line, from its 1-device median, dashed in the
+// same colour; the speedup panel's one ideal (y = devices) is grey. Every axis says its scale.
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 #include <ostream>
 
 #include "format.h"
@@ -30,34 +33,55 @@ std::string xml_text(const std::string& s) {
   return out;
 }
 
-// A round step for an axis from 0 to `max` with about `intervals` intervals.
-double nice_step(double max, int intervals) {
-  const double raw = std::max(max, 1e-12) / intervals;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 2.5, 5.0})
-    if (m * magnitude >= raw * (1 - 1e-9)) return m * magnitude;
-  return 10 * magnitude;
-}
+// A logarithmic value axis: base 10 with ticks at 1, 2 and 5 x 10^k, or base 2 with ticks at
+// powers of two; from the tick at or below the smallest value to the one at or above the
+// largest.
+struct ValueAxis {
+  bool base2 = false;
+  double lo = 1, hi = 10;
+  std::vector<double> ticks;
+  ValueAxis(double smallest, double largest, bool two) : base2(two) {
+    smallest = std::max(smallest, 1e-9);
+    largest = std::max(largest, smallest * (two ? 2 : 10));
+    std::vector<double> candidates;
+    if (two) {
+      for (int e = static_cast<int>(std::floor(std::log2(smallest))) - 1; e <= static_cast<int>(std::ceil(std::log2(largest))) + 1; ++e)
+        candidates.push_back(std::exp2(e));
+    } else {
+      for (int e = static_cast<int>(std::floor(std::log10(smallest))) - 1; e <= static_cast<int>(std::ceil(std::log10(largest))) + 1; ++e)
+        for (double m : {1.0, 2.0, 5.0}) candidates.push_back(m * std::pow(10.0, e));
+    }
+    std::sort(candidates.begin(), candidates.end());
+    lo = candidates.front();
+    hi = candidates.back();
+    for (double c : candidates)
+      if (c <= smallest * (1 + 1e-9)) lo = c;
+    for (auto it = candidates.rbegin(); it != candidates.rend(); ++it)
+      if (*it >= largest * (1 - 1e-9)) hi = *it;
+    for (double c : candidates)
+      if (c >= lo * (1 - 1e-9) && c <= hi * (1 + 1e-9)) ticks.push_back(c);
+  }
+  double fraction(double y) const { return (std::log(std::max(y, 1e-12)) - std::log(lo)) / (std::log(hi) - std::log(lo)); }
+};
 
-// Digits after the point that show every multiple of `step` exactly (2.5 -> 1, 0.25 -> 2).
-int step_digits(double step) {
+// Digits that show a tick value exactly (500 -> 0, 0.5 -> 1, 0.25 -> 2).
+int value_digits(double v) {
   for (int d = 0; d < 10; ++d) {
-    const double scaled = step * std::pow(10.0, d);
-    if (std::fabs(scaled - std::round(scaled)) < 1e-6 * scaled) return d;
+    const double scaled = v * std::pow(10.0, d);
+    if (std::fabs(scaled - std::round(scaled)) < 1e-6 * std::max(1.0, scaled)) return d;
   }
   return 10;
 }
 
 struct Panel {
-  double x0, max_devices, step, max_y;
-  Panel(double x, double devices, double largest) : x0(x), max_devices(devices), step(nice_step(largest, 5)) {
-    max_y = std::max(step, std::ceil(largest / step - 1e-9) * step);
-  }
+  double x0, max_devices;
+  ValueAxis y;
+  Panel(double x, double devices, ValueAxis axis) : x0(x), max_devices(devices), y(std::move(axis)) {}
   double px(double devices) const {
     const double span = std::max(1.0, std::log2(max_devices));
     return x0 + kPanelW * std::log2(std::max(1.0, devices)) / span;
   }
-  double py(double y) const { return kMarginT + kPanelH * (1 - y / max_y); }
+  double py(double v) const { return kMarginT + kPanelH * (1 - y.fraction(v)); }
 };
 
 void axes(std::ostream& os, const Panel& p, const std::string& title, const std::string& xlabel, const std::string& ylabel) {
@@ -69,14 +93,10 @@ void axes(std::ostream& os, const Panel& p, const std::string& title, const std:
     os << "<line x1='" << p.px(d) << "' y1='" << kMarginT + kPanelH << "' x2='" << p.px(d) << "' y2='"
        << kMarginT + kPanelH + 5 << "' stroke='#444'/><text x='" << p.px(d) << "' y='" << kMarginT + kPanelH + 18
        << "' text-anchor='middle' font-size='11'>" << d << "</text>\n";
-  const int digits = step_digits(p.step);
-  const int ticks = static_cast<int>(std::lround(p.max_y / p.step));
-  for (int k = 0; k <= ticks; ++k) {
-    const double y = p.step * k;
-    os << "<line x1='" << p.x0 << "' y1='" << p.py(y) << "' x2='" << p.x0 + kPanelW << "' y2='" << p.py(y)
-       << "' stroke='#ddd'/><text x='" << p.x0 - 6 << "' y='" << p.py(y) + 4 << "' text-anchor='end' font-size='11'>"
-       << fixed(y, digits) << "</text>\n";
-  }
+  for (double v : p.y.ticks)
+    os << "<line x1='" << p.x0 << "' y1='" << fixed(p.py(v), 2) << "' x2='" << p.x0 + kPanelW << "' y2='" << fixed(p.py(v), 2)
+       << "' stroke='#ddd'/><text x='" << p.x0 - 6 << "' y='" << fixed(p.py(v) + 4, 2) << "' text-anchor='end' font-size='11'>"
+       << fixed(v, value_digits(v)) << "</text>\n";
   os << "<text x='" << p.x0 + kPanelW / 2 << "' y='" << kMarginT + kPanelH + 36 << "' text-anchor='middle' font-size='12'>"
      << xlabel << "</text>\n";
   os << "<text transform='translate(" << p.x0 - 52 << ',' << kMarginT + kPanelH / 2
@@ -109,29 +129,32 @@ std::vector<std::pair<double, double>> ideal(double one, double max_devices) {
 }  // namespace
 
 void write_svg(std::ostream& os, const Reduction& r) {
-  double max_devices = 1, max_tp = 1, max_speedup = 1;
+  double max_devices = 1, min_tp = 0, max_tp = 1, min_speedup = 1, max_speedup = 1;
   bool gpu = false, cpu = false;
   for (const auto& c : r.configs)
     for (const auto& p : c.points) {
       if (p.stats.runs == 0) continue;
       (c.key.backend == "cpu" ? cpu : gpu) = true;
       max_devices = std::max(max_devices, static_cast<double>(p.devices()));
+      min_tp = min_tp == 0 ? p.stats.median : std::min(min_tp, p.stats.median);
       max_tp = std::max(max_tp, p.stats.median);
-      if (p.speedup) max_speedup = std::max(max_speedup, *p.speedup);
+      if (p.speedup) max_speedup = std::max(max_speedup, *p.speedup), min_speedup = std::min(min_speedup, *p.speedup);
     }
   max_devices = std::exp2(std::ceil(std::log2(max_devices)));
   max_speedup = std::max(max_speedup, max_devices);  // the ideal line must fit
   for (const auto& c : r.configs)
     for (const auto& p : c.points)
       if (p.speedup && p.stats.runs > 0) max_tp = std::max(max_tp, p.stats.median / *p.speedup * max_devices);
-  const Panel left(kMarginL, max_devices, max_tp), right(kMarginL + kPanelW + kGap, max_devices, max_speedup);
+  const Panel left(kMarginL, max_devices, ValueAxis(min_tp > 0 ? min_tp : 1, max_tp, false));
+  const Panel right(kMarginL + kPanelW + kGap, max_devices, ValueAxis(min_speedup, max_speedup, true));
   const double width = 2 * kMarginL + 2 * kPanelW + kGap;
   const double height = kMarginT + kPanelH + 50 + kLegendH * (static_cast<double>(r.configs.size()) + 1);
-  const std::string xlabel = gpu && cpu ? "devices (GPUs or CPU-backend ranks)" : cpu ? "CPU-backend ranks" : "GPUs";
+  const std::string devices = gpu && cpu ? "devices (GPUs or CPU-backend ranks)" : cpu ? "CPU-backend ranks" : "GPUs";
+  const std::string xlabel = devices + ", log2 scale";
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
      << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  axes(os, left, "Throughput", xlabel, "samples/s (median)");
-  axes(os, right, "Speedup vs 1 device", xlabel, "speedup");
+  axes(os, left, "Throughput", xlabel, "samples/s (median), log scale");
+  axes(os, right, "Speedup vs 1 device", xlabel, "speedup, log2 scale");
   polyline(os, ideal(1, max_devices), right, "#888", true);
   size_t k = 0;
   for (const auto& c : r.configs) {
@@ -149,15 +172,19 @@ void write_svg(std::ostream& os, const Reduction& r) {
     if (one > 0) polyline(os, ideal(one, max_devices), left, colour, true);
     polyline(os, tp, left, colour, false);
     polyline(os, sp, right, colour, false);
+    // The legend shows both of the configuration's lines, in its colour.
     const double ly = kMarginT + kPanelH + 50 + kLegendH * static_cast<double>(k);
-    os << "<rect x='" << kMarginL << "' y='" << ly << "' width='14' height='4' fill='" << colour << "'/><text x='"
-       << kMarginL + 20 << "' y='" << ly + 6 << "' font-size='12'>" << xml_text(c.title) << "</text>\n";
+    os << "<line x1='" << kMarginL << "' y1='" << ly + 2 << "' x2='" << kMarginL + 14 << "' y2='" << ly + 2 << "' stroke='" << colour
+       << "' stroke-width='3'/><line x1='" << kMarginL + 18 << "' y1='" << ly + 2 << "' x2='" << kMarginL + 32 << "' y2='" << ly + 2
+       << "' stroke='" << colour << "' stroke-dasharray='4,3'/><text x='" << kMarginL + 38 << "' y='" << ly + 6
+       << "' font-size='12'>" << xml_text(c.title) << "</text>\n";
     ++k;
   }
   const double ly = kMarginT + kPanelH + 50 + kLegendH * static_cast<double>(k);
-  os << "<line x1='" << kMarginL << "' y1='" << ly + 2 << "' x2='" << kMarginL + 14 << "' y2='" << ly + 2
-     << "' stroke='#888' stroke-dasharray='4,3'/><text x='" << kMarginL + 20 << "' y='" << ly + 6
-     << "' font-size='12'>ideal linear scaling from the 1-device median</text>\n</svg>\n";
+  os << "<line x1='" << kMarginL + 18 << "' y1='" << ly + 2 << "' x2='" << kMarginL + 32 << "' y2='" << ly + 2
+     << "' stroke='#888' stroke-dasharray='4,3'/><text x='" << kMarginL + 38 << "' y='" << ly + 6
+     << "' font-size='12'>dashed: ideal linear scaling from the 1-device median (in each configuration's colour; grey: "
+        "speedup = devices)</text>\n</svg>\n";
 }
 
 }  // namespace dlperf::analysis

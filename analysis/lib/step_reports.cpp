@@ -164,7 +164,35 @@ void write_timeline(std::ostream& out, const std::vector<RunRecord>& runs, const
   meta("thread_name", kSteps, "iterations");
   meta("thread_name", kPhases, "phases");
   meta("thread_name", kOps, "ops (forward, backward)");
-  meta("thread_name", kAllreduce, "gradient allreduce");
+  // Buckets overlap one another (one starts as soon as backward finishes it, while earlier
+  // ones are in flight), and Perfetto draws X slices on one track only when each lies inside
+  // or wholly after the one before: each bucket goes on the first allreduce lane free at its
+  // start (greedy interval partitioning: as few lanes as buckets ever in flight at once).
+  std::vector<std::vector<int>> lane_of(static_cast<size_t>(last - first + 1));  // [iteration][bucket]
+  std::vector<double> lane_end;  // per lane: end of its last bucket
+  {
+    struct Ref {
+      double start, end;
+      size_t it, b;
+    };
+    std::vector<Ref> all;
+    for (int64_t i = first; i <= last; ++i) {
+      const auto& bs = its[static_cast<size_t>(i)].buckets;
+      lane_of[static_cast<size_t>(i - first)].assign(bs.size(), 0);
+      for (size_t b = 0; b < bs.size(); ++b) all.push_back({bs[b].start, std::max(bs[b].start, bs[b].end), static_cast<size_t>(i - first), b});
+    }
+    std::stable_sort(all.begin(), all.end(), [](const Ref& a, const Ref& b) { return a.start < b.start; });
+    for (const Ref& r : all) {
+      size_t lane = 0;
+      while (lane < lane_end.size() && lane_end[lane] > r.start) ++lane;
+      if (lane == lane_end.size()) lane_end.push_back(r.end);
+      lane_end[lane] = r.end;
+      lane_of[r.it][r.b] = static_cast<int>(lane);
+    }
+  }
+  for (size_t lane = 0; lane < std::max<size_t>(1, lane_end.size()); ++lane)
+    meta("thread_name", kAllreduce + static_cast<int>(lane),
+         lane == 0 ? std::string("gradient allreduce") : "gradient allreduce (in flight together, " + std::to_string(lane + 1) + ")");
   const auto span = [&](const std::string& name, const char* cat, int tid, double start, double end, json args) {
     json e = {{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", us(start)}, {"dur", std::max(0.0, (end - start) * 1e6)},
               {"pid", pid}, {"tid", tid}};
@@ -175,15 +203,19 @@ void write_timeline(std::ostream& out, const std::vector<RunRecord>& runs, const
     const IterationTiming& it = its[static_cast<size_t>(i)];
     span("iteration " + std::to_string(i), "iteration", kSteps, it.start, it.end,
          {{"loss", it.loss}, {"loss_scale", it.loss_scale}, {"skipped", it.skipped}});
-    // The phases follow each other in their order (trainer.h), from the iteration's start.
+    // The phases follow each other in their order (trainer.h), from the iteration's start;
+    // clamped to its end, as float durations can sum past it and a slice reaching into the
+    // next iteration's first phase would overlap it on the track.
     double at = it.start;
     for (int p = 0; p < kPhaseCount; ++p) {
       const double d = it.phase_seconds[p];
-      if (d > 0) span(to_string(static_cast<Phase>(p)), "phase", kPhases, at, at + d, {});
+      const double begin = std::min(at, it.end), end = std::min(at + d, it.end);
+      if (d > 0) span(to_string(static_cast<Phase>(p)), "phase", kPhases, begin, end, {});
       at += d;
     }
     for (size_t b = 0; b < it.buckets.size(); ++b)
-      span("bucket " + std::to_string(b), "allreduce", kAllreduce, it.buckets[b].start, it.buckets[b].end, {{"iteration", i}});
+      span("bucket " + std::to_string(b), "allreduce", kAllreduce + lane_of[static_cast<size_t>(i - first)][b], it.buckets[b].start,
+           it.buckets[b].end, {{"iteration", i}});
   }
   if (profiled)
     for (const OpEvent& e : run->ops.events) {

@@ -9,7 +9,9 @@
 //   --timeline FILE  one rank's step phases, op calls (profiled iterations only) and gradient
 //                    allreduce buckets over a range of iterations, as Chrome trace-event JSON
 //                    (opens in Perfetto, ui.perfetto.dev, or chrome://tracing): one track per
-//                    kind, times in microseconds from the first iteration shown, so overlap of
+//                    kind, and as many allreduce tracks as buckets are ever in flight at once
+//                    (complete 'X' slices on one track must nest or follow each other), times
+//                    in microseconds from the first iteration shown, so overlap of
 //                    communication with backward can be seen rather than inferred.
 #pragma once
 

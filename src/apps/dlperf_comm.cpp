@@ -9,14 +9,19 @@
 // fault (see comm/mpi_main.h).
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "comm/allreduce_bench.h"
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/parse_number.h"
 #if defined(DLPERF_WITH_CUDA)
 #include "comm/nccl/nccl_communicator.h"
 #endif
@@ -31,22 +36,45 @@ struct Config {
   dlperf::CommOptions comm;
 };
 
-// "64M", "1K", "4096" -> bytes (binary multiples, as nccl-tests' -b/-e).
+// "64M", "1K", "4096" -> bytes (binary multiples, as nccl-tests' -b/-e). The digits are the
+// whole number (no sign, no blanks) and the result must fit 64 bits: "18014398509481985K"
+// used to wrap around to 1 KiB.
 size_t parse_bytes(const std::string& flag, const std::string& text) {
-  size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    dlperf::throw_usage_error(flag + ": '" + text + "' is not a size (e.g. 4096, 64K, 32M, 1G)");
-  }
-  const std::string unit = text.substr(pos);
+  const size_t digits_end = text.find_first_not_of("0123456789");
+  const std::string digits = text.substr(0, digits_end), unit = digits_end == std::string::npos ? "" : text.substr(digits_end);
+  const auto v = dlperf::parse_uint64(digits);
+  if (digits.empty()) dlperf::throw_usage_error(flag + ": '" + text + "' is not a size (e.g. 4096, 64K, 32M, 1G)");
   int shift = 0;
   if (unit == "K" || unit == "k") shift = 10;
   else if (unit == "M" || unit == "m") shift = 20;
   else if (unit == "G" || unit == "g") shift = 30;
-  else if (!unit.empty()) dlperf::throw_usage_error(flag + ": unknown unit '" + unit + "' (use K, M or G)");
-  return static_cast<size_t>(v) << shift;
+  else if (!unit.empty()) dlperf::throw_usage_error(flag + ": unknown unit '" + unit + "' in '" + text + "' (use K, M or G)");
+  if (!v || *v > (std::numeric_limits<uint64_t>::max() >> shift))
+    dlperf::throw_usage_error(flag + ": '" + text + "' is larger than 2^64 bytes");
+  return static_cast<size_t>(*v << shift);
+}
+
+// Host memory the benchmark holds at once for a message of `bytes`, per rank: the send and
+// receive buffers (host buffers on mpi; on nccl they are on the GPU), the expected result, the
+// input pattern, zeros and the read-back copy (comm/allreduce_bench.cpp).
+double host_bytes_needed(dlperf::CommBackend backend, size_t bytes) {
+  return static_cast<double>(bytes) * (backend == dlperf::CommBackend::mpi ? 6.0 : 4.0);
+}
+
+// A largest message this node cannot hold is refused before anything is allocated, in one
+// line (it ended in std::bad_alloc reported as an internal error).
+void check_fits_memory(const Config& c) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: the allocation itself will tell
+  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  const double need = host_bytes_needed(c.backend, c.bench.max_bytes);
+  if (need > have) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "--max-bytes (-e) %.4g GiB needs about %.4g GiB of memory per rank (%d buffers of the largest message); "
+                  "this node has %.4g GiB: lower -e", static_cast<double>(c.bench.max_bytes) / 1073741824.0, need / 1073741824.0,
+                  c.backend == dlperf::CommBackend::mpi ? 6 : 4, have / 1073741824.0);
+    dlperf::throw_usage_error(msg);
+  }
 }
 
 // Returns false when --help was printed.
@@ -70,7 +98,7 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   all.add(visible).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(all).positional({}).run(), vm);  // no positional words
     po::notify(vm);
   } catch (const po::error& e) {
     dlperf::throw_usage_error(e.what());
@@ -98,6 +126,7 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
   if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
     dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
+  check_fits_memory(c);
   return true;
 }
 
@@ -114,6 +143,11 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   }
   auto comm = dlperf::make_communicator(config.backend, session.world_comm(), world, config.comm);
   const bool root = world.rank == 0;
+  // One rank moves no byte over any link: bus bandwidth is 0 by definition (2(n-1)/n), so the
+  // result line says NO_PEERS, never PASS, and stderr says what to run instead.
+  if (root && world.size < 2)
+    std::fprintf(stderr, "dlperf-comm: 1 rank: nothing crosses a link (bus bandwidth is 0 by definition); the result is status=NO_PEERS: "
+                         "run 2 or more ranks (mpirun -np 2, srun -n 2)\n");
   if (root) dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
   const auto rows = dlperf::run_allreduce_bench(*comm, config.bench, [&](const dlperf::BenchRow& row) {
     if (root) dlperf::print_bench_row(std::cout, row, config.bench.type), std::cout.flush();
@@ -121,7 +155,13 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   uint64_t wrong = 0;
   for (const auto& row : rows) wrong += row.out_of_place.wrong + row.in_place.wrong;
   if (root) dlperf::print_bench_footer(std::cout, *comm, world.node_count, config.bench, rows);
-  std::cout.flush();
+  // The printed table is the only record of the measurement: a failed write (a full disk,
+  // > /dev/full) is exit 3 with one line, not a silent exit 0.
+  const std::string why = dlperf::flush_stdout_error();
+  if (root && !why.empty()) {
+    std::fprintf(stderr, "dlperf-comm: %s\n", why.c_str());
+    return dlperf::kExitError;
+  }
   return wrong > 0 ? 1 : 0;
 }
 

@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "core/file_io.h"
 #include "dlperf_version.h"
 #include "jobs/generate.h"
 #include "jobs/jobs_error.h"
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   using namespace dlperf::jobs;
   GenerateConfig cfg;
   po::options_description opts(
-      "Usage: dlperf-jobs --profile CLUSTER.ini --matrix MATRIX.ini [--output-dir DIR]\n"
+      "Usage: dlperf-jobs --profile CLUSTER.ini --matrix MATRIX.ini --output-dir DIR  (or --list)\n"
       "Writes one Slurm batch script per (model, configuration) of the matrix, CPU-backend variants,\n"
       "reduce.sh and submit_all.sh. Exit: 0 written, 2 bad input (nothing written), 3 write error.\n\nOptions");
   opts.add_options()
@@ -23,11 +24,12 @@ int main(int argc, char** argv) {
       ("version", "print the version")
       ("profile", po::value(&cfg.profile_path), "cluster profile (INI; e.g. jobs/profiles/generic.ini)")
       ("matrix", po::value(&cfg.matrix_path), "job matrix (INI; e.g. jobs/matrix.ini)")
-      ("output-dir", po::value(&cfg.output_dir)->default_value(cfg.output_dir), "directory to write the scripts to")
+      ("output-dir", po::value(&cfg.output_dir), "directory to write the scripts to (required: no default, so the committed "
+                                                  "jobs/ of a checkout is only replaced when named)")
       ("list", po::bool_switch(), "print the file names instead of writing them");
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);  // no positional words
     if (vm.count("help")) {
       std::cout << opts << '\n';
       return 0;
@@ -40,6 +42,10 @@ int main(int argc, char** argv) {
     const auto files = generate_files(cfg);
     if (vm["list"].as<bool>()) {
       for (const auto& f : files) std::cout << f.name << '\n';
+      if (const std::string why = dlperf::flush_stdout_error(); !why.empty()) {
+        std::cerr << "dlperf-jobs: " << why << '\n';
+        return 3;
+      }
       return 0;
     }
     write_files(cfg.output_dir, files);

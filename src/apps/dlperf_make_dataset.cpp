@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "data/synthetic_dataset.h"
 #include "dlperf_version.h"
 
@@ -39,13 +40,14 @@ int main(int argc, char** argv) {
   try {
     po::variables_map vm;
     try {
-      po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+      po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);  // no positional words
       po::notify(vm);
     } catch (const po::error& e) {
       throw_usage_error(std::string(e.what()) + " (see --help)");
     }
     if (vm.count("help")) {
       std::cout << opts << '\n';
+      if (const std::string why = flush_stdout_error(); !why.empty()) throw Error(ErrorKind::fault, why);
       return 0;
     }
     if (vm.count("version")) {
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
               << " KiB on average)";
     for (const auto& w : sum.written) std::cout << "\n  " << w;
     std::cout << '\n';
+    // The dataset is written; a summary that cannot be printed is still a failure to report.
+    if (const std::string why = flush_stdout_error(); !why.empty()) throw Error(ErrorKind::fault, why + " (the dataset was written)");
     return 0;
   } catch (const Error& e) {
     std::cerr << "dlperf-make-dataset: " << e.what() << '\n';

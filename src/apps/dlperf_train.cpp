@@ -6,13 +6,31 @@
 //   early by a signal (recorded as partial, or nothing recorded while waiting for the lock);
 //   5 the loss diverged (recorded as failed).
 #include <iostream>
+#include <string>
 
 #include "comm/mpi_main.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "train/cluster.h"
 #include "train/options.h"
 #include "train/run.h"
 #include "train/size_limits.h"
+
+namespace {
+
+// Standard output is checked like a file (issue 27 item 11): without --output the printed
+// summary is the only record of the run, so a failed write (a full disk, > /dev/full) turns
+// a success into exit 3 with one line on stderr. `recorded`: the run also went to a file.
+int check_stdout(int code, const std::string& recorded) {
+  const std::string why = dlperf::flush_stdout_error();
+  if (why.empty() || code != 0) return code;
+  std::cerr << "dlperf-train: " << why
+            << (recorded.empty() ? " (the summary was the run's only record: rerun with --output FILE)" : " (the run is recorded in " + recorded + ")")
+            << '\n';
+  return dlperf::kExitError;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace dlperf;
@@ -23,7 +41,7 @@ int main(int argc, char** argv) {
   // Options are checked before MPI starts: bad input never starts a job or creates a file.
   TrainOptions options;
   try {
-    if (parse_train_options(argc, argv, options, std::cout) == ParseOutcome::exit_ok) return 0;
+    if (parse_train_options(argc, argv, options, std::cout) == ParseOutcome::exit_ok) return check_stdout(0, "");
     // Host memory bounds the CPU backend's activations (a GPU's is checked per tensor only);
     // --plan-only allocates none of them.
     if (options.backend == BackendKind::cpu && !options.plan_only) check_activation_sizes(options, physical_memory_bytes());
@@ -34,6 +52,6 @@ int main(int argc, char** argv) {
   return run_mpi_program(argc, argv, "dlperf-train", [&](MpiSession& session) {
     const RunSummary s = run_training(session, options, std::cout);
     if (!s.message.empty() && session.world().rank == 0) std::cerr << "dlperf-train: " << s.message << '\n' << std::flush;
-    return exit_code(s.outcome);
+    return session.world().rank == 0 ? check_stdout(exit_code(s.outcome), options.output) : exit_code(s.outcome);
   });
 }

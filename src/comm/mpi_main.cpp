@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <new>
 
 #include "core/error.h"
 
@@ -25,6 +26,13 @@ int run_mpi_program(int& argc, char**& argv, const char* program, const std::fun
       return kExitUsage;
     }
     std::fprintf(stderr, "%s: %s\n", program, e.what());
+    std::fflush(stderr);
+    // A lone rank leaves no one waiting: end with the one line above, not MPI_Abort's banner
+    // (issue 27 item 11: a disk that filled mid-run printed 9 lines for one message).
+    if (session->world().size == 1) return kExitError;
+    session->abort(kExitError);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: out of memory (%s): a buffer could not be allocated; use smaller sizes\n", program, error_identity().c_str());
     std::fflush(stderr);
     session->abort(kExitError);
   } catch (const std::exception& e) {

@@ -3,10 +3,13 @@
 // and the network it uses ("NET/IB : Using [0]mlx5_0:1/RoCE").
 //
 // prepare_nccl_log(), called before the process's first NCCL call (NCCL reads its environment
-// once): unless the user set NCCL_DEBUG, sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET and
-// NCCL_DEBUG_FILE to a file of its own in $TMPDIR (NCCL then writes nothing to stdout). If the
-// user set NCCL_DEBUG=INFO and NCCL_DEBUG_FILE, that file is read instead; otherwise the
-// transport stays unknown (""). No GPU needed: plain text and environment variables.
+// once), sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET and NCCL_DEBUG_FILE to a file of its
+// own in $TMPDIR, whatever the user's NCCL_DEBUG (issue 27 item 2: jobs/profiles/generic.ini
+// exports NCCL_DEBUG=WARN, which hid the transport). What the user asked NCCL to print is not
+// lost: discard_nccl_log() copies the lines of the user's level (WARN: the warnings; INFO or
+// TRACE: everything) from that file to standard output, where NCCL prints its log. Only a
+// user's own NCCL_DEBUG_FILE with NCCL_DEBUG=INFO or TRACE is left alone and read instead.
+// No GPU needed: plain text and environment variables.
 #pragma once
 
 #include <iosfwd>
@@ -21,8 +24,10 @@ std::string prepare_nccl_log(const std::string& host);
 // (IB verbs over Ethernet), "Socket", "CollNet", or another network plugin's name. "" if none.
 std::string parse_nccl_transport(std::istream& log);
 std::string nccl_transport_from_file(const std::string& path);
-// Removes the log prepare_nccl_log() created (not a user's file); NCCL may keep writing to the
-// unlinked file, which is harmless.
-void discard_nccl_log();
+// Copies to `out` the lines the user's NCCL_DEBUG asked for (see above), then removes the log
+// prepare_nccl_log() created (not a user's file); NCCL may keep writing to the unlinked file,
+// which is harmless.
+void discard_nccl_log(std::ostream& out);
+void discard_nccl_log();  // to std::cout
 
 }  // namespace dlperf

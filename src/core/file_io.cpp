@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <vector>
 
@@ -232,6 +233,15 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     ::unlink(tmp.c_str());
     throw_fault("cannot rename " + tmp + " to " + target + ": " + std::strerror(e));
   }
+}
+
+std::string flush_stdout_error() {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout) return "";
+  const int e = errno;
+  // errno belongs to the first failed write, which may be long past: then only "write error".
+  return "cannot write to standard output: " + std::string(e ? std::strerror(e) : "write error (full disk or closed pipe?)");
 }
 
 }  // namespace dlperf

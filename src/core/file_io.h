@@ -60,4 +60,9 @@ void write_new_file(const std::string& path, std::string_view data, const std::s
 // killed writers on this host left for the same file are removed first.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// Flushes std::cout and returns "" when everything printed reached it, else one line's
+// reason ("cannot write to standard output: No space left on device"). Programs whose printed
+// output is a result (a table, a list of files) turn that into exit 3 (issue 27 item 11).
+std::string flush_stdout_error();
+
 }  // namespace dlperf

@@ -25,7 +25,6 @@ std::string file_name(const std::string& path) { return fs::path(path).filename(
 std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg) {
   if (cfg.profile_path.empty()) throw_bad_input("--profile is required: a cluster profile such as jobs/profiles/generic.ini");
   if (cfg.matrix_path.empty()) throw_bad_input("--matrix is required: a job matrix such as jobs/matrix.ini");
-  if (cfg.output_dir.empty()) throw_bad_input("--output-dir needs a directory");
   const Profile profile = load_profile(read_ini(cfg.profile_path));
   const Matrix matrix = load_matrix(read_ini(cfg.matrix_path));
   const std::vector<JobSpec> jobs = expand_jobs(profile, matrix);
@@ -38,6 +37,9 @@ std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg) {
 }
 
 void write_files(const std::string& dir, const std::vector<GeneratedFile>& files) {
+  if (dir.empty())
+    throw_bad_input("--output-dir is required: the directory to write the scripts to (e.g. my-jobs; jobs to replace the committed "
+                    "ones), or --list");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw_io(dir + ": cannot create the output directory: " + ec.message());

@@ -10,7 +10,7 @@ namespace dlperf::jobs {
 
 struct GenerateConfig {
   std::string profile_path, matrix_path;
-  std::string output_dir = "jobs";
+  std::string output_dir;  // required to write: no default, so a checkout's committed jobs/ is replaced only when named
 };
 
 struct GeneratedFile {

@@ -1,6 +1,7 @@
 #include "jobs/ini.h"
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -68,10 +69,13 @@ IniFile parse_ini(const std::string& text, const std::string& path) {
 }
 
 IniFile read_ini(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw_bad_input(path + ": is a directory: give the INI file itself (e.g. jobs/profiles/generic.ini, jobs/matrix.ini)");
   std::ifstream in(path);
   if (!in) throw_bad_input(path + ": cannot read this file: check the path");
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw_bad_input(path + ": cannot read this file: check the path");
   return parse_ini(text.str(), path);
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/parse_number.h"
 #include "jobs/train_args.h"
 
 namespace dlperf::jobs {
@@ -73,16 +74,10 @@ class SectionReader {
   int integer(const std::string& key, int fallback, int lo, int hi) const {
     if (!has(key)) return fallback;
     const std::string v = str(key, "");
-    int n = 0;
-    size_t used = 0;
-    try {
-      n = std::stoi(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != v.size() || n < lo || n > hi)
+    const auto n = parse_int64(v);
+    if (!n || *n < lo || *n > hi)
       fail(key, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + v + "')");
-    return n;
+    return static_cast<int>(*n);
   }
   std::string time(const std::string& key, const std::string& fallback) const {
     const std::string v = str(key, fallback);
@@ -120,6 +115,13 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   s.extra_sbatch = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
   for (const auto& o : s.extra_sbatch)
     if (o.rfind("--", 0) != 0) r.fail("sbatch", "takes long sbatch options such as --exclusive --mem=0 (got '" + o + "')");
+  s.srun = r.has("srun") ? r.list("srun", "") : base.srun;
+  for (const auto& o : s.srun) {
+    if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)
+      r.fail("srun", "takes long srun options in the --opt=value form such as --cpu-bind=cores (got '" + o + "')");
+    for (const char* own : {"--mpi=", "--kill-on-bad-exit="})
+      if (o.rfind(own, 0) == 0) r.fail("srun", "'" + o + "' is set by the scripts themselves ([slurm] mpi; --kill-on-bad-exit=1)");
+  }
   return s;
 }
 
@@ -131,10 +133,12 @@ std::vector<Configuration> read_configurations(const SectionReader& r, const std
     const std::string example = unit == 'g' ? "1n1g 1n8g 4n8g (nodes n GPUs per node g)" : "1n1r 1n2r 2n2r (nodes n ranks per node r)";
     if (!std::regex_match(w, m, re) || m[3].str()[0] != unit) r.fail(key, "'" + w + "' is not a configuration: use words like " + example);
     Configuration c;
-    c.nodes = std::stoi(m[1]);
-    c.per_node = std::stoi(m[2]);
+    const auto nodes = parse_int64(m[1].str()), per_node = parse_int64(m[2].str());  // empty on overflow
     c.backend = unit == 'g' ? Backend::cuda : Backend::cpu;
-    if (c.nodes < 1 || c.nodes > 4096 || c.per_node < 1 || c.per_node > 256) r.fail(key, "'" + w + "' needs 1-4096 nodes and 1-256 per node");
+    if (!nodes || !per_node || *nodes < 1 || *nodes > 4096 || *per_node < 1 || *per_node > 256)
+      r.fail(key, "'" + w + "' needs 1-4096 nodes and 1-256 per node");
+    c.nodes = static_cast<int>(*nodes);
+    c.per_node = static_cast<int>(*per_node);
     for (const auto& o : out)
       if (o.tag() == c.tag()) r.fail(key, "lists '" + w + "' twice");
     out.push_back(c);
@@ -152,7 +156,10 @@ long parse_slurm_time(const std::string& s) {
   static const std::regex re("(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?");
   std::smatch m;
   if (!std::regex_match(s, m, re)) return -1;
-  const auto n = [&](int i) { return m[i].matched ? std::stol(m[i]) : 0L; };
+  // Each field at most 8 digits (years of minutes), so the sums below cannot overflow.
+  for (int i = 1; i <= 4; ++i)
+    if (m[i].matched && m[i].length() > 8) return -1;
+  const auto n = [&](int i) { return m[i].matched ? *parse_int64(m[i].str()) : 0L; };
   if (m[1].matched)  // days-hours[:minutes[:seconds]]
     return ((n(1) * 24 + n(2)) * 60 + n(3)) * 60 + n(4);
   if (m[4].matched) return (n(2) * 60 + n(3)) * 60 + n(4);  // hours:minutes:seconds
@@ -168,7 +175,7 @@ Profile load_profile(const IniFile& f) {
   p.name = cluster.word("name", "cluster", false);
 
   const SectionReader slurm(f, f.find("slurm"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch",
-                                                 "gpu_request", "gpu_type", "signal_seconds", "mpi"});
+                                                 "srun", "gpu_request", "gpu_type", "signal_seconds", "mpi"});
   p.gpu = read_slurm(slurm, SlurmSettings{});
   const std::string req = slurm.str("gpu_request", "gpus-per-node");
   if (req == "gpus-per-node") p.gpu_request = GpuRequest::gpus_per_node;
@@ -178,8 +185,12 @@ Profile load_profile(const IniFile& f) {
   p.signal_seconds = slurm.integer("signal_seconds", p.signal_seconds, 1, 86400);
   p.srun_mpi = slurm.word("mpi", p.srun_mpi, false);
 
-  const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch"});
-  p.cpu = read_slurm(cpu, p.gpu);
+  const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch", "srun"});
+  // CPU jobs bind cores the same way but have no GPU to bind: [slurm]'s srun options less
+  // --gpu-bind, unless [cpu] sets its own.
+  SlurmSettings cpu_base = p.gpu;
+  std::erase_if(cpu_base.srun, [](const std::string& o) { return o.rfind("--gpu-bind=", 0) == 0; });
+  p.cpu = read_slurm(cpu, cpu_base);
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});
   const std::string load = env.str("load", "none");
@@ -246,21 +257,32 @@ Matrix load_matrix(const IniFile& f) {
     s.extra_args = r.list("extra_args", "");
     s.time = r.time("time", "");
     s.cpu_time = r.time("cpu_time", "");
-    // The scripts pass extra_args to dlperf-train: its own parser checks them now.
-    std::vector<std::string> extra = m.extra_args;
-    extra.insert(extra.end(), s.extra_args.begin(), s.extra_args.end());
-    for (const bool gpu : {true, false}) {
-      if ((gpu ? m.configurations : m.cpu_configurations).empty()) continue;
-      const std::string why = train_arguments_error(train_arguments(s.train_model, gpu, gpu ? m.precision : m.cpu_precision,
-                                                                    gpu ? s.batch_per_device : s.cpu_batch_per_device,
-                                                                    m.iterations, m.warmup, extra));
-      if (!why.empty())
-        (s.extra_args.empty() ? mx : r).fail("extra_args", "is refused by dlperf-train for " + n + (gpu ? "" : " (CPU backend)") + ": " + why);
-    }
     const std::string real = r.str("real_data", "no");
     if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
     if (real == "yes" && n == "bert_base") r.fail("real_data", "is for the image models (rn50, vgg16)");
     s.real_data = real == "yes";
+    // Every script this model gets passes dlperf-train exactly the arguments checked here, by
+    // dlperf-train's own parser: extra_args with what the job adds itself (--variant
+    // real_data, --threads, ...), on either backend, with and without real data.
+    for (const bool gpu : {true, false})
+      for (const bool real_job : {false, true}) {
+        if ((gpu ? m.configurations : m.cpu_configurations).empty() || (real_job && !s.real_data)) continue;
+        JobSpec j;
+        j.model = &s;
+        j.config.backend = gpu ? Backend::cuda : Backend::cpu;
+        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.batch_per_device = gpu ? s.batch_per_device : s.cpu_batch_per_device;
+        j.iterations = m.iterations;
+        j.warmup = m.warmup;
+        j.real_data = real_job;
+        j.extra_args = m.extra_args;
+        j.extra_args.insert(j.extra_args.end(), s.extra_args.begin(), s.extra_args.end());
+        const std::string why = train_arguments_error(job_train_arguments(j));
+        if (!why.empty())
+          (s.extra_args.empty() ? mx : r)
+              .fail("extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
+                                      ": " + why);
+      }
     m.models.push_back(std::move(s));
   }
   if (m.configurations.empty() && m.cpu_configurations.empty())

@@ -24,6 +24,9 @@ struct SlurmSettings {
   std::string time = "01:00:00";                      // Slurm time limit
   int cpus_per_task = 1;
   std::vector<std::string> extra_sbatch;              // further options, one #SBATCH line each
+  // srun options that place and bind the ranks (issue 27 item 1): without them Slurm's default
+  // distribution may put a rank on the socket far from the GPU dlperf picks by local rank.
+  std::vector<std::string> srun = {"--cpu-bind=cores", "--gpu-bind=closest", "--distribution=block:block"};
 };
 
 struct Profile {

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "jobs/train_args.h"
+
 namespace dlperf::jobs {
 namespace {
 
@@ -43,6 +45,8 @@ void load_environment(std::ostream& o, const Profile& p) {
         << "    if [ -r \"$init\" ]; then . \"$init\"; break; fi\n"
         << "  done\n"
         << "fi\n"
+        << "# A clean environment first: modules loaded at login (another MPI, another CUDA) would mix in.\n"
+        << "module purge\n"
         << "module load";
       for (const auto& m : p.modules) o << ' ' << m;
       o << " || exit 1\n";
@@ -84,7 +88,12 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
     << "#SBATCH --time=" << j.slurm.time << '\n'
     << "#SBATCH --signal=USR1@" << p.signal_seconds << '\n'
+    // A requeued job would repeat its runs at another time on other nodes: another measurement.
+    << "#SBATCH --no-requeue\n"
     << "#SBATCH --output=%x_%j.out\n";
+  // SMT: CPU-backend ranks use one hardware thread per core (the sibling stays idle, as a
+  // benchmark of the cores needs), so cpus_per_task counts physical cores.
+  if (!gpu) o << "#SBATCH --threads-per-core=1\n";
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
@@ -119,6 +128,10 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  for x in \"${part[@]}\"; do s=$((s * 60 + 10#$x)); done\n"
     << "  echo $((days * 86400 + s))\n"
     << "}\n\n";
+  if (!j.slurm.srun.empty())
+    o << "# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,\n"
+      << "# --cpu-bind=cores gives each rank cores of its own" << (gpu ? ", --gpu-bind=closest the GPU nearest them" : "")
+      << ";\n# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.\n";
   o << "# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's\n"
     << "# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it\n"
     << "# until the time limit.\n"
@@ -130,22 +143,12 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "    break\n"
     << "  fi\n"
     << "  echo \"dlperf: repeat $i of $repeats\"\n"
-    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1 dlperf-train --model " << j.model->train_model << " --backend " << (gpu ? "cuda" : "cpu")
-    << " --precision " << j.precision << " \\\n"
-    << "      --batch-size " << j.batch_per_device << " --iterations " << j.iterations << " --warmup " << j.warmup;
-  if (!j.real_data) o << " --threads \"$SLURM_CPUS_PER_TASK\" \\\n";
-  // Real data: on GPUs every core of the task decodes; on the CPU backend one core decodes
-  // (~1,000 ImageNet images/s, far above a socket's training rate) and the rest compute.
-  else if (gpu) o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --loader-threads \"$SLURM_CPUS_PER_TASK\" \\\n";
-  else
-    o << " \\\n      --data \"$DLPERF_DATA\" --variant real_data --threads $((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))"
-      << " --loader-threads 1 \\\n";
-  if (!j.extra_args.empty()) {
-    o << "     ";
-    for (const auto& a : j.extra_args) o << ' ' << a;
-    o << " \\\n";
-  }
-  o << "      --output \"$results\" --repeat-index \"$i\"\n"
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
+  for (const auto& opt : j.slurm.srun) o << ' ' << opt;  // placement and binding (profile srun)
+  o << " dlperf-train";
+  // The arguments load_matrix() checked with dlperf-train's parser (train_args.h).
+  for (const TrainArg& a : job_train_arguments(j)) o << (a.new_line ? " \\\n      " : " ") << a.script;
+  o << "\n"
     << "  rc=$?\n"
     << "  if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial\n"
     << "    echo \"dlperf: repeat $i stopped early by a signal, recorded as partial; no further repeats\" >&2\n"
@@ -206,13 +209,27 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
     << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.\n"
     << "#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)\n"
+    << "# The selector and --concurrent may come anywhere; sbatch options take the --opt=value form\n"
+    << "# (a bare word that is not a selector is refused, never submitted as a script).\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "usage=\"usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options...]\"\n"
-    << "which=gpu\n"
+    << "usage=\"usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options as --opt=value...]\"\n"
+    << "which=\n"
     << "concurrent=0\n"
-    << "case ${1:-} in gpu|cpu|data|all) which=$1; shift ;; -h|--help) echo \"$usage\"; exit 0 ;; -*|'') ;; *) echo \"$usage\" >&2; exit 2 ;; esac\n"
-    << "if [ \"${1:-}\" = --concurrent ]; then concurrent=1; shift; fi\n"
+    << "sbatch_opts=()\n"
+    << "for arg in \"$@\"; do\n"
+    << "  case $arg in\n"
+    << "    gpu|cpu|data|all)\n"
+    << "      [ -z \"$which\" ] || { echo \"submit_all.sh: two selectors ($which, $arg): give one; $usage\" >&2; exit 2; }\n"
+    << "      which=$arg ;;\n"
+    << "    --concurrent) concurrent=1 ;;\n"
+    << "    -h|--help) echo \"$usage\"; exit 0 ;;\n"
+    << "    -*) sbatch_opts+=(\"$arg\") ;;\n"
+    << "    *) echo \"submit_all.sh: '$arg' is neither gpu, cpu, data nor all (sbatch options take the --opt=value form); $usage\" >&2\n"
+    << "       exit 2 ;;\n"
+    << "  esac\n"
+    << "done\n"
+    << "which=${which:-gpu}\n"
     << "command -v sbatch >/dev/null || { echo \"submit_all.sh: sbatch not found: run it on a Slurm login node\" >&2; exit 2; }\n\n"
     << "gpu_jobs=(" << list(Backend::cuda, false) << ")\n"
     << "cpu_jobs=(" << list(Backend::cpu, false) << ")\n"
@@ -229,13 +246,13 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "for s in \"${scripts[@]}\"; do\n"
     << "  after=()\n"
     << "  if [ $concurrent -eq 0 ] && [ ${#ids[@]} -gt 0 ]; then after=(--dependency=afterany:\"${ids[-1]}\"); fi\n"
-    << "  id=$(sbatch --parsable \"${after[@]}\" \"$@\" \"$here/$s\")\n"
+    << "  id=$(sbatch --parsable \"${after[@]}\" \"${sbatch_opts[@]}\" \"$here/$s\")\n"
     << "  id=${id%%;*}\n"
     << "  echo \"submitted $s as job $id${after:+ (after job ${ids[-1]})}\"\n"
     << "  ids+=(\"$id\")\n"
     << "done\n"
     << "dep=$(IFS=:; echo \"${ids[*]}\")\n"
-    << "id=$(sbatch --parsable --dependency=afterany:\"$dep\" \"$@\" \"$here/reduce.sh\")\n"
+    << "id=$(sbatch --parsable --dependency=afterany:\"$dep\" \"${sbatch_opts[@]}\" \"$here/reduce.sh\")\n"
     << "echo \"submitted reduce.sh as job ${id%%;*} (runs after ${#ids[@]} jobs end)\"\n";
   return o.str();
 }

@@ -4,6 +4,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <exception>
+#include <string>
+
 namespace dlperf {
 
 AsyncTraceWriter::AsyncTraceWriter(std::string path, const RunInfo& info, const UpdateOptions& opt)
@@ -50,6 +53,22 @@ void AsyncTraceWriter::loop() {
     lock.lock();
     busy_ = false;
     cv_.notify_all();
+  }
+}
+
+std::string AsyncTraceWriter::failure() const {
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    e = error_;
+  }
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
   }
 }
 

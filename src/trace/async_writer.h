@@ -28,12 +28,15 @@ class AsyncTraceWriter {
   // Waits for pending flushes, then writes the final record; rethrows a background error.
   void finish(const RunRecord& record, RunStatus status, const std::string& reason = "");
   const TraceWriter& writer() const { return writer_; }
+  // The first failed background flush's message ("" while every flush succeeded): a run whose
+  // trace can no longer be written (a full disk) stops instead of training on unrecorded.
+  std::string failure() const;
 
  private:
   void loop();
 
   TraceWriter writer_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::optional<RunRecord> pending_;
   bool busy_ = false, stop_ = false;

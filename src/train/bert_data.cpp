@@ -101,6 +101,16 @@ std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const ch
   return v;
 }
 
+// Every value of a dataset in [lo, hi), or a one-line error naming the file, the dataset, the
+// sample and the value. `width` values per sample.
+void check_range(const std::string& f, const char* name, const std::vector<int32_t>& v, int64_t lo, int64_t hi, int64_t width) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < lo || v[i] >= hi)
+      throw_usage_error("--data " + f + ": " + name + " of sample " + std::to_string(static_cast<int64_t>(i) / std::max<int64_t>(width, 1)) +
+                        " is " + std::to_string(v[i]) + ", outside [0, " + std::to_string(hi) + ")" +
+                        (hi > 2 ? std::string(" (check --seq-len, --max-predictions and --bert-vocab)") : std::string()));
+}
+
 // An open shard, or a one-line error naming it: HDF5 refuses truncated files at open.
 h5::Handle open_shard(const std::string& f) {
   if (H5Fis_hdf5(f.c_str()) <= 0) throw_usage_error("--data " + f + ": not an HDF5 file (or unreadable)");
@@ -166,6 +176,15 @@ void BertShards::load_file(size_t index, bool read) {
   auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, read);
   auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, read);
   if (!read) return;
+  // The values, before any of them reaches a step: an id outside the vocabulary or a masked
+  // position past the sequence would otherwise be found by the embedding mid-step, after the
+  // run was registered in the results file (issue 27 item 11: nothing written on exit 2).
+  check_range(f, "input_ids", ids, 0, shape_.vocab, S);
+  check_range(f, "input_mask", mask, 0, 2, S);
+  check_range(f, "segment_ids", segments, 0, 2, S);
+  check_range(f, "masked_lm_positions", positions, 0, S, P);
+  check_range(f, "masked_lm_ids", lm_ids, 0, shape_.vocab, P);
+  check_range(f, "next_sentence_labels", nsp, 0, 2, 1);
   ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
   positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
   samples_ = samples;

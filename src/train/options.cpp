@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "dlperf_version.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
@@ -23,24 +24,17 @@ void require_positive(const char* flag, T v) {
   if (v <= 0) throw_usage_error(std::string("--") + flag + " must be a positive integer (got " + std::to_string(v) + ")");
 }
 
+// "3,4,6,3": exactly four positive integers, each the whole of its part ("1,1,1,1x" and five
+// stages are refused, not read as 1,1,1,1).
 std::array<int, 4> parse_blocks(const std::string& s) {
+  const auto parts = parse_int_list(s);
   std::array<int, 4> b{};
-  std::istringstream in(s);
-  std::string part;
-  size_t i = 0;
-  while (std::getline(in, part, ',')) {
-    if (i >= 4) break;
-    try {
-      b[i] = std::stoi(part);
-    } catch (const std::exception&) {
-      i = 5;
-      break;
-    }
-    if (b[i] <= 0) break;
-    ++i;
+  bool ok = parts && parts->size() == 4;
+  for (size_t i = 0; ok && i < 4; ++i) {
+    ok = (*parts)[i] > 0 && (*parts)[i] <= 1000;
+    if (ok) b[i] = static_cast<int>((*parts)[i]);
   }
-  if (i != 4 || in.rdbuf()->in_avail() > 0)
-    throw_usage_error("--resnet-blocks takes four positive integers like 3,4,6,3 (got '" + s + "')");
+  if (!ok) throw_usage_error("--resnet-blocks takes four positive integers like 3,4,6,3 (got '" + s + "')");
   return b;
 }
 
@@ -125,19 +119,15 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
   if (o.loader_threads < 0) throw_usage_error("--loader-threads must be 0 (automatic) or more");
   require_positive("prefetch", o.prefetch);
   // --max-bad-samples: "N" or "P%".
-  try {
-    size_t used = 0;
-    if (!max_bad.empty() && max_bad.back() == '%') {
-      const double p = std::stod(max_bad.substr(0, max_bad.size() - 1), &used);
-      if (used + 1 != max_bad.size() || !(p >= 0 && p <= 100)) throw std::invalid_argument(max_bad);
-      o.max_bad_fraction = p / 100.0;
-      o.max_bad_count = -1;
-    } else {
-      const long long n = std::stoll(max_bad, &used);
-      if (used != max_bad.size() || n < 0) throw std::invalid_argument(max_bad);
-      o.max_bad_count = n;
-    }
-  } catch (const std::exception&) {
+  const bool percent = !max_bad.empty() && max_bad.back() == '%';
+  const auto p = percent ? parse_double(std::string_view(max_bad).substr(0, max_bad.size() - 1)) : std::nullopt;
+  const auto n = percent ? std::nullopt : parse_int64(max_bad);
+  if (percent && p && *p >= 0 && *p <= 100) {
+    o.max_bad_fraction = *p / 100.0;
+    o.max_bad_count = -1;
+  } else if (n && *n >= 0) {
+    o.max_bad_count = *n;
+  } else {
     throw_usage_error("--max-bad-samples takes a count (like 10) or a percentage (like 0.1%), got '" + max_bad + "'");
   }
   const bool image_flags = !vm["loader-threads"].defaulted() || !vm["prefetch"].defaulted() || !vm["decoder"].defaulted() ||
@@ -159,6 +149,7 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
 
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
   std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3", decoder = "cpu", max_bad = "0.1%";
+  std::string seed = std::to_string(o.seed);  // parsed strictly below: boost wraps "-1" to 2^64-1
   po::options_description general("dlperf-train: trains a network on synthetic or real data and measures samples/s");
   // clang-format off
   general.add_options()
@@ -172,7 +163,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("num-classes", po::value(&o.num_classes)->default_value(o.num_classes), "classifier outputs")
     ("iterations", po::value(&o.iterations)->default_value(o.iterations), "training iterations, warm-up included")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "first iterations left out of the throughput")
-    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of weights and synthetic data")
+    ("seed", po::value(&seed)->default_value(seed), "seed of weights and synthetic data (0 to 2^64-1)")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: all cores)")
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
     ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
@@ -250,11 +241,22 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   all.add(general).add(optim).add(images).add(bert).add(dist).add(step).add(reduced);
 
   po::variables_map vm;
+  std::vector<std::string> stray;  // positional words: dlperf-train takes none
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::options_description hidden, cmdline;
+    hidden.add_options()("stray-argument", po::value(&stray));
+    cmdline.add(all).add(hidden);
+    po::positional_options_description words;
+    words.add("stray-argument", -1);
+    po::store(po::command_line_parser(argc, argv).options(cmdline).positional(words).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw_usage_error(std::string(e.what()) + " (see --help)");
+  }
+  if (!stray.empty()) {
+    std::string list;
+    for (const auto& w : stray) list += (list.empty() ? "'" : ", '") + w + "'";
+    throw_usage_error("unexpected argument " + list + ": dlperf-train takes only --options (see --help)");
   }
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
   if (vm.count("help")) {
@@ -310,6 +312,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
   if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");
   o.resnet_blocks = parse_blocks(blocks);
+  if (const auto v = parse_uint64(seed)) o.seed = *v;
+  else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");
   // BERT: optimizer and recipe defaults (NVIDIA's phase-1 LAMB; the BERT paper's AdamW).
   if (o.optimizer.empty()) o.optimizer = is_bert ? "lamb" : "sgd";
   if (o.optimizer != "sgd" && o.optimizer != "adamw" && o.optimizer != "lamb")

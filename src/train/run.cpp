@@ -372,7 +372,9 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
   const auto boundary = [&](const BoundaryFlags& local) {
     auto phase = watch.collective("step");  // each step ends here, after its gradients' exchange
-    const BoundaryFlags here{stop_requested().load(), local.diverged};
+    // A results file that can no longer be written (full disk) stops the run like a signal.
+    const bool unrecordable = rec.writer && !rec.writer->failure().empty();
+    const BoundaryFlags here{stop_requested().load() || unrecordable, local.diverged};
     return w.size > 1 ? agree_at_boundary(*control, here) : here;
   };
   // NCCL's log names its transport once the first collectives have connected (a flush and the
@@ -488,9 +490,16 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     out << line;
   }
   rec.record.info.end_time_utc = utc_now_iso8601();
+  bool unrecorded = false;
   {
     auto phase = watch.local("write", results_bound(o));
-    if (s.stopped_early) {
+    if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
+      // Issue 27 item 11: one line (main prints s.message), no promise of a partial record.
+      s.outcome = RunOutcome::not_recorded;
+      s.message = failed + "; the run stopped after " + std::to_string(mine.iterations.size()) +
+                  " iterations (the results file keeps its last good flush, as an unfinished run)";
+      unrecorded = true;
+    } else if (s.stopped_early) {
       const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
                                                   std::to_string(mine.iterations.size()) + " iterations"
                                             : "stopped early";
@@ -501,6 +510,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     }
   }
   end_together(session, watch);
+  if (unrecorded) {
+    out << std::flush;
+    return s;
+  }
   if (rec.writer) out << "trace: " << rec.writer->writer().path() << ":/runs/" << rec.writer->writer().run_name() << "\n";
   out << std::flush;
   return s;

@@ -1,5 +1,7 @@
 // Synthetic runs with hand-picked step times, so expected throughputs are exact:
 // throughput = batch * world / step (lockstep ranks, warm-up 20, window 100, 120 iterations).
+// Every run records that plan (120 iterations, 20 of warm-up); `iterations` is how many it
+// recorded, so fewer than 120 is a run cut short of its own window.
 #pragma once
 
 #include <unistd.h>
@@ -24,7 +26,22 @@ inline RunRecord run_at(const std::string& model, int64_t nodes, int64_t per_nod
   spec.info.status = status;
   spec.iterations = iterations;
   spec.step_seconds = step;
-  return make_synthetic_run(spec);
+  // Each call is another run (as each dlperf-train run has its own start time): equal
+  // settings and timings are repeats, not one run read twice (run_identity.h).
+  static int64_t runs_made = 0;
+  spec.info.start_time_utc = "2026-11-25T12:00:00Z run " + std::to_string(++runs_made);
+  RunRecord r = make_synthetic_run(spec);
+  r.info.iterations = 120;
+  r.info.warmup = 20;
+  return r;
+}
+
+// A complete run of its own length: `iterations` planned and recorded, `warmup` of them warm-up.
+inline RunRecord run_of_length(int64_t iterations, int64_t warmup, double step) {
+  RunRecord r = run_at("resnet50", 1, 1, step, RunStatus::complete, iterations);
+  r.info.iterations = iterations;
+  r.info.warmup = warmup;
+  return r;
 }
 
 class TempDir {

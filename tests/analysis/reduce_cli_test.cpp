@@ -181,8 +181,81 @@ TEST(ReduceCli, RunsTooShortForTheWindowAreAnErrorNotAnEmptyTable) {
   const std::string path = dir.file("short.h5");
   append_runs(path, {test::run_at("resnet50", 1, 1, 0.1, RunStatus::complete, 10)});
   auto r = run_reduce_cli(path, dir);
-  expect_one_line_error(r, 2, "shorter than --warmup + --window = 120 iterations (the longest has 10)", "short runs");
+  expect_one_line_error(r, 2, "shorter than their recorded warm-up + window = 120 iterations (the longest has 10)", "short runs");
   EXPECT_EQ(run_reduce_cli(path + " --warmup 2 --window 8", dir).code, 0);
+  expect_one_line_error(run_reduce_cli(path + " --warmup 2 --window 9", dir), 2,
+                        "shorter than --warmup + --window = 11 iterations (the longest has 10); lower", "short runs, overridden");
+}
+
+// Issue 27 item 4: the README's "Running it" pair with a run shorter than 120 iterations works
+// with no option: the run is measured by its own warm-up and length, and the report says so.
+TEST(ReduceCli, ARunIsMeasuredByItsOwnWarmupAndLength) {
+  test::TempDir dir;
+  const std::string path = dir.file("short.h5");
+  append_runs(path, {test::run_of_length(10, 2, 0.1)});
+  auto r = run_reduce_cli(path, dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples in iterations 3-10 (each run's own recorded warm-up and length)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 1 | 1 | 32 | 320.00 |"), std::string::npos) << r.out;
+  r = run_reduce_cli(path + " --window 4", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples in iterations 3-6 (set by --warmup/--window)"), std::string::npos) << r.out;
+}
+
+// Issue 27 item 11: a run is counted once however its file is named: twice, by another
+// path, a symlink, inside a folder also given, or a copy of the file.
+TEST(ReduceCli, TheSameRunIsCountedOnceHoweverItsFileIsNamed) {
+  test::TempDir dir;
+  const std::string a = make_trace(dir, "a.h5", 0.1);  // one 1n1g and one 1n2g run
+  std::filesystem::create_symlink(a, dir.file("link.h5"));
+  std::filesystem::create_directories(dir.file("sub"));
+  std::filesystem::copy_file(a, dir.file("sub/copy.h5"));
+  const std::string other_path = dir.path() + "/sub/../a.h5";
+  const auto once = run_reduce_cli(a, dir);
+  ASSERT_EQ(once.code, 0) << once.err;
+  for (const std::string& args : {a + " " + a, a + " " + other_path, a + " " + dir.file("link.h5"), a + " " + dir.path(),
+                                  a + " " + dir.file("sub/copy.h5"), dir.path() + " " + dir.file("sub")}) {
+    auto r = run_reduce_cli(args, dir);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+    EXPECT_NE(r.out.find("| 1 | 1 | 1 | 320.00 |"), std::string::npos) << args << ":\n" << r.out;  // repeats: 1 run at 1n1g
+    EXPECT_NE(r.out.find("| 1 | 2 | 1 | 640.00 |"), std::string::npos) << args << ":\n" << r.out;
+    EXPECT_NE(r.err.find("note: "), std::string::npos) << args;
+    EXPECT_TRUE(r.err.find("read once") != std::string::npos || r.err.find("counted once") != std::string::npos) << r.err;
+  }
+  // Two distinct runs of equal settings and speed are two repeats, not one.
+  const std::string b = make_trace(dir, "b.h5", 0.1);
+  auto r = run_reduce_cli(a + " " + b, dir);
+  EXPECT_NE(r.out.find("| 1 | 1 | 2 | 320.00 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+// Issue 27 item 8: "-" and /dev/stdout are standard output (a file named "-" was created, or
+// the write failed); only that document is printed there; --plot writes SVG and refuses
+// another extension rather than putting SVG bytes in a .png.
+TEST(ReduceCli, StandardOutputAsAnOutputAndThePlotIsSvg) {
+  test::TempDir dir;
+  const std::string a = make_trace(dir, "a.h5", 0.1);
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());  // a file named "-" would appear here
+  auto r = run_reduce_cli(a + " --csv -", dir);
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("config,model,precision,", 0), 0u) << r.out;  // the CSV alone
+  EXPECT_EQ(r.out.find("# dlperf results"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("-")));
+  r = run_reduce_cli(a + " --json /dev/stdout", dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\"1n2r\""), std::string::npos) << r.out;
+  r = run_reduce_cli(a + " --plot - --csv " + dir.file("o.csv"), dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("<svg", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("o.csv")));
+  expect_one_line_error(run_reduce_cli(a + " --csv - --json -", dir), 2, "--csv and --json both name standard output", "two on stdout");
+  expect_one_line_error(run_reduce_cli(a + " --plot " + dir.file("x.png"), dir), 2, "the plot is SVG; name the file .svg (for a PNG: rsvg-convert",
+                        "png");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.png")));
+  EXPECT_EQ(run_reduce_cli(a + " --plot " + dir.file("x.SVG"), dir).code, 0);
 }
 
 // A file with one damaged run: run_000002's loss dataset removed.

@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -138,51 +142,104 @@ std::string svg_1_to_4_devices() {
   return os.str();
 }
 
-TEST(ReduceSvg, IdealLineIsLinearScalingOnTheLog2DeviceAxis) {
+// Right panel (speedup): device ticks are the last x ticks, value ticks the y ticks whose label
+// x is the largest (the right panel's axis).
+std::vector<Tick> right_value_ticks(const std::string& svg) {
+  static const std::regex yt("<text x='([0-9.]+)' y='([0-9.]+)' text-anchor='end' font-size='11'>([0-9.]+)</text>");
+  std::vector<std::pair<double, Tick>> all;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), yt), end; it != end; ++it)
+    all.push_back({std::stod((*it)[1]), {std::stod((*it)[2]) - 4, std::stod((*it)[3])}});
+  double right_x = 0;
+  for (const auto& [x, t] : all) right_x = std::max(right_x, x);
+  std::vector<Tick> out;
+  for (const auto& [x, t] : all)
+    if (x == right_x) out.push_back(t);
+  return out;
+}
+
+// Issue 27 item 7: log2 device axis and log value axes, so ideal scaling is a straight line,
+// drawn through its true values: speedup 2 at 2 devices, sqrt(2) half-way on the log axis.
+TEST(ReduceSvg, IdealLineIsLinearScalingOnLogAxes) {
   const std::string svg = svg_1_to_4_devices();
   std::vector<Tick> x, y;
   ticks(svg, x, y);
-  // Right panel (speedup): device ticks 1, 2, 4 are the last three x ticks.
   ASSERT_GE(x.size(), 6u) << svg;
   const Tick one = x[x.size() - 3], two = x[x.size() - 2], four = x.back();
   ASSERT_EQ(one.value, 1);
   ASSERT_EQ(two.value, 2);
   ASSERT_EQ(four.value, 4);
   EXPECT_NEAR(two.pos - one.pos, four.pos - two.pos, 0.5);  // log2 axis: equal steps per doubling
-  // Value axis of the right panel: its grid lines are the last y ticks (0 at the bottom).
-  std::vector<Tick> right;
-  for (auto it = y.rbegin(); it != y.rend(); ++it) {
-    right.insert(right.begin(), *it);
-    if (it->value == 0) break;
+  const std::vector<Tick> right = right_value_ticks(svg);
+  ASSERT_GE(right.size(), 3u) << svg;
+  // Powers of two, equally spaced: a log2 value axis.
+  for (size_t i = 1; i < right.size(); ++i) {
+    EXPECT_DOUBLE_EQ(right[i].value, 2 * right[i - 1].value);
+    EXPECT_NEAR(right[i - 1].pos - right[i].pos, right[0].pos - right[1].pos, 0.05);
   }
-  ASSERT_GE(right.size(), 2u) << svg;
-  const double px_per_unit = (right.front().pos - right.back().pos) / (right.back().value - right.front().value);
-  const auto value_of = [&](double py) { return right.front().value + (right.front().pos - py) / px_per_unit; };
+  const double px_per_doubling = right[0].pos - right[1].pos;
+  const auto value_of = [&](double py) { return right[0].value * std::exp2((right[0].pos - py) / px_per_doubling); };
   const auto lines = dashed_lines(svg);
   ASSERT_GE(lines.size(), 2u) << svg;
   const auto& ideal_speedup = lines[0];  // drawn first, before the configurations' lines
   EXPECT_NEAR(value_of(drawn_at(ideal_speedup, one.pos)), 1, 0.02);
-  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, two.pos)), 2, 0.02);  // a straight line would show 2.5
-  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, four.pos)), 4, 0.02);
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, two.pos)), 2, 0.02);
+  EXPECT_NEAR(value_of(drawn_at(ideal_speedup, four.pos)), 4, 0.04);
   EXPECT_NEAR(value_of(drawn_at(ideal_speedup, (one.pos + two.pos) / 2)), std::sqrt(2.0), 0.02);
+  // Every axis says its scale.
+  EXPECT_NE(svg.find("CPU-backend ranks, log2 scale"), std::string::npos);
+  EXPECT_NE(svg.find("samples/s (median), log scale"), std::string::npos);
+  EXPECT_NE(svg.find("speedup, log2 scale"), std::string::npos);
 }
 
-TEST(ReduceSvg, ValueTicksAreRoundNumbers) {
+TEST(ReduceSvg, ValueTicksAreOneTwoFiveDecadesAndTheIdealIsInTheSeriesColour) {
+  // ResNet-50 at 320 samples/s per rank and VGG16 ten times slower: on a log axis both keep
+  // their shape (VGG16 no longer lies flat under ResNet-50).
+  std::vector<RunRecord> runs;
+  for (int n : {1, 2, 4, 8}) {
+    runs.push_back(run_at("resnet50", 1, n, 0.1));
+    runs.push_back(run_at("vgg16", 1, n, 1.0 + 0.05 * n));
+  }
+  std::ostringstream os;
+  write_svg(os, reduce_runs(runs, MethodOptions{}));
+  const std::string svg = os.str();
   std::vector<Tick> x, y;
-  ticks(svg_1_to_4_devices(), x, y);  // throughputs 320 and 1280 samples/s; ideal up to 1280
-  ASSERT_GE(y.size(), 4u);
-  size_t start = 0;
-  for (size_t i = 0; i <= y.size(); ++i) {
-    if (i < y.size() && (i == start || y[i].value != 0)) continue;
-    // One panel's ticks y[start, i): 0, s, 2s, ... with s = 1, 2, 2.5 or 5 x 10^k.
-    ASSERT_GE(i - start, 3u);
-    const double step = y[start + 1].value - y[start].value;
-    const double mantissa = step / std::pow(10.0, std::floor(std::log10(step)));
-    EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-9 || std::fabs(mantissa - 2) < 1e-9 || std::fabs(mantissa - 2.5) < 1e-9 ||
-                std::fabs(mantissa - 5) < 1e-9)
-        << "tick step " << step;
-    for (size_t k = start; k < i; ++k) EXPECT_NEAR(y[k].value, step * static_cast<double>(k - start), 1e-9);
-    start = i;
+  ticks(svg, x, y);
+  const std::vector<Tick> right = right_value_ticks(svg);
+  std::vector<Tick> left(y.begin(), y.end() - static_cast<long>(right.size()));
+  ASSERT_GE(left.size(), 4u) << svg;
+  for (const Tick& t : left) {
+    const double mantissa = t.value / std::pow(10.0, std::floor(std::log10(t.value) + 1e-12));
+    EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-9 || std::fabs(mantissa - 2) < 1e-9 || std::fabs(mantissa - 5) < 1e-9) << t.value;
+  }
+  EXPECT_LE(left.front().value, 32 / 1.05);   // VGG16 at 1 rank is inside the axis
+  EXPECT_GE(left.back().value, 320 * 8);      // ResNet-50's ideal at 8 ranks too
+  // A decade takes the same height wherever it is (1 -> 10 as 100 -> 1000).
+  std::map<double, double> pos;
+  for (const Tick& t : left) pos[t.value] = t.pos;
+  ASSERT_TRUE(pos.count(100) && pos.count(1000) && pos.count(50) && pos.count(500)) << svg;
+  EXPECT_NEAR(pos[50] - pos[500], pos[100] - pos[1000], 0.05);
+  // Each configuration's ideal line is dashed in its own colour, as its legend entry shows.
+  static const std::regex dashed("<polyline fill='none' stroke='(#[0-9a-f]{6})'[^>]*stroke-dasharray");
+  std::set<std::string> colours;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), dashed), end; it != end; ++it) colours.insert((*it)[1]);
+  EXPECT_TRUE(colours.count("#1f77b4") && colours.count("#d62728")) << svg;
+  EXPECT_NE(svg.find("<line x1='88' y1='392' x2='102' y2='392' stroke='#1f77b4' stroke-dasharray='4,3'/>"), std::string::npos) << svg;
+  // Rendered as a PNG by librsvg (rsvg-convert; Debian librsvg2-bin) when it is installed: the
+  // file must be an SVG a real renderer draws. DLPERF_PLOT_OUT keeps it for a look.
+  const char* keep = std::getenv("DLPERF_PLOT_OUT");
+  const std::string base = keep ? keep : test::TempDir().path() + "-plot";
+  { std::ofstream(base + ".svg") << svg; }
+  if (std::system("command -v rsvg-convert >/dev/null 2>&1") == 0) {
+    const std::string cmd = "rsvg-convert -o '" + base + ".png' '" + base + ".svg'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream png(base + ".png", std::ios::binary);
+    char magic[8] = {};
+    png.read(magic, 8);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  }
+  if (!keep) {
+    std::remove((base + ".svg").c_str());
+    std::remove((base + ".png").c_str());
   }
 }
 

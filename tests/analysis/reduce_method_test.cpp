@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "analysis_test_util.h"
 #include "reduce.h"
@@ -47,6 +48,52 @@ TEST(ReduceMethod, TooShortRunHasNoThroughput) {
   auto t = run_throughput(run_at("vgg16", 1, 1, 0.2, RunStatus::complete, 119), MethodOptions{});
   EXPECT_FALSE(t.samples_per_s);
   EXPECT_FALSE(t.why_not.empty());
+}
+
+// Issue 27 item 4: each run is measured by its own recorded warm-up and length, so runs shorter
+// than DLPerf's 120 iterations are measured, and two lengths in one group each use their own.
+TEST(ReduceMethod, EachRunIsMeasuredByItsOwnRecordedWindow) {
+  RunRecord short_run = test::run_of_length(10, 2, 0.1);
+  // Its warm-up is slow (0.5 s per iteration): dropping its own 2 iterations leaves 8 at 0.1 s.
+  for (auto& rank : short_run.ranks)
+    for (size_t i = 0; i < rank.iterations.size(); ++i) {
+      const double d = static_cast<double>(i);
+      rank.iterations[i].start = i < 2 ? 0.5 * d : 1.0 + 0.1 * (d - 2);
+      rank.iterations[i].end = rank.iterations[i].start + (i < 2 ? 0.5 : 0.1);
+    }
+  const RunWindow w = run_window(short_run, MethodOptions{});
+  EXPECT_EQ(w.warmup, 2);
+  EXPECT_EQ(w.window, 8);
+  auto t = run_throughput(short_run, MethodOptions{});
+  ASSERT_TRUE(t.samples_per_s) << t.why_not;
+  EXPECT_NEAR(t.window_seconds, 0.8, 1e-9);
+  EXPECT_NEAR(*t.samples_per_s, 8 * 32 / 0.8, 1e-9);
+  // A longer run of the same configuration at another speed: both in one median.
+  Reduction r = reduce_runs({short_run, test::run_of_length(30, 5, 0.2)}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 1u);
+  EXPECT_EQ(r.measured_runs, 2);
+  EXPECT_NEAR(r.configs[0].points[0].stats.median, 0.5 * (320 + 160), 1e-9);
+  EXPECT_EQ(r.windows, (std::set<RunWindow>{{2, 8}, {5, 25}}));
+}
+
+TEST(ReduceMethod, WarmupAndWindowOverrideEveryRun) {
+  MethodOptions opt;
+  opt.window = 4;  // the run's own warm-up (2), then 4 iterations
+  EXPECT_EQ(run_window(test::run_of_length(10, 2, 0.1), opt), (RunWindow{2, 4}));
+  opt.warmup = 7;  // 7 + 4 > 10: too short
+  auto t = run_throughput(test::run_of_length(10, 2, 0.1), opt);
+  EXPECT_FALSE(t.samples_per_s);
+  MethodOptions warm_only;
+  warm_only.warmup = 6;  // the window is the rest of the run's planned length
+  EXPECT_EQ(run_window(test::run_of_length(10, 2, 0.1), warm_only), (RunWindow{6, 4}));
+  warm_only.warmup = 10;  // nothing left
+  t = run_throughput(test::run_of_length(10, 2, 0.1), warm_only);
+  EXPECT_FALSE(t.samples_per_s);
+  EXPECT_NE(t.why_not.find("leaves no iteration"), std::string::npos) << t.why_not;
+  // A trace that recorded no plan: DLPerf's 20 + 100.
+  RunRecord old = test::run_of_length(120, 0, 0.1);
+  old.info.iterations = 0;
+  EXPECT_EQ(run_window(old, MethodOptions{}), (RunWindow{kDefaultWarmup, kDefaultWindow}));
 }
 
 TEST(ReduceMethod, RepeatStatsOddAndEven) {

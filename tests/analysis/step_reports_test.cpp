@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -157,6 +159,63 @@ TEST(Timeline, AnotherRankShowsItsBuckets) {
   }
   EXPECT_EQ(buckets, 8);
   EXPECT_EQ(ops, 0);  // the profile is rank 0's
+}
+
+// The trace-event format's rules as Perfetto applies them (issue 27 item 6): every event has
+// name, ph, pid, tid, and ts (metadata aside); 'X' slices have a non-negative dur; on one
+// (pid, tid) track, each slice lies wholly inside the open one or starts after it ends
+// (overlapping slices on one track are dropped or drawn wrong); every track is named.
+void expect_valid_trace_events(const nlohmann::json& doc) {
+  ASSERT_TRUE(doc.contains("traceEvents") && doc["traceEvents"].is_array());
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  std::set<std::pair<int, int>> named;
+  for (const auto& e : doc["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
+    if (e["ph"] == "M") {
+      if (e["name"] == "thread_name") named.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X") << e.dump();
+    ASSERT_TRUE(e.contains("tid") && e.contains("ts") && e.contains("dur")) << e.dump();
+    ASSERT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+    const double ts = e["ts"].get<double>();
+    tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({ts, ts + e["dur"].get<double>()});
+  }
+  const double eps = 1e-6;  // microseconds
+  for (auto& [track, slices] : tracks) {
+    EXPECT_TRUE(named.count(track)) << "track " << track.second << " has no thread_name";
+    std::stable_sort(slices.begin(), slices.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first || (a.first == b.first && a.second > b.second); });
+    std::vector<double> open;  // ends of the enclosing slices
+    for (const auto& [start, end] : slices) {
+      while (!open.empty() && open.back() <= start + eps) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back() + eps) << "track " << track.second << ": [" << start << ", " << end << ") overlaps a slice ending at "
+                                          << open.back();
+      }
+      open.push_back(end);
+    }
+  }
+}
+
+TEST(Timeline, OverlappingBucketsGetTracksOfTheirOwnAndTheFileFollowsTheFormat) {
+  RunRecord r = profiled_run();
+  // Rank 1's buckets now overlap: three in flight at once at the end of each iteration.
+  for (auto& it : r.ranks[1].iterations)
+    it.buckets = {{it.start + 0.004, it.start + 0.008},
+                  {it.start + 0.005, it.start + 0.009},
+                  {it.start + 0.006, it.start + 0.0095},
+                  {it.start + 0.0085, it.start + 0.0099}};
+  TimelineOptions opt;
+  opt.rank = 1;
+  parse_step_range("0-3", opt);
+  const auto doc = timeline(r, opt);
+  expect_valid_trace_events(doc);
+  std::set<int> lanes;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "allreduce") lanes.insert(e["tid"].get<int>());
+  EXPECT_EQ(lanes.size(), 3u);  // at most three in flight at once: bucket 3 reuses bucket 0's lane
+  expect_valid_trace_events(timeline(profiled_run(), {}));
 }
 
 TEST(Timeline, BadSelectionsAreUsageErrors) {

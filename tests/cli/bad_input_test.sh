@@ -58,6 +58,26 @@ expect_usage_error --resnet-width --model vgg16 --resnet-width 8
 expect_usage_error --momentum --model bert_base --momentum 0.9
 expect_usage_error --lock-timeout --lock-timeout -1
 expect_usage_error --max-loss-growth --max-loss-growth 0.5
+# Strict numbers and lists, the class not the case (issue 27 item 11): trailing text, a fifth
+# stage, an empty part, a wrapped negative, an overflow, a stray positional word.
+expect_usage_error --resnet-blocks --resnet-blocks 1,1,1,1,1
+expect_usage_error --resnet-blocks --resnet-blocks 1,1,1,1x
+expect_usage_error --resnet-blocks --resnet-blocks 1,,1,1
+expect_usage_error --resnet-blocks --resnet-blocks 1,1,1,1,
+expect_usage_error --resnet-blocks --resnet-blocks " 1,1,1,1"
+expect_usage_error --resnet-blocks --resnet-blocks 1,1,1,99999999999
+expect_usage_error --seed --seed -1
+expect_usage_error --seed --seed 12x
+expect_usage_error --seed --seed 99999999999999999999
+expect_usage_error --iterations --iterations 99999999999999999999
+expect_usage_error --iterations --iterations 10x
+expect_usage_error --batch-size --batch-size 1e3
+expect_usage_error --threads --threads 2.5
+expect_usage_error --lr --lr 0.1x
+expect_usage_error --max-bad-samples --max-bad-samples 5x
+expect_usage_error --max-bad-samples --max-bad-samples 1%%
+expect_usage_error "unexpected argument 'extra-word'" --iterations 3 extra-word
+expect_usage_error "unexpected argument 'extra'" --pin-threads extra
 
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }

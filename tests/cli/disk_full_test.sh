@@ -59,6 +59,26 @@ else
   ls -a "$small" | grep -q 'tmp' && bad "a temporary was left: $(ls -a "$small")"
 fi
 
+echo "== the file system fills while a run is going (issue 27 item 11): one line, exit 3"
+rm -f "$small/fill" "$small/r.h5"
+long=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
+      --iterations 100000 --warmup 1 --print-every 0 --output "$small/r.h5" --flush-every 1)
+"$train" "${long[@]}" >"$dir/mid.out" 2>"$dir/mid.err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$small/r.h5" ] && break; sleep 0.1; done
+sleep 0.5
+dd if=/dev/zero of="$small/fill" bs=4k 2>/dev/null
+for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill "$pid" 2>/dev/null && bad "the run went on on a full file system"
+wait "$pid"
+rc=$?
+grep -v ': WARNING: ' "$dir/mid.err" >"$dir/mid.lines"  # tiny networks run some reference kernels
+cat "$dir/mid.lines"
+[ "$rc" -eq 3 ] || bad "mid-run: exit $rc, want 3"
+[ "$(wc -l <"$dir/mid.lines")" -eq 1 ] || bad "mid-run: want one line on stderr, got $(wc -l <"$dir/mid.lines")"
+grep -q "no space left on $small (tmpfs)" "$dir/mid.lines" || bad "mid-run: the message does not name the file system"
+rm -f "$small/fill"
+
 echo "== dlperf-reduce writing an output on a full file system"
 cp "$dir/r.before" "$dir/r.h5"
 dd if=/dev/zero of="$small/fill2" bs=4k 2>/dev/null

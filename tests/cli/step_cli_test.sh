@@ -38,13 +38,17 @@ expect_usage_error --data-on-device --model bert_base --data-on-device --data /n
 # ---- per-op profile, --ops, --timeline ----
 "$train" "${tiny[@]}" --batch-size 4 --iterations 6 --warmup 2 --print-every 0 --profile-ops 3 --output "$dir/r.h5" \
   >"$dir/log" 2>&1 || fail "profiled run: $(cat "$dir/log")"
-"$reduce" "$dir/r.h5" --warmup 2 --window 4 --ops --ops-top 5 >"$dir/ops" 2>&1 || fail "reduce --ops: $(cat "$dir/ops")"
+# No --warmup/--window: the 6-iteration run is measured by its own (issue 27 item 4).
+"$reduce" "$dir/r.h5" --ops --ops-top 5 >"$dir/ops" 2>&1 || fail "reduce --ops: $(cat "$dir/ops")"
 cat "$dir/ops"
 grep -q '^## Per-op profile: resnet50 fp32 batch 4 cpu' "$dir/ops" || fail "--ops has no profile heading"
 grep -Eq '^rank 0, 3 iterations from 2; step [0-9.]+ ms, ops [0-9.]+ ms \([0-9.]+% of the step\)' "$dir/ops" || fail "--ops summary line"
 [ "$(grep -c '^| layer\|^| conv1\|^| fc\|^| bn1' "$dir/ops")" -ge 1 ] || fail "--ops lists no named op"
 grep -q '^| conv2d | ' "$dir/ops" || fail "--ops has no per-kind table"
-"$reduce" "$dir/r.h5" --warmup 2 --window 4 --timeline "$dir/t.json" >/dev/null 2>&1 || fail "reduce --timeline"
+"$reduce" "$dir/r.h5" --timeline "$dir/t.json" >/dev/null 2>&1 || fail "reduce --timeline"
+# --ops when no throughput can be made (a window past the run): the profile is still shown.
+"$reduce" "$dir/r.h5" --warmup 5 --window 5 --ops >"$dir/ops2" 2>"$dir/ops2.err" || fail "--ops past the window: $(cat "$dir/ops2.err")"
+grep -q '^## Per-op profile' "$dir/ops2" && grep -q 'note: no throughput table' "$dir/ops2.err" || fail "--ops past the window: $(cat "$dir/ops2.err")"
 python3 - "$dir/t.json" <<'PY' || fail "timeline JSON"
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -58,7 +62,22 @@ for it in its:  # every op call of an iteration lies within it
     assert calls, it
     for c in calls:
         assert it["ts"] - 1 <= c["ts"] and c["ts"] + c["dur"] <= it["ts"] + it["dur"] + 1, (c, it)
-print("timeline: %d spans, categories %s" % (len(ev), sorted(cats)))
+# Perfetto's rule for complete slices (issue 27 item 6): on one (pid, tid) track each lies inside
+# the open one or after it; every track is named.
+named = {(e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+tracks = {}
+for e in ev:
+    tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+for key, slices in tracks.items():
+    assert key in named, ("unnamed track", key)
+    slices.sort(key=lambda s: (s[0], -s[1]))
+    open_ends = []
+    for start, end in slices:
+        while open_ends and open_ends[-1] <= start + 1e-6:
+            open_ends.pop()
+        assert not open_ends or end <= open_ends[-1] + 1e-6, ("overlapping slices on track", key, start, end, open_ends[-1])
+        open_ends.append(end)
+print("timeline: %d spans on %d tracks, categories %s" % (len(ev), len(tracks), sorted(cats)))
 PY
 "$reduce" "$dir/r.h5" --timeline "$dir/t2.json" --timeline-steps 9-12 >"$dir/out" 2>&1
 rc=$?

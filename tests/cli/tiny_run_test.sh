@@ -15,4 +15,8 @@ grep -q 'iter     3/6' "$dir/log1"
 "$reduce" "$dir/r.h5" --warmup 2 --window 4 | tee "$dir/table"
 grep -Eq '^\| 1 \| 1 \| 4 \| [0-9.]+ \| 1\.00 \|' "$dir/table"
 grep -q '| 1 | 1 | 2 |' "$dir/table"  # two runs in the repeats table
+# Issue 27 item 4: with no option, each run is measured by its own warm-up (2) and length (6).
+"$reduce" "$dir/r.h5" >"$dir/own"
+grep -q "samples in iterations 3-6 (each run's own recorded warm-up and length)" "$dir/own"
+grep -Eq '^\| 1 \| 1 \| 4 \| [0-9.]+ \| 1\.00 \|' "$dir/own"
 echo "tiny run ok"

@@ -36,4 +36,10 @@ if [ $rc -ne 2 ] || ! grep -q '^dlperf-comm: --datatype (-d) half: MPI has no su
   cat "$out"
   fail "-d half on mpi: exit $rc"
 fi
+# One rank (issue 27 item 3): busbw is 0 by definition, so never status=PASS; one line on stderr.
+rc=0
+"$mpiexec" -np 1 "$exe" -b 8 -e 64 -n 1 -w 0 >"$out" 2>"$out.err" || rc=$?
+tail -n 1 "$out" | grep -q ' wrong=0 status=NO_PEERS$' || fail "1 rank: $(tail -n 1 "$out")"
+grep -q '^dlperf-comm: 1 rank: nothing crosses a link' "$out.err" || fail "1 rank: no note on stderr: $(cat "$out.err")"
+rm -f "$out.err"
 echo "nccl-tests format ok"

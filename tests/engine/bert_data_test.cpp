@@ -3,7 +3,11 @@
 // one-line usage error; the BERT command-line flags are validated with errors naming the flag.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include <cmath>
 #include <filesystem>
@@ -150,6 +154,44 @@ TEST(BertShardData, TruncatedShardNamesItsFile) {
   std::ofstream(dir.path / "empty.hdf5").flush();
   w = usage_error([&] { BertShards((dir.path / "empty.hdf5").string(), {4, 16, 3, 64}, 0); });
   EXPECT_NE(w.find("empty.hdf5"), std::string::npos) << w;
+}
+
+// Values out of range (issue 27 item 11): found when the shard is opened, before the run is
+// registered in a results file, so the error is exit 2 with nothing written.
+TEST(BertShardData, ValuesOutOfRangeAreUsageErrorsAtStart) {
+  TempDir dir;
+  const fs::path shard = dir.path / "part_00.hdf5";
+  write_shard(shard, 4, 16, 3);  // token ids up to 54, masked positions up to 5
+  auto w = usage_error([&] { BertShards(shard.string(), {2, 16, 3, 32}, 0); });  // --bert-vocab 32
+  EXPECT_NE(w.find("input_ids of sample 0 is "), std::string::npos) << w;
+  EXPECT_NE(w.find("outside [0, 32)"), std::string::npos) << w;
+  {  // a masked position past the sequence
+    auto f = DLPERF_H5(H5Fopen(shard.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    DLPERF_CHECK_HDF5(H5Ldelete(f, "masked_lm_positions", H5P_DEFAULT));
+    std::vector<int32_t> pos(4 * 3, 1);
+    pos[7] = 16;
+    write_dataset(f, "masked_lm_positions", {4, 3}, pos, H5T_STD_I64LE);
+  }
+  w = usage_error([&] { BertShards(shard.string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("masked_lm_positions of sample 2 is 16, outside [0, 16)"), std::string::npos) << w;
+#ifdef DLPERF_TRAIN
+  // End to end: exit 2, one line, and no results file.
+  const fs::path out = dir.path / "r.h5", err = dir.path / "err.txt";
+  const std::string cmd = std::string(DLPERF_TRAIN) + " --model bert_base --data " + shard.string() +
+                          " --seq-len 16 --max-predictions 3 --bert-layers 1 --bert-hidden 32 --bert-heads 2 --bert-intermediate 64"
+                          " --bert-vocab 64 --batch-size 2 --iterations 2 --warmup 1 --threads 1 --output " + out.string() +
+                          " >/dev/null 2>" + err.string();
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status << ": " << text;
+  EXPECT_NE(text.find("masked_lm_positions of sample 2"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out.string() + ".lock"));
+#endif
 }
 
 std::string parse_error(std::vector<const char*> args) {

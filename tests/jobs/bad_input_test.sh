@@ -53,6 +53,29 @@ expect_bad "extra_args is refused by dlperf-train for rn50: --seq-len does not a
   --profile "$profile" --matrix "$(edited m8.ini "$matrix" 's/^\[rn50\]$/[rn50]\nextra_args = --seq-len 64/')"
 expect_bad "extra_args is refused by dlperf-train for vgg16: --lock-timeout must be 0 to 604800 seconds" \
   --profile "$profile" --matrix "$(edited m9.ini "$matrix" 's/^models = .*/models = vgg16\nextra_args = --lock-timeout -5/')"
+# Issue 27 item 11: extra_args are checked on the exact argument list each script runs, what the
+# job adds itself included (real_data's --variant); a folder as a profile; numbers that
+# overflow are file:line errors, not "stoi"/"stol" (exit 3).
+expect_bad "m10.ini:21: extra_args is refused by dlperf-train for rn50 with real_data = yes: option '--variant' cannot be specified more than once" \
+  --profile "$profile" --matrix "$(edited m10.ini "$matrix" 's/^real_data = yes$/real_data = yes\nextra_args = --variant mine/')"
+expect_bad "is a directory: give the INI file itself" --profile "$src/jobs/profiles" --matrix "$matrix"
+expect_bad "is a directory: give the INI file itself" --profile "$profile" --matrix "$src/jobs"
+expect_bad "m11.ini:7: configurations '99999999999n1g' needs 1-4096 nodes" \
+  --profile "$profile" --matrix "$(edited m11.ini "$matrix" 's/^configurations = .*/configurations = 99999999999n1g/')"
+expect_bad "repeats must be an integer from 1 to 1000 (got '99999999999999999999')" \
+  --profile "$profile" --matrix "$(edited m12.ini "$matrix" 's/^repeats = .*/repeats = 99999999999999999999/')"
+expect_bad "repeats must be an integer from 1 to 1000 (got '5x')" --profile "$profile" --matrix "$(edited m13.ini "$matrix" 's/^repeats = .*/repeats = 5x/')"
+expect_bad "time '99999999999999999999' is not a Slurm time limit" \
+  --profile "$(edited p7.ini "$profile" 's/^time = 00:30:00$/time = 99999999999999999999/')" --matrix "$matrix"
+
+# Issue 27 item 9: no default output directory (it was jobs/, the committed scripts when run
+# in a checkout): without --output-dir (or --list) nothing is written, exit 2.
+rc=0
+(cd "$tmp" && "$gen" --profile "$profile" --matrix "$matrix" >"$tmp/stdout" 2>"$tmp/stderr") || rc=$?
+if [ $rc -ne 2 ] || ! grep -q -- "--output-dir is required" "$tmp/stderr" || [ -e "$tmp/jobs" ]; then
+  echo "FAIL: no --output-dir: exit $rc, $(cat "$tmp/stderr")" >&2; exit 1
+fi
+echo "ok: $(cat "$tmp/stderr")"
 
 # A good run writes every file; --list names them without writing.
 "$gen" --profile "$profile" --matrix "$matrix" --list >"$tmp/list"

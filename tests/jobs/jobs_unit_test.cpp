@@ -3,12 +3,15 @@
 // #SBATCH lines a configuration implies, signal, SRUN_CPUS_PER_TASK, the repeat loop).
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "jobs/ini.h"
 #include "jobs/job_spec.h"
 #include "jobs/jobs_error.h"
 #include "jobs/sbatch_script.h"
+#include "jobs/train_args.h"
 
 namespace dlperf::jobs {
 namespace {
@@ -198,6 +201,95 @@ TEST(Jobs, RealDataVariantsReadDlperfData) {
   EXPECT_NE(matrix_error(text).find("yes or no"), std::string::npos);
 }
 
+// The dlperf-train command of a rendered script, as the words it runs with, the job-time
+// values (cores, data set, results file) stood in.
+std::vector<std::string> rendered_train_command(const std::string& script) {
+  const auto at = script.find("dlperf-train --model");
+  if (at == std::string::npos) return {};
+  std::string cmd = script.substr(at + std::string("dlperf-train").size(), script.find("--repeat-index \"$i\"", at) + 20 - at - 12);
+  const auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t p = cmd.find(from); p != std::string::npos; p = cmd.find(from, p + to.size())) cmd.replace(p, from.size(), to);
+  };
+  replace_all("\\\n", " ");
+  replace_all("$((SLURM_CPUS_PER_TASK > 1 ? SLURM_CPUS_PER_TASK - 1 : 1))", "3");
+  replace_all("\"$SLURM_CPUS_PER_TASK\"", "4");
+  replace_all("\"$DLPERF_DATA\"", "/data/train-{000000..000001}.tar");
+  replace_all("\"$results\"", "r.h5");
+  replace_all("\"$i\"", "0");
+  std::istringstream in(cmd);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Issue 27 item 11: every script's dlperf-train command, read back from the rendered text, is
+// accepted by dlperf-train's own parser; an extra_args that clashes with what a job adds
+// itself (real_data's --variant) is refused when generating, naming file:line.
+TEST(Jobs, EveryRenderedCommandPassesDlperfTrainsParser) {
+  std::string text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes\nextra_args = --seed 7");
+  const Profile p = profile();
+  const auto jobs = expand_jobs(p, matrix(text));
+  ASSERT_EQ(jobs.size(), 9u);
+  for (const auto& j : jobs) {
+    const auto words = rendered_train_command(render_sbatch(p, j, {"p.ini", "m.ini"}));
+    ASSERT_GT(words.size(), 10u) << j.name;
+    EXPECT_EQ(train_arguments_error(words), "") << j.name;
+    EXPECT_EQ(words.back(), "0") << j.name;  // the command was read to its end
+  }
+  text = kMatrix;
+  text.replace(text.find("time = 01:00:00"), 15, "time = 01:00:00\nreal_data = yes\nextra_args = --variant mine");
+  const std::string e = matrix_error(text);
+  EXPECT_NE(e.find("m.ini:12: extra_args is refused by dlperf-train for rn50 with real_data = yes: option '--variant' cannot be "
+                   "specified more than once"),
+            std::string::npos)
+      << e;
+}
+
+// Issue 27 item 1: placement and binding. The profile's srun key (defaults: cores bound, the
+// closest GPU, block:block distribution; CPU jobs without --gpu-bind), --no-requeue, one thread
+// per core and --pin-threads for CPU ranks, module purge before the profile's modules.
+TEST(Script, RanksAreBoundAndJobsNotRequeued) {
+  const Profile p = profile();
+  const auto jobs = expand_jobs(p, matrix());
+  const std::string g = render_sbatch(p, jobs[0], {"p.ini", "m.ini"});
+  EXPECT_NE(g.find("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train"),
+            std::string::npos)
+      << g;
+  EXPECT_NE(g.find("#SBATCH --no-requeue\n"), std::string::npos);
+  EXPECT_EQ(g.find("--threads-per-core"), std::string::npos);
+  EXPECT_NE(g.find("module purge\nmodule load dlperf/0.1.0 cuda"), std::string::npos) << g;
+  const JobSpec* cpu_job = nullptr;
+  for (const auto& j : jobs)
+    if (j.config.backend == Backend::cpu) cpu_job = &j;
+  ASSERT_NE(cpu_job, nullptr);
+  const std::string c = render_sbatch(p, *cpu_job, {"p.ini", "m.ini"});
+  EXPECT_NE(c.find("--kill-on-bad-exit=1 --cpu-bind=cores --distribution=block:block dlperf-train"), std::string::npos) << c;
+  EXPECT_NE(c.find("#SBATCH --threads-per-core=1\n"), std::string::npos) << c;
+  EXPECT_NE(c.find("--pin-threads"), std::string::npos) << c;
+  // Set per profile: [slurm] for both (less --gpu-bind on CPU jobs), [cpu] for CPU jobs; empty: none.
+  std::string text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --cpu-bind=sockets --gpu-bind=single:1");
+  text.replace(text.find("cpus_per_task = 32"), 18, "cpus_per_task = 32\nsrun =");
+  const Profile q = profile(text);
+  EXPECT_EQ(q.gpu.srun, (std::vector<std::string>{"--cpu-bind=sockets", "--gpu-bind=single:1"}));
+  EXPECT_TRUE(q.cpu.srun.empty());
+  const auto q_jobs = expand_jobs(q, matrix());
+  EXPECT_NE(render_sbatch(q, q_jobs.back(), {"p.ini", "m.ini"}).find("--kill-on-bad-exit=1 dlperf-train"), std::string::npos);
+  EXPECT_NE(render_sbatch(q, q_jobs.front(), {"p.ini", "m.ini"}).find("--cpu-bind=sockets --gpu-bind=single:1 dlperf-train"),
+            std::string::npos);
+  text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --cpu-bind=sockets");
+  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=sockets"}));
+  text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = -c 4");
+  EXPECT_NE(profile_error(text).find("p.ini:10: srun takes long srun options in the --opt=value form"), std::string::npos)
+      << profile_error(text);
+  text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --mpi=pmi2");
+  EXPECT_NE(profile_error(text).find("is set by the scripts themselves"), std::string::npos) << profile_error(text);
+}
+
 TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
   const Profile p = profile(std::string(kProfile) + "");
   Matrix m = matrix();
@@ -220,7 +312,8 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
                            "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
-                           "srun --mpi=pmix --kill-on-bad-exit=1 dlperf-train --model bert_base --backend cuda --precision fp16",
+                           "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train --model bert_base "
+                           "--backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
                            "results=${DLPERF_RESULTS:-$results_dir/bert_base_4n8g_$SLURM_JOB_ID.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",
                            "if [ -z \"${SLURM_JOB_ID:-}\" ]; then\n"})

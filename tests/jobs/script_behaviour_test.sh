@@ -78,9 +78,9 @@ fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; d
 
 run ok
 [ $rc -eq 0 ] || fail "all repeats ok: exit $rc"
-[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
+[ "$(grep -c '^srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --distribution=block:block SRUN_CPUS_PER_TASK=3 UCX_TLS=tcp,self$' "$LOG")" -eq 3 ] || fail "srun lines"
 for i in 0 1 2; do
-  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --image-size 32 --output results.d/rn50_cpu_1n2r_42.h5 --repeat-index $i$" "$LOG" ||
+  grep -q "^dlperf-train --model resnet50 --backend cpu --precision fp32 --batch-size 4 --iterations 12 --warmup 2 --threads 3 --pin-threads --image-size 32 --output results.d/rn50_cpu_1n2r_42.h5 --repeat-index $i$" "$LOG" ||
     fail "repeat $i arguments"
 done
 [ -d "$tmp/run/results.d" ] || fail "results.d not created"
@@ -153,6 +153,18 @@ submit no_gpu gpu
 [ $rc -eq 2 ] || fail "no GPU jobs in the matrix: exit $rc, want 2"
 submit bad_word bogus
 [ $rc -eq 2 ] || fail "unknown first word: exit $rc, want 2"
+# Issue 27 item 9: the selector after sbatch options ('--account=x cpu' submitted a script named
+# 'cpu'), --concurrent anywhere; a bare word is refused before anything is submitted.
+submit after_options --account=proj cpu
+[ $rc -eq 0 ] || fail "--account=proj cpu: exit $rc: $(cat "$tmp/after_options.err")"
+[ "$(sed -n 1p "$LOG")" = "sbatch --parsable --account=proj $tmp/gen/rn50_cpu_1n2r.sh" ] || fail "selector after options: $(sed -n 1p "$LOG")"
+submit late_concurrent --account=proj cpu --concurrent
+[ $rc -eq 0 ] && [ "$(grep -c -- '--dependency' "$LOG")" -eq 1 ] || fail "--concurrent after the selector: exit $rc, $(cat "$LOG")"
+submit bare_value --account proj cpu
+[ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "--account proj (a bare word): exit $rc, submitted: $(cat "$LOG")"
+grep -q "'proj' is neither gpu, cpu, data nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
+submit two_selectors cpu gpu
+[ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "two selectors: exit $rc"
 
 # reduce.sh reads the whole results directory and writes results.csv/.json/.svg beside it.
 script=$tmp/gen/reduce.sh

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The structure of spack.yaml and the in-repo Spack recipe, without Spack (which is not a
 Debian package; what this cannot check is `spack concretize` itself): every spec a string
-(an unquoted 'hwloc@2:' is a YAML mapping), the required specs with their variants, oneDNN
-held to the 2.x API the code uses, UCX with the InfiniBand transports the job profiles name
+(an unquoted 'hwloc@2:' is a YAML mapping), the required specs with their variants, cuda_arch
+named once, Open MPI 4.1 to 5 keeping mpirun, oneDNN 2.x and 3.x (Debian 12 and 13), UCX with the InfiniBand transports the job profiles name
 (+rc, +dc, +ud, +mlx5_dv), Slurm and PMIx as non-buildable externals, reuse, a view, Lmod
 modules in one Core tree (hierarchy: [], dlperf a core spec), dlperf developed from this
 checkout through a Spack 1.x repository (spack/spack_repo/<namespace>/repo.yaml with a v2
 package API, packages/dlperf/package.py importing its build systems from spack_repo.builtin)
-and the recipe depending on every library the CMake build finds.
+and the recipe depending on every library the CMake build finds, each lower bound equal to the
+minimum CMake checks (issue 27 item 10, issue 23 item 3).
     spack_yaml_test.py SOURCE_DIR
 Each problem is reported on one line; exit 1 if any. Exit 77 (skipped) without python3-yaml."""
 import ast
@@ -51,11 +52,11 @@ specs = env.get("specs", [])
 check(isinstance(specs, list) and all(isinstance(s, str) for s in specs), "spack.yaml: spack.specs must be a list of strings")
 
 required = {
-    "dlperf": ["+cuda", "cuda_arch="],
+    "dlperf": ["+cuda", "cuda_arch=="],
     "cuda": [],
     "cudnn": [],
-    "nccl": ["cuda_arch="],
-    "openmpi": ["fabrics=ucx", "schedulers=slurm", "+cuda"],
+    "nccl": ["+cuda"],
+    "openmpi": ["fabrics=ucx", "schedulers=slurm", "+legacylaunchers", "+cuda"],
     "ucx": ["+cuda", "+verbs", "+rdmacm", "+rc", "+dc", "+ud", "+mlx5_dv"],
     "hdf5": [],
     "boost": ["+program_options"],
@@ -74,24 +75,53 @@ for name, variants in required.items():
 
 
 
-def onednn_2x(spec):
-    """True when a spec pins oneDNN inside 2.x (@2.6:2, @2.7.3, @=2.7.3, @2:2.7 ...)."""
-    m = re.search(r"@=?([0-9.]*)(?::([0-9.]*))?", spec or "")
+def version_tuple(v):
+    return tuple(int(x) for x in v.split(".") if x.isdigit())
+
+
+def version_range(spec):
+    """(low, high) of a spec's version ('@2.6:3' -> ((2, 6), (3,)); '@2.7' -> ((2, 7), (2, 7));
+    '@3:' -> ((3,), None)); None without a version."""
+    m = re.search(r"@=?([0-9.]*)(:?)([0-9.]*)", spec or "")
     if not m:
-        return False
-    lo, hi = m.group(1), m.group(2)
-    if m.group(0).find(":") < 0:  # one version or a prefix: 2, 2.7, 2.7.3
-        return lo.split(".")[0] == "2"
-    return bool(hi) and hi.split(".")[0] == "2" and (not lo or lo.split(".")[0] == "2")
+        return None
+    lo, colon, hi = m.group(1), m.group(2), m.group(3)
+    if not colon:
+        return (version_tuple(lo), version_tuple(lo))
+    return (version_tuple(lo) if lo else (), version_tuple(hi) if hi else None)
 
 
-check(onednn_2x(spec_named(specs, "onednn")),
-      f"spack.yaml: onednn must be held to the 2.x API the code uses, e.g. onednn@2.6:2 (got '{spec_named(specs, 'onednn')}')")
+def admits(spec, version):
+    """Whether a spec's version range admits `version` (Spack: '@2.6:3' admits 3.7, '@2.7' 2.7.4)."""
+    r = version_range(spec)
+    if r is None:
+        return True
+    v = version_tuple(version)
+    lo, hi = r
+    return v >= lo and (hi is None or v[: len(hi)] <= hi)
+
+
+def same_version(a, b):
+    """2 and 2.0 are one version."""
+    n = max(len(a), len(b))
+    return a + (0,) * (n - len(a)) == b + (0,) * (n - len(b))
+
+
+# oneDNN: Debian 12's 2.7 and Debian 13's 3.7 (Spack's default line) both (issue 23 item 3).
+for where, spec in (("spack.specs", spec_named(specs, "onednn")),
+                    ("packages.onednn.require", str(env.get("packages", {}).get("onednn", {}).get("require", "")))):
+    for v in ("2.7.3", "3.7.2"):
+        check(admits(spec, v), f"spack.yaml: {where} must admit oneDNN {v} (got '{spec}')")
+# Open MPI 4.1 (Debian 12) and 5 (Debian 13, most sites).
+for v in ("4.1.4", "5.0.7"):
+    check(admits(spec_named(specs, "openmpi"), v), f"spack.yaml: openmpi must admit {v} (got '{spec_named(specs, 'openmpi')}')")
+# cuda_arch in one place: one spec line names it (propagated with ==), nothing else does.
+raw = [ln.split("#")[0] for ln in open(os.path.join(src, "spack.yaml"))]
+arch_lines = [ln.strip() for ln in raw if "cuda_arch" in ln]
+check(len(arch_lines) == 1 and "cuda_arch==" in arch_lines[0],
+      f"spack.yaml: cuda_arch must be set once, propagated from the dlperf spec (cuda_arch==NN); found {arch_lines}")
 
 packages = env.get("packages", {})
-req = packages.get("onednn", {}).get("require", "")
-check(onednn_2x(req if isinstance(req, str) else " ".join(req)),
-      "spack.yaml: packages.onednn.require must hold oneDNN to 2.x as well (site configs may ask for onednn elsewhere)")
 req = packages.get("ucx", {}).get("require", "")
 for v in ("+rc", "+verbs"):
     check(v in (req if isinstance(req, str) else " ".join(req)), f"spack.yaml: packages.ucx.require lacks {v}")
@@ -108,6 +138,11 @@ modules = env.get("modules", {}).get("default", {})
 check("lmod" in modules.get("enable", []), "spack.yaml: modules.default.enable must include lmod")
 lmod = modules.get("lmod", {})
 check("core_compilers" in lmod, "spack.yaml: modules.default.lmod.core_compilers missing")
+check(all("@" not in str(c) for c in lmod.get("core_compilers", [])),
+      f"spack.yaml: core_compilers must not pin a compiler version (got {lmod.get('core_compilers')})")
+req = str(packages.get("openmpi", {}).get("require", ""))
+check("schedulers=slurm" not in req or "+legacylaunchers" in req,
+      "spack.yaml: openmpi with schedulers=slurm needs +legacylaunchers, or Spack replaces mpirun by a stub that README's mpirun hits")
 check(lmod.get("hierarchy") == [], "spack.yaml: modules.default.lmod.hierarchy must be [] (else dlperf sits under an MPI layer, not in Core)")
 check("dlperf" in lmod.get("core_specs", []), "spack.yaml: modules.default.lmod.core_specs must list dlperf")
 
@@ -153,9 +188,39 @@ if classes:
                 deps.add(a.value.split("@")[0].split("+")[0].split("~")[0].split()[0])
     for d in ("mpi", "hdf5", "boost", "onednn", "hwloc", "nlohmann-json", "libjpeg-turbo", "pkgconfig", "cmake", "cuda", "cudnn", "nccl"):
         check(d in deps, f"package.py: depends_on('{d}...') missing")
-    onednn = [n.args[0].value for n in ast.walk(classes[0]) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "depends_on"
-              and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value.startswith("onednn")]
-    check(bool(onednn) and all(onednn_2x(d) for d in onednn), f"package.py: depends_on('onednn...') must hold it to 2.x (got {onednn})")
+    specs_of = {}
+    for n in ast.walk(classes[0]):
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "depends_on" and n.args and isinstance(n.args[0], ast.Constant):
+            v = n.args[0].value
+            specs_of.setdefault(v.split("@")[0].split("+")[0].split("~")[0].split()[0], []).append(v)
+    # Each depends_on's lower bound is the minimum the CMake build checks: lower, Spack may pick
+    # a version CMake refuses; higher, it refuses versions the build supports.
+    cmake_text = open(os.path.join(src, "CMakeLists.txt")).read() + open(os.path.join(src, "cmake", "DlperfDependencies.cmake")).read()
+    minimums = {
+        "cmake": r"cmake_minimum_required\(VERSION ([0-9.]+)",
+        "onednn": r"dnnl_VERSION VERSION_LESS ([0-9.]+)",
+        "nlohmann-json": r"find_package\(nlohmann_json ([0-9.]+)",
+        "hwloc": r"hwloc>=([0-9.]+)",
+        "libjpeg-turbo": r"DLPERF_JPEG_VERSION VERSION_LESS ([0-9.]+)",
+    }
+    checked = 0
+    for dep, pattern in minimums.items():
+        m = re.search(pattern, cmake_text)
+        check(m is not None, f"CMake: no minimum version found for {dep} ({pattern})")
+        if not m:
+            continue
+        want = version_tuple(m.group(1))
+        for where, spec in [("package.py: depends_on", s) for s in specs_of.get(dep, [])] + [("spack.yaml: spec", spec_named(specs, dep))]:
+            if not spec:
+                continue
+            r = version_range(spec)
+            check(r is not None and same_version(r[0], want),
+                  f"{where} '{spec}': lower bound differs from CMake's minimum {m.group(1)} for {dep}")
+            checked += 1
+    check(checked >= 10, f"only {checked} version bounds compared with CMake's")
+    for spec in specs_of.get("onednn", []):
+        for v in ("2.7.3", "3.7.2"):
+            check(admits(spec, v), f"package.py: depends_on('{spec}') must admit oneDNN {v} (Debian 12 and 13)")
     names = {n.name for n in ast.walk(classes[0]) if isinstance(n, ast.FunctionDef)}
     check("cmake_args" in names, "package.py: cmake_args missing")
 
@@ -163,5 +228,5 @@ for p in problems:
     print(p)
 if problems:
     sys.exit(1)
-print(f"spack.yaml: {len(specs)} specs, oneDNN 2.x, UCX +rc, externals slurm and pmix, reuse, view, lmod modules in Core, "
+print(f"spack.yaml: {len(specs)} specs, cuda_arch once, oneDNN 2.x and 3.x, Open MPI 4.1-5 with mpirun, recipe minimums = CMake's, UCX +rc, externals slurm and pmix, reuse, view, lmod modules in Core, "
       f"dlperf developed from {os.path.relpath(repo_dir, src)} (Spack 1.x layout): ok")

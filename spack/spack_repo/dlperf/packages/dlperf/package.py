@@ -22,18 +22,20 @@ class Dlperf(CMakePackage, CudaPackage):
 
     variant("tests", default=False, description="Build the CTest suites (needs GoogleTest)")
 
+    # Each lower bound is the minimum cmake/DlperfDependencies.cmake (and CMakeLists.txt)
+    # checks, so Spack never picks a version the build refuses (tests/jobs/spack_yaml_test.py).
     depends_on("c", type="build")
     depends_on("cxx", type="build")
-    depends_on("cmake@3.24:", type="build")
+    depends_on("cmake@3.24:", type="build")  # cmake_minimum_required
     depends_on("pkgconfig", type="build")  # hwloc is found through its hwloc.pc
     depends_on("mpi")
-    depends_on("hdf5~mpi")  # the C library; one writer per job, no parallel HDF5
-    depends_on("boost+program_options")
-    # The oneDNN v2 API: operation descriptors (dnnl::matmul::desc, pooling_forward::desc,
-    # ...) that oneDNN 3 removed. 2.6 is the oldest release the code is tested with (Debian 12).
-    depends_on("onednn@2.6:2 cpu_runtime=omp")
-    depends_on("hwloc@2:")  # topology: core pinning, the node's description
-    depends_on("nlohmann-json@3:")  # dlperf-reduce's JSON input and output
+    depends_on("hdf5@1.10:~mpi")  # the C library; one writer per job, no parallel HDF5 (Debian 12: 1.10)
+    depends_on("boost@1.74:+program_options")  # Debian 12's Boost
+    # oneDNN 2.6 (the oldest tested; Debian 12 ships 2.7) to 3.x (Debian 13: 3.7, Spack's
+    # default): the CPU backend builds against both (issue 23).
+    depends_on("onednn@2.6:3 cpu_runtime=omp")
+    depends_on("hwloc@2.0:")  # topology: core pinning, the node's description
+    depends_on("nlohmann-json@3.2:")  # dlperf-reduce's JSON input and output
     depends_on("libjpeg-turbo@2.0:")  # libjpeg API (jpeg_crop_scanline) and TurboJPEG
     depends_on("googletest", type=("build", "test"), when="+tests")
 

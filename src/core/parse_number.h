@@ -1,0 +1,60 @@
+// Strict number parsing for every program's options and input files (issue 27 item 11): the
+// whole text is the number, or it is not one. std::stoi and friends accept "12x" as 12,
+// " 12" as 12 and throw a bare "stoi" on overflow; boost's lexical_cast turns "-1" into
+// 2^64-1 for an unsigned. These return nothing instead, and the caller says which option
+// or file:line was wrong, in one line.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace dlperf {
+
+// A base-10 integer, optional leading '-', nothing else (no blanks, no '+', no trailing text);
+// empty when the text is not one or does not fit int64_t.
+inline std::optional<int64_t> parse_int64(std::string_view s) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A non-negative base-10 integer that fits uint64_t ("-1" is refused, not wrapped).
+inline std::optional<uint64_t> parse_uint64(std::string_view s) {
+  uint64_t v = 0;
+  if (s.empty() || s.front() == '-') return std::nullopt;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A finite decimal or scientific number ("0.5", "1e-3"); no inf/nan, no trailing text.
+inline std::optional<double> parse_double(std::string_view s) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// "3,4,6,3": comma-separated integers, each strict; empty when any part is not one (an empty
+// part, "1,,2", or a trailing comma included).
+inline std::optional<std::vector<int64_t>> parse_int_list(std::string_view s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = s.find(',', at);
+    const auto v = parse_int64(s.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+    if (comma == std::string_view::npos) return out;
+    at = comma + 1;
+  }
+}
+
+}  // namespace dlperf
