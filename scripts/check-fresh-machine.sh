@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The README's two commands on a fresh Debian 12, so that a package installed by hand on a
-# developer's or CI's machine can never hide a missing install step again:
-#   1. a minimal Debian 12 root (mmdebstrap --variant=minbase: Essential and Priority:required
-#      packages only; no compiler, no apt lists) from the mirror this machine's apt uses, kept
-#      as a tarball in the cache and rebuilt when older than DLPERF_FRESH_MAX_AGE_DAYS;
+# The README's two commands on a fresh Debian 12 (bookworm) or Debian 13 (trixie), so that a
+# package installed by hand on a developer's or CI's machine can never hide a missing install step:
+#   1. a minimal root of the suite (mmdebstrap --variant=minbase: Essential and Priority:required
+#      packages only; no compiler, no apt lists) from the mirror this machine's apt uses when it
+#      has that suite, else from deb.debian.org (suite + suite-updates + suite-security), kept as
+#      a tarball in the cache, one per suite and sources, rebuilt when older than
+#      DLPERF_FRESH_MAX_AGE_DAYS;
 #   2. a fresh copy of it with this checkout's files (tracked and untracked-but-not-ignored:
 #      no build directories, no results) in /src;
 #   3. inside it, as root with an empty environment: `scripts/quickstart.sh` (small settings
@@ -18,12 +20,13 @@
 # daemons the tests start (munged, slurmctld, slurmd, MPI) end with it, on success, failure or
 # Ctrl-C; the root is deleted afterwards unless DLPERF_FRESH_KEEP=1.
 #
-#   scripts/check-fresh-machine.sh [--refresh]      (as root; --refresh rebuilds the cached root)
+#   scripts/check-fresh-machine.sh [--suite bookworm|trixie] [--refresh]
+#       (as root; default bookworm = Debian 12, trixie = Debian 13; --refresh rebuilds the cached root)
 # Environment:
 #   DLPERF_FRESH_CACHE         cache directory for the root tarball (~/.cache/dlperf)
 #   DLPERF_FRESH_MAX_AGE_DAYS  rebuild the cached root when older (7): security updates flow in
-#   DLPERF_FRESH_SOURCES       apt sources for the root (default: this machine's Debian sources,
-#                              else deb.debian.org)
+#   DLPERF_FRESH_SOURCES       apt sources for the root (default: this machine's Debian sources
+#                              when they name the suite, else deb.debian.org)
 #   DLPERF_FRESH_WORKDIR       where the root is unpacked (/var/tmp; needs about 8 GB)
 #   DLPERF_FRESH_KEEP=1        keep the root afterwards, for a look inside (chroot DIR bash)
 #   DLPERF_FRESH_STEPS         "quickstart tests" (default), or one of them
@@ -37,12 +40,22 @@ cache=${DLPERF_FRESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlperf}
 max_age=${DLPERF_FRESH_MAX_AGE_DAYS:-7}
 workdir=${DLPERF_FRESH_WORKDIR:-/var/tmp}
 steps=${DLPERF_FRESH_STEPS:-quickstart tests}
-refresh=0
-case ${1:-} in
-  --refresh) refresh=1 ;;
-  "") ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) echo "usage: $0 [--refresh]" >&2; exit 2 ;;
+refresh=0 suite=bookworm
+usage() { echo "usage: $0 [--suite bookworm|trixie] [--refresh]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --refresh) refresh=1 ;;
+    --suite) [ $# -ge 2 ] || usage; suite=$2; shift ;;
+    --suite=*) suite=${1#--suite=} ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) usage ;;
+  esac
+  shift
+done
+case $suite in
+  bookworm) release="Debian 12" ;;
+  trixie) release="Debian 13" ;;
+  *) echo "fresh-root: --suite: unknown suite '$suite' (bookworm, trixie)" >&2; exit 2 ;;
 esac
 for s in $steps; do
   case $s in quickstart|tests) ;; *) echo "fresh-root: DLPERF_FRESH_STEPS: unknown step '$s' (quickstart, tests)" >&2; exit 2 ;; esac
@@ -50,6 +63,7 @@ done
 
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap, chroot, mounts); run it as root"
 # This check's own tools on the host (CI starts from a fresh Debian 12 too); not the project's.
+# (mmdebstrap on a Debian 12 host builds a Debian 13 root too: debian-archive-keyring has its keys.)
 missing=()
 for t in mmdebstrap:mmdebstrap git:git unshare:util-linux chroot:coreutils tar:tar; do
   command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}")
@@ -64,11 +78,12 @@ fi
 t_start=$SECONDS
 
 # ---- 1. the cached minimal root -----------------------------------------------------------
-# The root's apt sources: this machine's Debian ones (the same mirror and snapshot), or Debian's.
+# The root's apt sources: this machine's Debian ones (the same mirror and snapshot) when they are
+# for this suite, or Debian's: a Debian 12 host builds a Debian 13 root from deb.debian.org.
 sources=${DLPERF_FRESH_SOURCES:-}
 if [ -z "$sources" ]; then
   for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
-    if [ -s "$f" ] && grep -q '^[^#]*bookworm' "$f"; then sources=$f; break; fi
+    if [ -s "$f" ] && grep -q "^[^#]*\\b$suite\\b" "$f"; then sources=$f; break; fi
   done
 fi
 mirror_args=()
@@ -77,18 +92,18 @@ if [ -n "$sources" ]; then
   mirror_args=("$sources")  # mmdebstrap reads a sources.list or deb822 .sources file given as MIRROR
   key=$(sha256sum "$sources" | cut -c1-12)
 else
-  mirror_args=("deb http://deb.debian.org/debian bookworm main"
-               "deb http://deb.debian.org/debian bookworm-updates main"
-               "deb http://deb.debian.org/debian-security bookworm-security main")
+  mirror_args=("deb http://deb.debian.org/debian $suite main"
+               "deb http://deb.debian.org/debian $suite-updates main"
+               "deb http://deb.debian.org/debian-security $suite-security main")
   key=$(printf '%s\n' "${mirror_args[@]}" | sha256sum | cut -c1-12)
 fi
 mkdir -p "$cache"
-tarball=$cache/debian12-minbase-$key.tar
+tarball=$cache/$suite-minbase-$key.tar
 if [ $refresh -eq 1 ] || [ ! -s "$tarball" ] || [ -n "$(find "$tarball" -mtime "+$max_age" 2>/dev/null)" ]; then
-  say "building a minimal Debian 12 root from ${sources:-deb.debian.org} (mmdebstrap --variant=minbase)"
+  say "building a minimal $release root from ${sources:-deb.debian.org} (mmdebstrap --variant=minbase)"
   t0=$SECONDS
   rm -f "$tarball.tmp"
-  mmdebstrap --quiet --variant=minbase --mode=root --format=tar bookworm "$tarball.tmp" "${mirror_args[@]}" ||
+  mmdebstrap --quiet --variant=minbase --mode=root --format=tar "$suite" "$tarball.tmp" "${mirror_args[@]}" ||
     { rm -f "$tarball.tmp"; echo "fresh-root: mmdebstrap failed" >&2; exit 2; }
   mv "$tarball.tmp" "$tarball"
   say "root cached in $tarball ($(du -h "$tarball" | cut -f1), $((SECONDS - t0)) s)"
@@ -223,4 +238,4 @@ if [[ " $steps " == *" tests "* ]]; then
   fi
   say "skipped in the root (labels cuda, hardware: no GPU, or an ISA this CPU lacks): $(tr '\n' ' ' <<<"$skipped")"
 fi
-say "passed: ${steps// / and } on a fresh Debian 12 in $((SECONDS - t_start)) s"
+say "passed: ${steps// / and } on a fresh $release in $((SECONDS - t_start)) s"
