@@ -10,7 +10,7 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(dnnl CONFIG REQUIRED)
 set(DLPERF_DNNL_VERSION ${dnnl_VERSION})
 # The oneDNN backend builds against the 3.x API (Debian 13's 3.7, Spack's default) and the 2.x one
-# from 2.6 (Debian 12's 2.7): src/backend/onednn/dnnl_compat.h is the one seam between them. A
+# from 2.6 (Debian 12's 2.6.3): src/backend/onednn/dnnl_compat.h is the one seam between them. A
 # later major may change the API again: say so here rather than with hundreds of compile errors.
 if(dnnl_VERSION VERSION_LESS 2.6 OR NOT dnnl_VERSION VERSION_LESS 4)
   message(FATAL_ERROR "oneDNN ${dnnl_VERSION} found (${dnnl_DIR}); dlperf needs oneDNN 2.6 to 3.x "

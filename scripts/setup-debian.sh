@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 (bookworm) or Debian 13 (trixie) packages dlperf builds and tests with,
-# by the release named in /etc/os-release (oneDNN 2.7 on Debian 12, 3.7 on 13). As root it runs apt-get;
+# by the release named in /etc/os-release (oneDNN 2.6 on Debian 12, 3.7 on 13). As root it runs apt-get;
 # otherwise it prints the exact command to run and exits 2. CUDA, cuDNN and NCCL are not
 # Debian packages: when /usr/local/cuda has them the CUDA backend is built too.
 #   scripts/setup-debian.sh            build and run

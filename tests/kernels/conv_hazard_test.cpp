@@ -2,10 +2,13 @@
 // convolution 256 -> 1024 on a (32, 256, 14, 14) fp32 tensor in channels-last (NHWC) layout
 // raises SIGFPE inside primitive-descriptor creation there. Each case plans it (forward,
 // backward data, backward weights) in a forked child, so that a CPU where oneDNN divides by
-// zero fails this test with the signal's name instead of killing the test runner; the same
-// convolution in the layouts dlperf plans (plain NCHW in, oneDNN's blocked choice out) must
-// plan too. The child prints the CPU topology oneDNN's cache detection reads (CPUID leaves
-// 0xB and 0x8000001D), which is what an upstream report needs. About 1 s.
+// zero fails this test with the signal's name instead of killing the test runner.
+//   - In the layouts dlperf plans in fp32 (NCHW into the first convolution, blocked nChw16c
+//     after it) it must plan on every CPU: that is how dlperf avoids the bug.
+//   - In NHWC it must plan, except for the known upstream bug (SIGFPE, oneDNN 3.x, AMD family
+//     26 or later), which is reported, not failed: dlperf never plans that layout in fp32.
+// The child prints the CPU topology oneDNN's cache detection reads (CPUID leaves 0xB and
+// 0x8000001D), which is what an upstream report needs. Well under 1 s.
 #include <gtest/gtest.h>
 
 #include <cpuid.h>
@@ -29,11 +32,21 @@ namespace compat = onednn::compat;
 // What Xbyak (inside oneDNN) derives its per-core cache sizes from on AMD: CPUID 0xB (threads
 // per core, logical processors per package) and 0x8000001D sub-leaves 0, 2, 3 (L1d, L2, L3:
 // size and how many logical processors share each).
+unsigned cpu_family() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid(1, a, b, c, d);
+  return ((a >> 8) & 0xf) == 0xf ? ((a >> 8) & 0xf) + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
+}
+bool is_amd() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid(0, a, b, c, d);
+  return b == 0x68747541;  // "Auth"enticAMD
+}
+
 void print_cpu_topology() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   __cpuid(1, a, b, c, d);
-  const unsigned family = ((a >> 8) & 0xf) == 0xf ? ((a >> 8) & 0xf) + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
-  std::printf("cpu family %u, model %u\n", family, ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4));
+  std::printf("%s cpu family %u, model %u\n", is_amd() ? "AMD" : "non-AMD", cpu_family(), ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4));
   for (unsigned level = 0; level < 2; ++level) {
     __cpuid_count(0xB, level, a, b, c, d);
     std::printf("cpuid 0xB.%u: ebx[15:0] %u logical, level type %u\n", level, b & 0xffff, (c >> 8) & 0xff);
@@ -70,9 +83,9 @@ void plan_1x1(tag src_tag) {
   std::fflush(stdout);
 }
 
-// Runs fn in a child process: "" when it returned, else how it died.
+// Runs fn in a child process: "" when it returned, else how it died (*signal: its number).
 template <class Fn>
-std::string in_child(Fn fn) {
+std::string in_child(Fn fn, int* signal = nullptr) {
   std::fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) return std::string("fork failed: ") + std::strerror(errno);
@@ -88,23 +101,35 @@ std::string in_child(Fn fn) {
   }
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return "waitpid failed";
+  if (WIFSIGNALED(status) && signal) *signal = WTERMSIG(status);
   if (WIFSIGNALED(status)) return std::string("killed by ") + strsignal(WTERMSIG(status)) + " (see docs/onednn-zen5-sigfpe.md)";
   if (WEXITSTATUS(status) != 0) return "exited " + std::to_string(WEXITSTATUS(status));
   return "";
 }
 
-TEST(ConvHazard, ChannelsLast1x1Fp32PlansOnThisCpu) {
+TEST(ConvHazard, ChannelsLast1x1Fp32PlansOrIsTheKnownZen5Bug) {
   const auto* v = dnnl::version();
   std::printf("oneDNN %d.%d.%d\n", v->major, v->minor, v->patch);
-  EXPECT_EQ(in_child([] {
-              print_cpu_topology();
-              plan_1x1(tag::nhwc);
-            }),
-            "");
+  int signal = 0;
+  const std::string died = in_child(
+      [] {
+        print_cpu_topology();
+        plan_1x1(tag::nhwc);
+      },
+      &signal);
+  if (signal == SIGFPE && v->major >= 3 && is_amd() && cpu_family() >= 26) {
+    std::printf("KNOWN UPSTREAM BUG reproduced: %s; dlperf plans fp32 convolutions blocked, never NHWC\n", died.c_str());
+    return;
+  }
+  EXPECT_EQ(died, "");
 }
 
 TEST(ConvHazard, Plain1x1Fp32PlansOnThisCpu) {
   EXPECT_EQ(in_child([] { plan_1x1(tag::nchw); }), "");
+}
+
+TEST(ConvHazard, Blocked1x1Fp32PlansOnThisCpu) {
+  EXPECT_EQ(in_child([] { plan_1x1(tag::nChw16c); }), "");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The one place that knows which oneDNN API it is built against: 3.x (Debian 13's 3.7, Spack's
-// default) and 2.x (Debian 12's 2.7, from 2.6 on). Op files build every primitive descriptor
+// default) and 2.x (Debian 12's 2.6.3, from 2.6 on). Op files build every primitive descriptor
 // through these functions and never test DNNL_VERSION_MAJOR themselves.
 //
 // What differs: oneDNN 3 removed the operation descriptors (convolution_forward::desc and
