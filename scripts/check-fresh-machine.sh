@@ -29,7 +29,11 @@
 #                              when they name the suite, else deb.debian.org)
 #   DLPERF_FRESH_WORKDIR       where the root is unpacked (/var/tmp; needs about 8 GB)
 #   DLPERF_FRESH_KEEP=1        keep the root afterwards, for a look inside (chroot DIR bash)
+#   DLPERF_FRESH_ROOT=DIR      iterate in a root kept before (DIR as the KEEP message names it)
+#                              instead of a fresh one: its /src is refreshed from the checkout
+#                              (builds kept), packages already installed stay; not a fresh check
 #   DLPERF_FRESH_STEPS         "quickstart tests" (default), or one of them
+#   DLPERF_FRESH_CTEST_ARGS    extra ctest arguments for run-tests.sh, e.g. "-L 'numerics|cli|mpi'"
 #   IMAGE BATCH ITERS WARMUP REPEATS   quickstart.sh's settings (default here: 64 4 6 2 2)
 # Exit: 0 both commands passed, 1 one failed (its output says which), 2 cannot run here.
 set -euo pipefail
@@ -113,8 +117,14 @@ fi
 
 # ---- 2. a fresh copy with the checkout in /src ----------------------------------------------
 mkdir -p "$workdir"
-top=$(mktemp -d "$workdir/dlperf-fresh.XXXXXX")
-root=$top/root
+reuse=${DLPERF_FRESH_ROOT:-}
+if [ -n "$reuse" ]; then
+  [ -d "$reuse/src" ] && [ -x "$reuse/bin/bash" ] || die "DLPERF_FRESH_ROOT=$reuse is not a root kept by this script"
+  root=$(cd "$reuse" && pwd) top=$(dirname "$root")
+else
+  top=$(mktemp -d "$workdir/dlperf-fresh.XXXXXX")
+  root=$top/root
+fi
 ns_pid=
 cleanup() {
   local rc=$?
@@ -131,7 +141,7 @@ cleanup() {
     # Never reached with the private mount namespace; never delete through a bind mount of /dev.
     echo "fresh-root: something is still mounted under $top: left in place" >&2
     grep -F " $top/" /proc/self/mountinfo >&2
-  elif [ "${DLPERF_FRESH_KEEP:-0}" = 1 ]; then
+  elif [ "${DLPERF_FRESH_KEEP:-0}" = 1 ] || [ -n "$reuse" ]; then
     echo "fresh-root: root kept in $root (DLPERF_FRESH_KEEP=1): chroot $root bash; rm -rf $top when done" >&2
   else
     rm -rf --one-file-system "$top"
@@ -142,9 +152,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-mkdir -p "$root"
-tar -C "$root" -xf "$tarball"
-mkdir -p "$root/src"
+if [ -z "$reuse" ]; then
+  mkdir -p "$root"
+  tar -C "$root" -xf "$tarball"
+  mkdir -p "$root/src"
+else
+  say "reusing the kept root $root (DLPERF_FRESH_ROOT): not a fresh-machine check"
+fi
 # What a fresh clone has: tracked files plus untracked ones git does not ignore (new files not
 # committed yet), as they are in the working tree. No build directories, no .git.
 git -C "$src" ls-files -z --cached --others --exclude-standard |
@@ -167,8 +181,8 @@ fi
 qs_env=("IMAGE=${IMAGE:-64}" "BATCH=${BATCH:-4}" "ITERS=${ITERS:-6}" "WARMUP=${WARMUP:-2}" "REPEATS=${REPEATS:-2}")
 inner=$(cat <<'INNER'
 set -euo pipefail
-root=$1 cuda_real=$2 steps=$3
-shift 3
+root=$1 cuda_real=$2 steps=$3 ctest_args=$4
+shift 4
 # The root a mount point of its own, as / is on any machine or container: /proc/self/mountinfo
 # inside a chroot lists only mounts under the chroot, so a plain directory would have no "/"
 # (the disk-full message names the mount point from it).
@@ -197,7 +211,8 @@ for step in $steps; do
       ;;
     tests)
       echo "fresh-root: == scripts/run-tests.sh"
-      run_in_root /bin/bash -c 'cd /src && scripts/run-tests.sh' 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
+      # shellcheck disable=SC2086  # ctest_args: words, as given
+      run_in_root /bin/bash -c "cd /src && scripts/run-tests.sh build-tests $ctest_args" 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
       ;;
   esac
   echo "fresh-root: == $step: exit $rc, $((SECONDS - t0)) s"
@@ -212,7 +227,7 @@ INNER
 say "running the README's commands in $root"
 # --kill-child: if this script dies, the namespace's PID 1 is killed, and with it everything.
 unshare --mount --pid --fork --kill-child --propagation private \
-  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${qs_env[@]}" &
+  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${DLPERF_FRESH_CTEST_ARGS:-}" "${qs_env[@]}" &
 ns_pid=$!
 rc=0
 wait "$ns_pid" || rc=$?
