@@ -108,9 +108,9 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, cpu(x).mem()},          {DNNL_ARG_MEAN, mean_},
         {DNNL_ARG_VARIANCE, var_},             {DNNL_ARG_DIFF_DST, dy},
-        {DNNL_ARG_SCALE, params_[0].value()},  {DNNL_ARG_SHIFT, params_[1].value()},
-        {DNNL_ARG_DIFF_SRC, cpu(dx).mem()},
+        {DNNL_ARG_SCALE, params_[0].value()},  {DNNL_ARG_DIFF_SRC, cpu(dx).mem()},
         {DNNL_ARG_DIFF_SCALE, params_[0].grad()}, {DNNL_ARG_DIFF_SHIFT, params_[1].grad()}};
+    if (compat::takes_arg(bwd_pd_, DNNL_ARG_SHIFT)) args.emplace(DNNL_ARG_SHIFT, params_[1].value());  // 2.x only
     if (workspace_) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     bwd_.execute(ctx_->stream, args);
   }
