@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The README's two commands on a fresh Debian 12, so that a package installed by hand on a
-# developer's or CI's machine can never hide a missing install step again:
-#   1. a minimal Debian 12 root (mmdebstrap --variant=minbase: Essential and Priority:required
-#      packages only; no compiler, no apt lists) from the mirror this machine's apt uses, kept
-#      as a tarball in the cache and rebuilt when older than DLPERF_FRESH_MAX_AGE_DAYS;
+# The README's two commands on a fresh Debian 12 (bookworm) or Debian 13 (trixie), so that a
+# package installed by hand on a developer's or CI's machine can never hide a missing install step:
+#   1. a minimal root of the suite (mmdebstrap --variant=minbase: Essential and Priority:required
+#      packages only; no compiler, no apt lists) from the mirror this machine's apt uses when it
+#      has that suite, else from deb.debian.org (suite + suite-updates + suite-security), kept as
+#      a tarball in the cache, one per suite and sources, rebuilt when older than
+#      DLPERF_FRESH_MAX_AGE_DAYS;
 #   2. a fresh copy of it with this checkout's files (tracked and untracked-but-not-ignored:
 #      no build directories, no results) in /src;
 #   3. inside it, as root with an empty environment: `scripts/quickstart.sh` (small settings
@@ -18,15 +20,20 @@
 # daemons the tests start (munged, slurmctld, slurmd, MPI) end with it, on success, failure or
 # Ctrl-C; the root is deleted afterwards unless DLPERF_FRESH_KEEP=1.
 #
-#   scripts/check-fresh-machine.sh [--refresh]      (as root; --refresh rebuilds the cached root)
+#   scripts/check-fresh-machine.sh [--suite bookworm|trixie] [--refresh]
+#       (as root; default bookworm = Debian 12, trixie = Debian 13; --refresh rebuilds the cached root)
 # Environment:
 #   DLPERF_FRESH_CACHE         cache directory for the root tarball (~/.cache/dlperf)
 #   DLPERF_FRESH_MAX_AGE_DAYS  rebuild the cached root when older (7): security updates flow in
-#   DLPERF_FRESH_SOURCES       apt sources for the root (default: this machine's Debian sources,
-#                              else deb.debian.org)
+#   DLPERF_FRESH_SOURCES       apt sources for the root (default: this machine's Debian sources
+#                              when they name the suite, else deb.debian.org)
 #   DLPERF_FRESH_WORKDIR       where the root is unpacked (/var/tmp; needs about 8 GB)
 #   DLPERF_FRESH_KEEP=1        keep the root afterwards, for a look inside (chroot DIR bash)
+#   DLPERF_FRESH_ROOT=DIR      iterate in a root kept before (DIR as the KEEP message names it)
+#                              instead of a fresh one: its /src is refreshed from the checkout
+#                              (builds kept), packages already installed stay; not a fresh check
 #   DLPERF_FRESH_STEPS         "quickstart tests" (default), or one of them
+#   DLPERF_FRESH_CTEST_ARGS    extra ctest arguments for run-tests.sh, e.g. "-L 'numerics|cli|mpi'"
 #   IMAGE BATCH ITERS WARMUP REPEATS   quickstart.sh's settings (default here: 64 4 6 2 2)
 # Exit: 0 both commands passed, 1 one failed (its output says which), 2 cannot run here.
 set -euo pipefail
@@ -37,12 +44,22 @@ cache=${DLPERF_FRESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlperf}
 max_age=${DLPERF_FRESH_MAX_AGE_DAYS:-7}
 workdir=${DLPERF_FRESH_WORKDIR:-/var/tmp}
 steps=${DLPERF_FRESH_STEPS:-quickstart tests}
-refresh=0
-case ${1:-} in
-  --refresh) refresh=1 ;;
-  "") ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) echo "usage: $0 [--refresh]" >&2; exit 2 ;;
+refresh=0 suite=bookworm
+usage() { echo "usage: $0 [--suite bookworm|trixie] [--refresh]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --refresh) refresh=1 ;;
+    --suite) [ $# -ge 2 ] || usage; suite=$2; shift ;;
+    --suite=*) suite=${1#--suite=} ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) usage ;;
+  esac
+  shift
+done
+case $suite in
+  bookworm) release="Debian 12" ;;
+  trixie) release="Debian 13" ;;
+  *) echo "fresh-root: --suite: unknown suite '$suite' (bookworm, trixie)" >&2; exit 2 ;;
 esac
 for s in $steps; do
   case $s in quickstart|tests) ;; *) echo "fresh-root: DLPERF_FRESH_STEPS: unknown step '$s' (quickstart, tests)" >&2; exit 2 ;; esac
@@ -50,6 +67,7 @@ done
 
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap, chroot, mounts); run it as root"
 # This check's own tools on the host (CI starts from a fresh Debian 12 too); not the project's.
+# (mmdebstrap on a Debian 12 host builds a Debian 13 root too: debian-archive-keyring has its keys.)
 missing=()
 for t in mmdebstrap:mmdebstrap git:git unshare:util-linux chroot:coreutils tar:tar; do
   command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}")
@@ -64,11 +82,12 @@ fi
 t_start=$SECONDS
 
 # ---- 1. the cached minimal root -----------------------------------------------------------
-# The root's apt sources: this machine's Debian ones (the same mirror and snapshot), or Debian's.
+# The root's apt sources: this machine's Debian ones (the same mirror and snapshot) when they are
+# for this suite, or Debian's: a Debian 12 host builds a Debian 13 root from deb.debian.org.
 sources=${DLPERF_FRESH_SOURCES:-}
 if [ -z "$sources" ]; then
   for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
-    if [ -s "$f" ] && grep -q '^[^#]*bookworm' "$f"; then sources=$f; break; fi
+    if [ -s "$f" ] && grep -q "^[^#]*\\b$suite\\b" "$f"; then sources=$f; break; fi
   done
 fi
 mirror_args=()
@@ -77,18 +96,18 @@ if [ -n "$sources" ]; then
   mirror_args=("$sources")  # mmdebstrap reads a sources.list or deb822 .sources file given as MIRROR
   key=$(sha256sum "$sources" | cut -c1-12)
 else
-  mirror_args=("deb http://deb.debian.org/debian bookworm main"
-               "deb http://deb.debian.org/debian bookworm-updates main"
-               "deb http://deb.debian.org/debian-security bookworm-security main")
+  mirror_args=("deb http://deb.debian.org/debian $suite main"
+               "deb http://deb.debian.org/debian $suite-updates main"
+               "deb http://deb.debian.org/debian-security $suite-security main")
   key=$(printf '%s\n' "${mirror_args[@]}" | sha256sum | cut -c1-12)
 fi
 mkdir -p "$cache"
-tarball=$cache/debian12-minbase-$key.tar
+tarball=$cache/$suite-minbase-$key.tar
 if [ $refresh -eq 1 ] || [ ! -s "$tarball" ] || [ -n "$(find "$tarball" -mtime "+$max_age" 2>/dev/null)" ]; then
-  say "building a minimal Debian 12 root from ${sources:-deb.debian.org} (mmdebstrap --variant=minbase)"
+  say "building a minimal $release root from ${sources:-deb.debian.org} (mmdebstrap --variant=minbase)"
   t0=$SECONDS
   rm -f "$tarball.tmp"
-  mmdebstrap --quiet --variant=minbase --mode=root --format=tar bookworm "$tarball.tmp" "${mirror_args[@]}" ||
+  mmdebstrap --quiet --variant=minbase --mode=root --format=tar "$suite" "$tarball.tmp" "${mirror_args[@]}" ||
     { rm -f "$tarball.tmp"; echo "fresh-root: mmdebstrap failed" >&2; exit 2; }
   mv "$tarball.tmp" "$tarball"
   say "root cached in $tarball ($(du -h "$tarball" | cut -f1), $((SECONDS - t0)) s)"
@@ -98,8 +117,14 @@ fi
 
 # ---- 2. a fresh copy with the checkout in /src ----------------------------------------------
 mkdir -p "$workdir"
-top=$(mktemp -d "$workdir/dlperf-fresh.XXXXXX")
-root=$top/root
+reuse=${DLPERF_FRESH_ROOT:-}
+if [ -n "$reuse" ]; then
+  [ -d "$reuse/src" ] && [ -x "$reuse/bin/bash" ] || die "DLPERF_FRESH_ROOT=$reuse is not a root kept by this script"
+  root=$(cd "$reuse" && pwd) top=$(dirname "$root")
+else
+  top=$(mktemp -d "$workdir/dlperf-fresh.XXXXXX")
+  root=$top/root
+fi
 ns_pid=
 cleanup() {
   local rc=$?
@@ -116,7 +141,7 @@ cleanup() {
     # Never reached with the private mount namespace; never delete through a bind mount of /dev.
     echo "fresh-root: something is still mounted under $top: left in place" >&2
     grep -F " $top/" /proc/self/mountinfo >&2
-  elif [ "${DLPERF_FRESH_KEEP:-0}" = 1 ]; then
+  elif [ "${DLPERF_FRESH_KEEP:-0}" = 1 ] || [ -n "$reuse" ]; then
     echo "fresh-root: root kept in $root (DLPERF_FRESH_KEEP=1): chroot $root bash; rm -rf $top when done" >&2
   else
     rm -rf --one-file-system "$top"
@@ -127,9 +152,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-mkdir -p "$root"
-tar -C "$root" -xf "$tarball"
-mkdir -p "$root/src"
+if [ -z "$reuse" ]; then
+  mkdir -p "$root"
+  tar -C "$root" -xf "$tarball"
+  mkdir -p "$root/src"
+else
+  say "reusing the kept root $root (DLPERF_FRESH_ROOT): not a fresh-machine check"
+fi
 # What a fresh clone has: tracked files plus untracked ones git does not ignore (new files not
 # committed yet), as they are in the working tree. No build directories, no .git.
 git -C "$src" ls-files -z --cached --others --exclude-standard |
@@ -152,8 +181,8 @@ fi
 qs_env=("IMAGE=${IMAGE:-64}" "BATCH=${BATCH:-4}" "ITERS=${ITERS:-6}" "WARMUP=${WARMUP:-2}" "REPEATS=${REPEATS:-2}")
 inner=$(cat <<'INNER'
 set -euo pipefail
-root=$1 cuda_real=$2 steps=$3
-shift 3
+root=$1 cuda_real=$2 steps=$3 ctest_args=$4
+shift 4
 # The root a mount point of its own, as / is on any machine or container: /proc/self/mountinfo
 # inside a chroot lists only mounts under the chroot, so a plain directory would have no "/"
 # (the disk-full message names the mount point from it).
@@ -182,7 +211,8 @@ for step in $steps; do
       ;;
     tests)
       echo "fresh-root: == scripts/run-tests.sh"
-      run_in_root /bin/bash -c 'cd /src && scripts/run-tests.sh' 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
+      # shellcheck disable=SC2086  # ctest_args: words, as given
+      run_in_root /bin/bash -c "cd /src && scripts/run-tests.sh build-tests $ctest_args" 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
       ;;
   esac
   echo "fresh-root: == $step: exit $rc, $((SECONDS - t0)) s"
@@ -197,7 +227,7 @@ INNER
 say "running the README's commands in $root"
 # --kill-child: if this script dies, the namespace's PID 1 is killed, and with it everything.
 unshare --mount --pid --fork --kill-child --propagation private \
-  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${qs_env[@]}" &
+  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${DLPERF_FRESH_CTEST_ARGS:-}" "${qs_env[@]}" &
 ns_pid=$!
 rc=0
 wait "$ns_pid" || rc=$?
@@ -223,4 +253,4 @@ if [[ " $steps " == *" tests "* ]]; then
   fi
   say "skipped in the root (labels cuda, hardware: no GPU, or an ISA this CPU lacks): $(tr '\n' ' ' <<<"$skipped")"
 fi
-say "passed: ${steps// / and } on a fresh Debian 12 in $((SECONDS - t_start)) s"
+say "passed: ${steps// / and } on a fresh $release in $((SECONDS - t_start)) s"

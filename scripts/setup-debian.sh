@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages dlperf builds and tests with. As root it runs apt-get;
+# Installs the Debian 12 (bookworm) or Debian 13 (trixie) packages dlperf builds and tests with,
+# by the release named in /etc/os-release (oneDNN 2.6 on Debian 12, 3.7 on 13). As root it runs apt-get;
 # otherwise it prints the exact command to run and exits 2. CUDA, cuDNN and NCCL are not
 # Debian packages: when /usr/local/cuda has them the CUDA backend is built too.
 #   scripts/setup-debian.sh            build and run
@@ -9,6 +10,13 @@
 #                                      librsvg2-bin to render the plot)
 # libjpeg-turbo comes as two packages: the libjpeg API (decoding) and TurboJPEG (encoding).
 set -euo pipefail
+
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+case $codename in
+  bookworm|trixie) ;;
+  *) echo "setup: Debian 12 (bookworm) or 13 (trixie) expected; /etc/os-release says '${codename:-nothing}':" \
+          "install the packages below by hand or use Spack (spack.yaml)" >&2 ;;
+esac
 
 packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools

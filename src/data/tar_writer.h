@@ -2,6 +2,7 @@
 // Deterministic bytes: fixed mode, owner and time, so one seed gives one file.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <span>
 #include <string>

@@ -3,7 +3,8 @@
 # ONEDNN_MAX_CPU_ISA=<isa> and fails if any planned primitive is one of oneDNN's reference
 # implementations (dlperf-train marks them "<- REFERENCE" and counts them on its "kernels:"
 # line). fp32 everywhere; bf16 where the ISA computes it natively, and elsewhere bf16 must keep
-# its clear one-line error (exit 2). Exits 77 (skipped) when this CPU does not offer <isa>.
+# its clear one-line error (exit 2); no fp32 convolution in channels-last (brgemm) layout, which
+# oneDNN 3.7.2 cannot plan on AMD Zen 5. Exits 77 (skipped) when this CPU does not offer <isa>.
 #   no_reference_kernels_test.sh DLPERF_TRAIN ISA
 set -euo pipefail
 train=$1 isa=$2
@@ -50,6 +51,13 @@ for model in resnet50 vgg16 bert_base; do
       failed=1
     elif [[ $summary != *" on $isa,"* ]]; then
       echo "FAIL: $isa $model $precision: planned on another ISA: $summary"
+      failed=1
+    elif [[ $precision = fp32 ]] && grep -E ' k[0-9]+/[0-9]+ -> [0-9]+ +brg' "$log" >"$dir/nhwc"; then
+      # oneDNN's brgemm convolutions take channels-last only: an fp32 one is the layout in which
+      # oneDNN 3.7.2 dies (SIGFPE) planning on AMD Zen 5 (docs/onednn-zen5-sigfpe.md), which dlperf
+      # avoids by planning fp32 convolutions blocked.
+      echo "FAIL: $isa $model fp32: convolutions planned channels-last (brgemm):"
+      head -5 "$dir/nhwc"
       failed=1
     else
       echo "$isa $model $precision: $summary"

@@ -26,10 +26,8 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     residual_ = s.residual != nullptr;
     if (s.fuse_relu && !residual_) flags |= dnnl::normalization_flags::fuse_norm_relu;
     const md x_md = x.desc();
-    fwd_pd_ = dnnl::batch_normalization_forward::primitive_desc(
-        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, x_md, s.eps, flags), ctx_->engine);
-    bwd_pd_ = dnnl::batch_normalization_backward::primitive_desc(
-        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, s.eps, flags), ctx_->engine, fwd_pd_);
+    fwd_pd_ = compat::batch_norm_forward(ctx_->engine, x_md, s.eps, flags);
+    bwd_pd_ = compat::batch_norm_backward(ctx_->engine, x_md, s.eps, flags, fwd_pd_);
     fwd_ = dnnl::batch_normalization_forward(fwd_pd_);
     bwd_ = dnnl::batch_normalization_backward(bwd_pd_);
     record_kernel(*ctx_, s.name, "forward", shape_of(xd, dtype_), fwd_pd_);
@@ -84,16 +82,13 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     dnnl::primitive_attr attr;
     if (spec_.fuse_relu) {
       dnnl::post_ops po;
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      compat::append_eltwise(po, dnnl::algorithm::eltwise_relu);
       attr.set_post_ops(po);
-      const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-      auto hint = dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, y_md, 0.0f, 0.0f), ctx_->engine);
-      const auto pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, y_md, y_md, 0.0f, 0.0f), ctx_->engine, hint);
+      const auto pd = compat::eltwise_backward(ctx_->engine, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y_md);
       relu_bwd_ = dnnl::eltwise_backward(pd);
       record_kernel(*ctx_, spec_.name, "backward_relu", shape_of(x_dims_, dtype_), pd);
     }
-    const auto add_pd = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, y_md, z_md, y_md), attr, ctx_->engine);
+    const auto add_pd = compat::binary(ctx_->engine, dnnl::algorithm::binary_add, y_md, z_md, y_md, attr);
     add_ = dnnl::binary(add_pd);
     record_kernel(*ctx_, spec_.name, "forward_add", shape_of(x_dims_, dtype_), add_pd);
     to_z_ = PlannedReorder(*ctx_, y_md, z_md, spec_.name + " residual gradient");
@@ -113,9 +108,9 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, cpu(x).mem()},          {DNNL_ARG_MEAN, mean_},
         {DNNL_ARG_VARIANCE, var_},             {DNNL_ARG_DIFF_DST, dy},
-        {DNNL_ARG_SCALE, params_[0].value()},  {DNNL_ARG_SHIFT, params_[1].value()},
-        {DNNL_ARG_DIFF_SRC, cpu(dx).mem()},
+        {DNNL_ARG_SCALE, params_[0].value()},  {DNNL_ARG_DIFF_SRC, cpu(dx).mem()},
         {DNNL_ARG_DIFF_SCALE, params_[0].grad()}, {DNNL_ARG_DIFF_SHIFT, params_[1].grad()}};
+    if (compat::takes_arg(bwd_pd_, DNNL_ARG_SHIFT)) args.emplace(DNNL_ARG_SHIFT, params_[1].value());  // 2.x only
     if (workspace_) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     bwd_.execute(ctx_->stream, args);
   }

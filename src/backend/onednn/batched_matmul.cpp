@@ -67,8 +67,8 @@ class CpuBatchedMatmul final : public BatchedMatmul {
 
   Plan plan(const md& src, const md& wei, const md& dst, const char* pass) const {
     dnnl::primitive_attr attr;
-    if (s_.alpha != 1.0f) attr.set_output_scales(0, {s_.alpha});
-    const auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx_->engine);
+    if (s_.alpha != 1.0f) compat::scale_output(attr, s_.alpha);
+    const auto pd = compat::matmul(ctx_->engine, src, wei, md{}, dst, attr);
     const std::string shape = "(" + std::to_string(s_.batch) + " x " + std::to_string(s_.m) + "x" + std::to_string(s_.k) + " . " +
                               std::to_string(s_.k) + "x" + std::to_string(s_.n) + ") " + to_string(dtype_);
     record_kernel(*ctx_, "batched_matmul", pass, shape, pd);

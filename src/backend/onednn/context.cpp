@@ -151,9 +151,9 @@ PlannedReorder::PlannedReorder(Context& ctx, const md& src, const md& dst, const
   if (!needed_) return;
   const auto pd = dnnl::reorder::primitive_desc(ctx.engine, src, ctx.engine, dst);
   prim_ = dnnl::reorder(pd);
-  const auto dims = src.dims();
-  record_kernel(ctx, op, "reorder", shape_of(Dims(dims.begin(), dims.end()), from_dnnl(src.data_type())) + " -> " +
-                                        to_string(from_dnnl(dst.data_type())), pd);
+  const auto dims = compat::md_dims(src);
+  record_kernel(ctx, op, "reorder", shape_of(Dims(dims.begin(), dims.end()), from_dnnl(compat::md_data_type(src))) + " -> " +
+                                        to_string(from_dnnl(compat::md_data_type(dst))), pd);
 }
 
 void PlannedReorder::run(Context& ctx, const dnnl::memory& src, const dnnl::memory& dst) const {
@@ -169,7 +169,7 @@ void PlannedReorder::run(Context& ctx, const dnnl::memory& src, const dnnl::memo
 
 Param::Param(std::shared_ptr<Context> ctx, std::string name, const md& master, const Dims& canonical)
     : ctx_(std::move(ctx)), name_(std::move(name)), master_(master), canonical_(plain_md(canonical, DType::f32)) {
-  DLPERF_ASSERT(master.data_type() == dt::f32, "master parameters are f32");
+  DLPERF_ASSERT(compat::md_data_type(master) == dt::f32, "master parameters are f32");
 }
 
 size_t Param::add_view(const md& layout) {

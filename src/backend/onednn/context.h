@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/onednn/dnnl_compat.h"
 #include "core/error.h"
 
 namespace dlperf::onednn {

@@ -32,17 +32,14 @@ class CpuConv2d final : public WithParams<Conv2d> {
     const bool nhwc = x_md == md(xd, to_dnnl(t), tag::nhwc);
     const md w_any = any_md(w_dims, t), y_any = nhwc ? md(y_dims_, to_dnnl(t), tag::nhwc) : any_md(y_dims_, t);
     const md b_md = plain_md({s.out_channels}, DType::f32);
-    const auto alg = dnnl::algorithm::convolution_direct;
 
-    auto fd = s.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, b_md, y_any, stride, pad, pad)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, w_any, y_any, stride, pad, pad);
     dnnl::primitive_attr attr;
     if (s.fuse_relu) {
       dnnl::post_ops po;
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      compat::append_eltwise(po, dnnl::algorithm::eltwise_relu);
       attr.set_post_ops(po);
     }
-    fwd_pd_ = dnnl::convolution_forward::primitive_desc(fd, attr, ctx_->engine);
+    fwd_pd_ = compat::conv_forward(ctx_->engine, x_md, w_any, s.bias ? b_md : md{}, y_any, stride, pad, attr);
     fwd_ = dnnl::convolution_forward(fwd_pd_);
     const std::string shape = shape_of(xd, t) + " k" + std::to_string(s.kernel) + "/" + std::to_string(s.stride) + " -> " +
                               std::to_string(s.out_channels);
@@ -50,9 +47,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
 
     // Gradients are f32 whatever the compute dtype (bf16 src/diff_dst, f32 diff_weights).
     const md dw_md = t == DType::f32 ? fwd_pd_.weights_desc() : any_md(w_dims, DType::f32);
-    auto wd = s.bias ? dnnl::convolution_backward_weights::desc(alg, x_md, dw_md, b_md, fwd_pd_.dst_desc(), stride, pad, pad)
-                     : dnnl::convolution_backward_weights::desc(alg, x_md, dw_md, fwd_pd_.dst_desc(), stride, pad, pad);
-    bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, ctx_->engine, fwd_pd_);
+    bwd_w_pd_ = compat::conv_backward_weights(ctx_->engine, x_md, dw_md, s.bias ? b_md : md{}, fwd_pd_.dst_desc(), stride, pad, fwd_pd_);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_w_pd_);
 
@@ -63,8 +58,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
     // reference kernel.
     input_grad_ = s.input_grad;
     if (input_grad_) {
-      auto dd = dnnl::convolution_backward_data::desc(alg, x_md, w_any, fwd_pd_.dst_desc(), stride, pad, pad);
-      bwd_d_pd_ = dnnl::convolution_backward_data::primitive_desc(dd, ctx_->engine, fwd_pd_);
+      bwd_d_pd_ = compat::conv_backward_data(ctx_->engine, x_md, w_any, fwd_pd_.dst_desc(), stride, pad, fwd_pd_);
       bwd_d_ = dnnl::convolution_backward_data(bwd_d_pd_);
       DLPERF_ASSERT(bwd_d_pd_.diff_src_desc() == x_md && bwd_d_pd_.diff_dst_desc() == fwd_pd_.dst_desc(), "conv backward data keeps layouts");
       record_kernel(*ctx_, s.name, "backward_data", shape, bwd_d_pd_);
@@ -75,9 +69,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
     if (s.fuse_relu) {
       const md y_md = fwd_pd_.dst_desc();
       const auto relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-      auto hint = dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, relu, y_md, 0.0f, 0.0f), ctx_->engine);
-      const auto pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(relu, y_md, y_md, 0.0f, 0.0f), ctx_->engine, hint);
+      const auto pd = compat::eltwise_backward(ctx_->engine, relu, y_md);
       relu_bwd_ = dnnl::eltwise_backward(pd);
       record_kernel(*ctx_, s.name, "backward_relu", shape, pd);
       masked_ = dnnl::memory(y_md, ctx_->engine);

@@ -27,10 +27,8 @@ class CpuActivation final : public Activation {
  public:
   CpuActivation(Ctx ctx, ActivationKind kind, const CpuTensor& x) : ctx_(std::move(ctx)), dims_(x.dims()), dtype_(x.dtype()) {
     const auto alg = algorithm_of(kind);
-    fwd_pd_ = dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, x.desc(), 0.0f, 0.0f), ctx_->engine);
-    bwd_pd_ = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, x.desc(), x.desc(), 0.0f, 0.0f),
-                                                     ctx_->engine, fwd_pd_);
+    fwd_pd_ = compat::eltwise_forward(ctx_->engine, alg, x.desc());
+    bwd_pd_ = compat::eltwise_backward(ctx_->engine, alg, x.desc(), fwd_pd_);
     fwd_ = dnnl::eltwise_forward(fwd_pd_);
     bwd_ = dnnl::eltwise_backward(bwd_pd_);
     record_kernel(*ctx_, name_of(kind), "forward", shape_of(dims_, dtype_), fwd_pd_);
@@ -61,19 +59,16 @@ class CpuAdd final : public Add {
     dnnl::primitive_attr attr;
     if (fuse_relu) {
       dnnl::post_ops po;
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      compat::append_eltwise(po, dnnl::algorithm::eltwise_relu);
       attr.set_post_ops(po);
     }
     const md a_md = a.desc();
-    const auto fwd_pd = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, a_md, b.desc(), a_md), attr, ctx_->engine);
+    const auto fwd_pd = compat::binary(ctx_->engine, dnnl::algorithm::binary_add, a_md, b.desc(), a_md, attr);
     fwd_ = dnnl::binary(fwd_pd);
     const char* op = fuse_relu ? "add_relu" : "add";
     record_kernel(*ctx_, op, "forward", shape_of(a.dims(), a.dtype()), fwd_pd);
     if (fuse_relu) {
-      const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-      auto hint = dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, a_md, 0.0f, 0.0f), ctx_->engine);
-      const auto bwd_pd = dnnl::eltwise_backward::primitive_desc(dnnl::eltwise_backward::desc(alg, a_md, a_md, 0.0f, 0.0f), ctx_->engine, hint);
+      const auto bwd_pd = compat::eltwise_backward(ctx_->engine, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, a_md);
       relu_bwd_ = dnnl::eltwise_backward(bwd_pd);
       record_kernel(*ctx_, op, "backward", shape_of(a.dims(), a.dtype()), bwd_pd);
     }

@@ -16,10 +16,8 @@ class CpuLayerNorm final : public WithParams<LayerNorm> {
       throw_usage_error("layer_norm " + s.name + ": input " + to_string(dims_) + " is not (M, " + std::to_string(s.features) + ")");
     if (dtype_ != DType::f32 && dtype_ != DType::bf16) throw_usage_error("layer_norm " + s.name + ": f32 or bf16 data only");
     const md x_md = plain_md(dims_, dtype_);  // (M, C)
-    fwd_pd_ = dnnl::layer_normalization_forward::primitive_desc(
-        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, x_md, s.eps, kFlags), ctx_->engine);
-    bwd_pd_ = dnnl::layer_normalization_backward::primitive_desc(
-        dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, s.eps, kFlags), ctx_->engine, fwd_pd_);
+    fwd_pd_ = compat::layer_norm_forward(ctx_->engine, x_md, s.eps, kFlags);
+    bwd_pd_ = compat::layer_norm_backward(ctx_->engine, x_md, s.eps, kFlags, fwd_pd_);
     fwd_ = dnnl::layer_normalization_forward(fwd_pd_);
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
     record_kernel(*ctx_, s.name, "forward", shape_of(dims_, dtype_), fwd_pd_);

@@ -36,8 +36,7 @@ class CpuLinear final : public WithParams<Linear> {
     dw_md_ = md({n_, k_}, dt::f32, tag::ab);
     b_md_ = md({1, n_}, dt::f32, tag::ab);
     const auto& eng = ctx_->engine;
-    const auto fwd_pd = dnnl::matmul::primitive_desc(
-        s.bias ? dnnl::matmul::desc(x_md_, wt_md_, b_md_, y_md_) : dnnl::matmul::desc(x_md_, wt_md_, y_md_), eng);
+    const auto fwd_pd = compat::matmul(eng, x_md_, wt_md_, s.bias ? b_md_ : md{}, y_md_);
     fwd_ = dnnl::matmul(fwd_pd);
     const std::string shape = shape_of(xd, dtype_) + " -> " + std::to_string(n_);
     record_kernel(*ctx_, s.name, "forward", shape, fwd_pd);
@@ -50,12 +49,12 @@ class CpuLinear final : public WithParams<Linear> {
     // saves. bf16 (AMX) kernels show no such loss and read the plain operands.
     constexpr int64_t kMinRowsToBlock = 256;
     const bool blocked_b = dtype_ == DType::f32 && k_ > n_ && m_ >= kMinRowsToBlock;
-    const auto bwd_w_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, blocked_b ? md({m_, k_}, t, tag::any) : x_md_, dw_md_), eng);
+    const auto bwd_w_pd = compat::matmul(eng, dyt_md_, blocked_b ? md({m_, k_}, t, tag::any) : x_md_, dw_md_);
     bwd_w_ = dnnl::matmul(bwd_w_pd);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_w_pd);
     x_for_dw_ = PlannedReorder(*ctx_, x_md_, bwd_w_pd.weights_desc(), s.name);
     if (x_for_dw_.needed()) x_blocked_ = dnnl::memory(bwd_w_pd.weights_desc(), eng);
-    const auto bwd_d_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, blocked_b ? md({n_, k_}, t, tag::any) : w_md_, x_md_), eng);
+    const auto bwd_d_pd = compat::matmul(eng, y_md_, blocked_b ? md({n_, k_}, t, tag::any) : w_md_, x_md_);
     bwd_d_ = dnnl::matmul(bwd_d_pd);
     record_kernel(*ctx_, s.name, "backward_data", shape, bwd_d_pd);
     Param& w = add_param(ctx_, s.name + ".weight", ParamRole::weight, {n_, k_}, plain_md({n_, k_}, DType::f32));
@@ -70,7 +69,7 @@ class CpuLinear final : public WithParams<Linear> {
       const dnnl::memory ones_f32(md({1, m_}, dt::f32, tag::ab), eng);
       std::fill_n(static_cast<float*>(ones_f32.get_data_handle()), m_, 1.0f);
       reorder(*ctx_, ones_f32, ones_);
-      const auto bias_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(ones_md, y_md_, b_md_), eng);
+      const auto bias_pd = compat::matmul(eng, ones_md, y_md_, b_md_);
       bias_sum_ = dnnl::matmul(bias_pd);
       record_kernel(*ctx_, s.name, "backward_bias", shape, bias_pd);
     }

@@ -18,10 +18,8 @@ class CpuPool2d final : public Pool2d {
     y_dims_ = {xd[0], xd[1], ho, wo};
     const auto alg = kind == PoolKind::max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
     const md y_md = any_md(y_dims_, t);
-    fwd_pd_ = dnnl::pooling_forward::primitive_desc(
-        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, y_md, stride, kernel, pad, pad), ctx_->engine);
-    bwd_pd_ = dnnl::pooling_backward::primitive_desc(
-        dnnl::pooling_backward::desc(alg, x_md, fwd_pd_.dst_desc(), stride, kernel, pad, pad), ctx_->engine, fwd_pd_);
+    fwd_pd_ = compat::pooling_forward(ctx_->engine, alg, x_md, y_md, stride, kernel, pad);
+    bwd_pd_ = compat::pooling_backward(ctx_->engine, alg, x_md, fwd_pd_.dst_desc(), stride, kernel, pad, fwd_pd_);
     fwd_ = dnnl::pooling_forward(fwd_pd_);
     bwd_ = dnnl::pooling_backward(bwd_pd_);
     record_kernel(*ctx_, op, "forward", shape_of(xd, t), fwd_pd_);

@@ -32,9 +32,9 @@ class CpuTiedLinear final : public WithParams<Linear> {
     dyt_md_ = md({v_, m_}, t, dnnl::memory::dims{1, v_});  // dy^T over dy's storage
     de_md_ = md({v_, c_}, dt::f32, tag::ab);
     b_md_ = md({1, v_}, dt::f32, tag::ab);
-    const auto fwd_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md_, et_md_, b_md_, y_md_), ctx_->engine);
-    const auto bwd_e_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md_, x_md_, de_md_), ctx_->engine);
-    const auto bwd_x_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(y_md_, e_md_, x_md_), ctx_->engine);
+    const auto fwd_pd = compat::matmul(ctx_->engine, x_md_, et_md_, b_md_, y_md_);
+    const auto bwd_e_pd = compat::matmul(ctx_->engine, dyt_md_, x_md_, de_md_);
+    const auto bwd_x_pd = compat::matmul(ctx_->engine, y_md_, e_md_, x_md_);
     fwd_ = dnnl::matmul(fwd_pd);
     bwd_e_ = dnnl::matmul(bwd_e_pd);
     bwd_x_ = dnnl::matmul(bwd_x_pd);
