@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/error.h"
+
 namespace dlperf {
 
 const char* to_string(CommBackend b) { return b == CommBackend::mpi ? "mpi" : "nccl"; }
@@ -63,8 +65,18 @@ const char* to_string(CommOp op) {
     case CommOp::broadcast: return "broadcast";
     case CommOp::allreduce_sum: return "allreduce";
     case CommOp::barrier: return "barrier";
+    case CommOp::reduce_scatter_sum: return "reduce_scatter";
+    case CommOp::all_gather: return "all_gather";
   }
   return "operation";
+}
+
+CommRequest Communicator::reduce_scatter_start(const float*, float*, std::span<const size_t>) {
+  throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no reduce-scatter (use nccl on cuda, mpi on cpu)");
+}
+
+CommRequest Communicator::all_gather_start(float*, std::span<const size_t>) {
+  throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no all-gather (use nccl on cuda, mpi on cpu)");
 }
 
 std::string describe_request(const RequestState& s) {

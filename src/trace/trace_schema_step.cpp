@@ -36,6 +36,8 @@ constexpr StringField kStepStrings[] = {
 constexpr IntField kStepInts[] = {
     {"cuda_graph", &RunInfo::cuda_graph},
     {"profile_ops", &RunInfo::profile_ops},
+    {"grad_accum", &RunInfo::grad_accum},      // schema 1.3 (issue 25); 0 in older files
+    {"global_batch", &RunInfo::global_batch},  // schema 1.3
 };
 constexpr const char* kOpsGroup = "ops";
 

@@ -1,25 +1,41 @@
 #include "train/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace dlperf {
 
-AdamW::AdamW(Backend& be, ParamStore& store, AdamConfig c)
-    : be_(be), store_(store), cfg_(c), m_(be.buffer(store.size())), v_(be.buffer(store.size())) {
+AdamW::AdamW(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard)
+    : be_(be),
+      store_(store),
+      cfg_(c),
+      m_(be.buffer(shard ? std::max<size_t>(1, shard->local_size) : store.size())),
+      v_(be.buffer(shard ? std::max<size_t>(1, shard->local_size) : store.size())),
+      grads_(shard ? shard->grads : &store.grads()) {
+  if (shard) {
+    for (const auto& r : shard->ranges) {
+      const bool same_piece = !groups_.empty() && r.begin - groups_.back().flat == r.local - groups_.back().local;
+      if (!same_piece) groups_.push_back({r.begin, r.local, {}});
+      groups_.back().segments.push_back({r.begin - groups_.back().flat, r.count, r.decay});
+    }
+    return;
+  }
   // Neighbouring parameters of equal decay form one range (the padding between them is zero in
   // values, gradients and moments, and stays zero).
+  auto& ranges = groups_.emplace_back().segments;
   for (const auto& e : store.entries()) {
-    if (!ranges_.empty() && ranges_.back().decay == e.decay) ranges_.back().count = e.offset + e.elems - ranges_.back().offset;
-    else ranges_.push_back({e.offset, e.elems, e.decay});
+    if (!ranges.empty() && ranges.back().decay == e.decay) ranges.back().count = e.offset + e.elems - ranges.back().offset;
+    else ranges.push_back({e.offset, e.elems, e.decay});
   }
 }
 
 void AdamW::step(float lr, float grad_scale, const float* gate) {
   ++t_;
   const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, gate};
-  be_.adamw_step(store_.values().data(), store_.grads().data(), m_->data(), v_->data(), ranges_, s);
+  for (const Group& g : groups_)
+    be_.adamw_step(store_.values().data() + g.flat, grads_->data() + g.local, m_->data() + g.local, v_->data() + g.local, g.segments, s);
 }
 
 Lamb::Lamb(Backend& be, ParamStore& store, AdamConfig c)

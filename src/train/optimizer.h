@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "train/param_store.h"
+#include "train/parallel/sharding.h"
 
 namespace dlperf {
 
@@ -27,6 +28,15 @@ struct LrSchedule {
 struct SgdConfig {
   float momentum = 0.875f;               // NVIDIA's ResNet-50 v1.5 recipe
   float weight_decay = 3.0517578125e-5f;  // 1/32768, same recipe
+};
+
+// A sharded optimizer (ZeRO, train/parallel/zero.h) steps only its rank's ranges of the flat
+// parameters, reads their reduced gradients from the shard-sized buffer, and keeps its state
+// (momentum, moments) shard-sized: ranges[i] is flat [begin, begin + count) = local [local, ...).
+struct OptimizerShard {
+  std::vector<ShardRange> ranges;
+  Buffer* grads = nullptr;  // (local_size)
+  size_t local_size = 0;
 };
 
 // An optimizer updates the flat parameter buffer from the flat gradient buffer.
@@ -50,19 +60,22 @@ class Optimizer {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(Backend& be, ParamStore& store, SgdConfig c);
+  // shard: null for the whole store (replicated data parallelism); else its ranges only.
+  Sgd(Backend& be, ParamStore& store, SgdConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "sgd"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   bool capturable() const override { return true; }
 
  private:
   struct Range {
-    size_t begin, end;
+    size_t begin, end;  // flat
     bool decay;
+    size_t local;       // where its gradient and momentum are: = begin unless sharded
   };
   Backend& be_;
   ParamStore& store_;
   SgdConfig cfg_;
+  Buffer* grads_;  // the store's, or the shard's reduced gradients
   std::unique_ptr<Buffer> momentum_;
   std::vector<Range> ranges_;
   bool first_ = true;

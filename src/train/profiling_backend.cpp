@@ -298,6 +298,7 @@ class ProfilingBackend final : public Backend {
     in_.lamb_apply(w, update, step, gate);
   }
   double sum_squares(std::span<const float> x) override { return in_.sum_squares(x); }
+  void accumulate(std::span<float> dst, std::span<const float> src, bool first) override { in_.accumulate(dst, src, first); }
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override {
     in_.adamw_step(w, g, m, v, segments, s);
   }

@@ -22,6 +22,7 @@
 #include "train/cluster.h"
 #include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/parallel/zero.h"
 #include "train/loader_only.h"
 #include "train/max_batch.h"
 #include "train/param_store.h"
@@ -44,6 +45,8 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.backend = to_string(o.backend);
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
+  info.grad_accum = o.grad_accum;
+  info.global_batch = o.batch_size * o.grad_accum * w.size;
   // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
   const bool images = o.model != "bert_base";
   info.image_size = images ? o.image_size : 0;
@@ -300,8 +303,14 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   // Replicas start equal: rank 0's initial parameters everywhere (device memory goes through
   // NCCL or the staged communicator, never straight to MPI, which only a CUDA-aware MPI takes).
   if (w.size > 1) grad_comm->broadcast(store.values().data(), store.size(), 0);
-  std::unique_ptr<BucketedAllreduce> exchange;
-  if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
+  std::unique_ptr<GradientExchange> exchange;
+  if (w.size > 1 && stack.shard) {  // --zero 1: reduce-scatter, sharded update, all-gather
+    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads);
+    stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
+    exchange = std::move(zero);
+  } else if (w.size > 1) {
+    exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, bucket_bytes(o));
+  }
 
   RankTrace mine;
   mine.host = w.this_host;
@@ -317,15 +326,18 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    if (stack.shard) out << zero_banner(*stack.shard);
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
+    out << "global batch: " << o.batch_size * o.grad_accum * w.size << " (batch " << o.batch_size << " x grad-accum " << o.grad_accum
+        << " x " << w.size << " rank" << (w.size > 1 ? "s" : "") << ")\n";
     report_kernels(kernels, be.isa(), false, out);
   }
 
   const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
-  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads());
+  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads(), &store);
   if (root) rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
@@ -393,7 +405,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   if (!root) return s;
   for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
   const auto& ranks = rec.record.ranks;
-  s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
+  s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size * o.grad_accum);  // every micro-batch's samples
   s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   for (const auto& t : ranks) s.peak_memory_bytes = std::max(s.peak_memory_bytes, t.peak_memory_bytes);
   if (!mine.iterations.empty()) {

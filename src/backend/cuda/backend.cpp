@@ -235,6 +235,11 @@ std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) {
   return make_masked_softmax(ctx_, x);
 }
 
+void CudaBackend::accumulate(std::span<float> dst, std::span<const float> src, bool first) {
+  DLPERF_ASSERT(dst.size() == src.size(), "accumulate ranges of one size");
+  DLPERF_CHECK(launch_accumulate(dst.data(), src.data(), static_cast<int64_t>(dst.size()), first, ctx_->s()));
+}
+
 void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) {
   DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");
   DLPERF_CHECK(launch_sgd(w.data(), g.data(), m.data(), static_cast<int64_t>(w.size()), s.lr, s.momentum, s.weight_decay,

@@ -26,6 +26,19 @@ __global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, f
 
 }  // namespace
 
+namespace {
+__global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src, int64_t count, bool first) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = first ? src[i] : dst[i] + src[i];
+}
+}  // namespace
+
+cudaError_t launch_accumulate(float* dst, const float* src, int64_t count, bool first, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  accumulate_kernel<<<grid_for(count), kThreads, 0, s>>>(dst, src, count, first);
+  return launched();
+}
+
 cudaError_t launch_sgd(float* w, const float* g, float* m, int64_t count, float lr, float momentum, float weight_decay,
                        float grad_scale, bool first_step, const float* gate, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
