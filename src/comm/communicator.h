@@ -179,6 +179,11 @@ inline void wait_all(Communicator& comm, std::span<CommRequest> requests) {
   for (CommRequest& r : requests) comm.wait(r);
 }
 
+// Bytes one rank sends in these requests with a ring algorithm (docs/communication.md):
+// allreduce of S bytes 2(n-1)/n S; reduce-scatter and all-gather of S bytes over all blocks
+// (n-1)/n S; broadcast and barrier not counted. Exact: floor of the rational sum.
+int64_t ring_bytes(std::span<const CommRequest> requests, int ranks);
+
 // "allreduce #12 (25.0 MiB, started 61.2 s ago)": how errors name an operation.
 std::string describe_request(const RequestState& s);
 

@@ -79,6 +79,7 @@ struct RunInfo {
   // (batch_per_device x grad_accum x world_size). 0 in older files: read as 1 and batch x ranks.
   int64_t grad_accum = 1;
   int64_t global_batch = 0;
+  int64_t zero_stage = 0;  // --zero: 0 replicated, 1 sharded optimizer state
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };
@@ -108,6 +109,10 @@ struct IterationTiming {
   int64_t data_queue_depth = 0;
   int64_t data_images = 0;
   int64_t data_bytes_read = 0;
+  // Schema 1.3: bytes this rank moved in the step's gradient/parameter collectives, as a ring
+  // algorithm moves them (docs/communication.md): allreduce of S bytes 2(n-1)/n S, reduce-scatter
+  // and all-gather of S bytes (all blocks) (n-1)/n S each. 0 on one rank.
+  int64_t comm_bytes = 0;
 };
 
 struct RankTrace {

@@ -89,6 +89,13 @@ std::vector<BucketTime> BucketedAllreduce::timings(int64_t step, StepRecorder& r
   return out;
 }
 
+int64_t BucketedAllreduce::bytes_moved(int64_t step) {
+  std::vector<CommRequest> done;
+  for (const auto& r : requests(step))
+    if (r.valid()) done.push_back(r);
+  return ring_bytes(done, comm_.size());
+}
+
 double BucketedAllreduce::in_flight_seconds(const std::vector<BucketTime>& t) {
   std::vector<std::pair<double, double>> iv;
   for (const auto& b : t) iv.emplace_back(b.start, b.end);

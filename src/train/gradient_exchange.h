@@ -34,6 +34,7 @@ class BucketedAllreduce final : public GradientExchange {
   void complete(int64_t step) override;
   void poll() override;
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
+  int64_t bytes_moved(int64_t step) override;
   void set_actor(Actor actor) override { actor_ = std::move(actor); }
 
   // Union of the buckets' in-flight intervals (the time some allreduce was running).

@@ -46,6 +46,7 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
   info.grad_accum = o.grad_accum;
+  info.zero_stage = o.zero;
   info.global_batch = o.batch_size * o.grad_accum * w.size;
   // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
   const bool images = o.model != "bert_base";

@@ -232,6 +232,7 @@ struct Trainer::Run {
     if (exchange) {
       it.buckets = exchange->timings(s, *recorder);
       it.comm_seconds = static_cast<float>(BucketedAllreduce::in_flight_seconds(it.buckets));
+      it.comm_bytes = exchange->bytes_moved(s);
     }
     if (t.cfg_.profiler && t.cfg_.profiler->profiles(s)) t.cfg_.profiler->collect(s, r, 0.0);
     t.device_peak_ = std::max(t.device_peak_, t.be_.device_memory_used_bytes());

@@ -60,6 +60,8 @@ class GradientExchange {
   // When each bucket of `step` was in flight (after complete(step)); device events are read
   // through `recorder` (valid after recorder.read(step)).
   virtual std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) = 0;
+  // Bytes this rank moved in `step`'s collectives, as a ring moves them (IterationTiming::comm_bytes).
+  virtual int64_t bytes_moved(int64_t step) = 0;
   // Graph capture (train/step_graph.h): the exchange hands every piece of work it queues on
   // the device (a bucket's start, finish()'s ordering) to `actor`, which runs it at once
   // (eager steps) or records it to run between graph segments on every replay. Empty: run at

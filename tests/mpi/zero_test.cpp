@@ -40,6 +40,7 @@ VggConfig tiny() {
 constexpr size_t kBucketBytes = 16 * 1024;
 
 struct Outcome {
+  std::vector<int64_t> comm_bytes;  // per step, as the trace records them
   std::vector<float> params;  // flat
   size_t state_floats = 0;    // the optimizer state this rank holds
 };
@@ -78,6 +79,7 @@ Outcome train(int zero, bool adamw, int64_t accum) {
   RankTrace trace;
   trainer.run(data, exchange.get(), trace, {}, nullptr);
   Outcome out;
+  for (const auto& it : trace.iterations) out.comm_bytes.push_back(it.comm_bytes);
   out.params.resize(store.size());
   store.values().read(out.params);
   out.state_floats = (zero ? shard.local_size : store.size()) * (adamw ? 2 : 1);
@@ -118,6 +120,21 @@ void expect_same(int64_t accum, bool adamw) {
   if (world().size == 2) {
     EXPECT_EQ(0, std::memcmp(zero1.params.data(), zero0.params.data(), zero0.params.size() * sizeof(float)))
         << "2 ranks: one addition per element, the same in both collectives";
+  }
+  // Bytes per step and rank, as docs/communication.md states them: an allreduce of the 4P bytes
+  // of gradients (P elements of the flat buffer), or a reduce-scatter of them plus an all-gather
+  // of the parameters, each (n-1)/n of 4P: 2(n-1)/n x 4P either way, once per step whatever the
+  // accumulation.
+  {
+    auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
+    auto model = make_vgg(*be, tiny());
+    ParamStore store(*be, model->layers());
+    const auto n = static_cast<int64_t>(world().size), bytes = 4 * static_cast<int64_t>(store.size());
+    const int64_t formula = 2 * (n - 1) * bytes / n;
+    for (const Outcome* o : {&zero0, &zero1}) {
+      ASSERT_EQ(o->comm_bytes.size(), 5u);
+      for (int64_t b : o->comm_bytes) EXPECT_EQ(b, formula);
+    }
   }
   // The optimizer state is the shard's: about 1/n of the replicated one.
   const double share = static_cast<double>(zero1.state_floats) / static_cast<double>(zero0.state_floats);

@@ -105,6 +105,14 @@ void ZeroExchange::poll() {
       if (r.valid() && !comm_.test(r)) return;
 }
 
+int64_t ZeroExchange::bytes_moved(int64_t step) {
+  std::vector<CommRequest> done;
+  for (auto* list : {&requests(step).scatter, &requests(step).gather})
+    for (const auto& r : *list)
+      if (r.valid()) done.push_back(r);
+  return ring_bytes(done, comm_.size());
+}
+
 std::vector<BucketTime> ZeroExchange::timings(int64_t step, StepRecorder& recorder) {
   std::vector<BucketTime> out;
   for (auto* list : {&requests(step).scatter, &requests(step).gather})

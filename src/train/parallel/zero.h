@@ -42,6 +42,7 @@ class ZeroExchange final : public GradientExchange {
   void poll() override;
   // Reduce-scatters, then all-gathers, each in bucket order.
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
+  int64_t bytes_moved(int64_t step) override;
   void set_actor(Actor actor) override { actor_ = std::move(actor); }
 
   // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
