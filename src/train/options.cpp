@@ -83,6 +83,8 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.grad_accum <= 0 || o.grad_accum > 4096) throw_usage_error("--grad-accum must be 1 to 4096 micro-batches (got " + std::to_string(o.grad_accum) + ")");
   if (o.grad_accum > 1 && o.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
   validate_zero(o);
+  if (o.plan_ranks < 0) throw_usage_error("--plan-ranks must be 0 (the job's ranks) or positive");
+  if (o.plan_ranks > 0 && !o.plan_only) throw_usage_error("--plan-ranks plans memory for --plan-only; add --plan-only");
   if (o.memory_limit_mb < 0) throw_usage_error("--memory-limit-mb must be 0 (none) or positive");
   if (o.memory_limit_mb > 0 && cuda) throw_usage_error("--memory-limit-mb is for the cpu backend; a GPU's memory is its limit");
   if (o.find_max_batch && !cuda && o.memory_limit_mb == 0)
@@ -237,6 +239,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
                                                           "reduce-scattered and the new weights all-gathered (sgd, adamw)")
+    ("plan-ranks", po::value(&o.plan_ranks)->default_value(o.plan_ranks), "with --plan-only: print the memory plan for this many "
+                                                                          "ranks without starting them (0: the job's ranks)")
     ("memory-limit-mb", po::value(&o.memory_limit_mb)->default_value(o.memory_limit_mb), "cpu: MiB of tensors and buffers the backend "
                                                                                          "may hold, as a GPU's fixed memory (0: none)");
   po::options_description bert("BERT pretraining (--model bert_base)");

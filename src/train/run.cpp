@@ -25,6 +25,7 @@
 #include "train/parallel/zero.h"
 #include "train/loader_only.h"
 #include "train/max_batch.h"
+#include "train/memory_plan.h"
 #include "train/param_store.h"
 #include "train/registry.h"
 #include "train/setup.h"
@@ -255,6 +256,17 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     pinning = plan.how;
   }
 
+  // The memory plan (issue 25), before anything is allocated: a run that cannot fit is refused
+  // here with one line (exit 2), on every rank alike.
+  const double memory_limit = memory_limit_bytes(o);
+  if (o.plan_only) {
+    const MemoryPlan plan = plan_memory(o, o.plan_ranks > 0 ? o.plan_ranks : w.size);
+    if (root) out << format_memory_plan(plan, memory_limit) << std::flush;
+    refuse_unless_fits(o, plan, memory_limit);
+    if (o.plan_ranks > 0 && o.plan_ranks != w.size) return RunSummary{};  // planned for other ranks: nothing to build here
+  } else {
+    refuse_unless_fits(o, plan_memory(o, w.size), memory_limit);
+  }
   TrainingStack stack = build_stack(o, w);
   Backend& be = stack.be();
   ParamStore& store = *stack.store;
