@@ -52,9 +52,8 @@ void validate_zero(const TrainOptions& o) {
   if (o.zero == 0) return;
   if (o.optimizer == "lamb")
     throw_usage_error("--zero 1 shards sgd and adamw; lamb's trust ratio needs each parameter's whole norm: use --optimizer adamw");
-  if (o.clip_grad_norm > 0) throw_usage_error("--zero 1 with --clip-grad-norm is not available yet (the norm over the shards); drop one");
   if (o.precision == Precision::fp16)
-    throw_usage_error("--zero 1 with fp16 is not available yet (dynamic loss scaling reads every gradient); use bf16 or fp32");
+    throw_usage_error("--zero 1 with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
   if (o.cuda_graph) throw_usage_error("--cuda-graph and --zero 1 exclude each other");
   if (o.backend == BackendKind::cuda && o.comm == CommBackend::mpi)
     throw_usage_error("--zero 1 on cuda needs --comm nccl (the staged mpi communicator has no reduce-scatter)");

@@ -318,7 +318,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
   if (w.size > 1) grad_comm->broadcast(store.values().data(), store.size(), 0);
   std::unique_ptr<GradientExchange> exchange;
   if (w.size > 1 && stack.shard) {  // --zero 1: reduce-scatter, sharded update, all-gather
-    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads);
+    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be, o.clip_grad_norm > 0);
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
     exchange = std::move(zero);
   } else if (w.size > 1) {

@@ -142,6 +142,7 @@ struct Trainer::Run {
     phase(Phase::optimizer);
     std::span<const float> grads;
     if (t.grads_) grads = {t.grads_->data(), t.grads_->size()};
+    if (exchange) update.sq_sum = exchange->gate_sq_sum();
     t.be_.update_step_gate(grads, gate, update);
     t.opt_.step(1.0f, 1.0f, gate);
     graph.act([this] {

@@ -60,6 +60,10 @@ class GradientExchange {
   // When each bucket of `step` was in flight (after complete(step)); device events are read
   // through `recorder` (valid after recorder.read(step)).
   virtual std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) = 0;
+  // The sum of squares of every gradient in the backend's memory, formed by finish() when the
+  // gradients are sharded (clipping by the global norm); null when the step gate can sum the
+  // whole flat gradient buffer itself (replicated).
+  virtual const double* gate_sq_sum() const { return nullptr; }
   // Bytes this rank moved in `step`'s collectives, as a ring moves them (IterationTiming::comm_bytes).
   virtual int64_t bytes_moved(int64_t step) = 0;
   // Graph capture (train/step_graph.h): the exchange hands every piece of work it queues on

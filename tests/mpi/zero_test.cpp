@@ -45,7 +45,8 @@ struct Outcome {
   size_t state_floats = 0;    // the optimizer state this rank holds
 };
 
-Outcome train(int zero, bool adamw, int64_t accum) {
+// clip > 0: clipping by the global gradient norm (the step gate; under ZeRO the norm over the shards).
+Outcome train(int zero, bool adamw, int64_t accum, float clip = 0.0f) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
   const VggConfig vc = tiny();
   auto model = make_vgg(*be, vc);
@@ -60,9 +61,10 @@ Outcome train(int zero, bool adamw, int64_t accum) {
   std::unique_ptr<Optimizer> opt;
   if (adamw) opt = std::make_unique<AdamW>(*be, store, AdamConfig{0.9f, 0.999f, 1e-6f, 0.01f}, sharded);
   else opt = std::make_unique<Sgd>(*be, store, SgdConfig{0.9f, 5e-4f}, sharded);
+  if (clip > 0) opt = std::make_unique<ClipGradNorm>(*be, store, std::move(opt), clip);
   std::unique_ptr<GradientExchange> exchange;
   if (zero) {
-    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads);
+    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, clip > 0);
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *z);
     exchange = std::move(z);
   } else {
@@ -104,8 +106,8 @@ double max_scaled(const std::vector<float>& a, const std::vector<float>& b) {
   return diff / scale;
 }
 
-void expect_same(int64_t accum, bool adamw) {
-  const Outcome zero0 = train(0, adamw, accum), zero1 = train(1, adamw, accum);
+void expect_same(int64_t accum, bool adamw, float clip = 0.0f) {
+  const Outcome zero0 = train(0, adamw, accum, clip), zero1 = train(1, adamw, accum, clip);
   // 1e-6 relative to the parameters' scale. Element by element too for SGD; not for AdamW, whose
   // update g / (sqrt(v) + eps) turns the round-off of a gradient sum that cancels to ~0 (4 ranks'
   // terms in another association) into a visible step of a parameter near 0 (seen: 1.4e-5 with
@@ -117,7 +119,7 @@ void expect_same(int64_t accum, bool adamw) {
   if (!adamw) {
     EXPECT_LT(max_relative(zero1.params, zero0.params), 1e-6) << "sgd, grad-accum " << accum;
   }
-  if (world().size == 2) {
+  if (world().size == 2 && clip == 0) {  // clipping: the squares are summed per shard, then over ranks
     EXPECT_EQ(0, std::memcmp(zero1.params.data(), zero0.params.data(), zero0.params.size() * sizeof(float)))
         << "2 ranks: one addition per element, the same in both collectives";
   }
@@ -154,6 +156,11 @@ void expect_same(int64_t accum, bool adamw) {
 TEST(Zero1, SgdEqualsAllreduce) { expect_same(1, false); }
 TEST(Zero1, AdamWEqualsAllreduce) { expect_same(1, true); }
 TEST(Zero1, WithGradAccumEqualsAllreduce) { expect_same(2, false); }
+// max norm 0.05: below the gradients' norm, so every step is clipped (the coefficient matters).
+TEST(Zero1, ClippingByTheGlobalNormEqualsAllreduce) {
+  expect_same(1, false, 0.05f);
+  EXPECT_GT(max_scaled(train(1, false, 1, 0.05f).params, train(1, false, 1).params), 1e-4) << "the clip never bit";
+}
 
 TEST(Zero1, ShardsAreBalancedAndPartitionTheBuffer) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});

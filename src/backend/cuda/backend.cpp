@@ -130,9 +130,10 @@ void CudaBackend::update_step_gate(std::span<const float> grads, float* gate, co
   const bool need_sum = u.check_finite || u.clip_norm > 0.0f;
   auto* partial = static_cast<double*>(reduce_.get());
   double* sums = partial + 2 * kReduceBlocks;
-  if (need_sum) DLPERF_CHECK(launch_sum_squares(grads.data(), static_cast<int64_t>(grads.size()), partial, sums, ctx_->s()));
+  if (need_sum && !u.sq_sum)
+    DLPERF_CHECK(launch_sum_squares(grads.data(), static_cast<int64_t>(grads.size()), partial, sums, ctx_->s()));
   const GateUpdateParams p{u.check_finite ? 1 : 0, u.growth_interval, u.clip_norm, u.grad_scale};
-  DLPERF_CHECK(launch_gate_update(need_sum ? sums : nullptr, gate, p, ctx_->s()));
+  DLPERF_CHECK(launch_gate_update(need_sum ? (u.sq_sum ? u.sq_sum : sums) : nullptr, gate, p, ctx_->s()));
 }
 
 namespace {

@@ -19,8 +19,10 @@ std::string zero_banner(const ShardLayout& shard) {
          " buckets reduce-scattered, weights all-gathered)";
 }
 
-ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads)
-    : comm_(comm), store_(store), shard_(shard), shard_grads_(shard_grads), bucket_of_entry_(cut.bucket_of_entry) {
+ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
+                           Backend& be, bool global_norm)
+    : comm_(comm), store_(store), shard_(shard), shard_grads_(shard_grads), be_(be), bucket_of_entry_(cut.bucket_of_entry) {
+  if (global_norm) norm_ = comm.make_byte_buffer(sizeof(double));
   DLPERF_ASSERT(shard.world == comm.size() && shard.rank == comm.rank(), "the shard layout is this communicator's");
   DLPERF_ASSERT(shard.counts.size() == cut.buckets.size(), "the shard layout is over these buckets");
   DLPERF_ASSERT(shard_grads.size() >= shard.local_size, "the shard's gradient buffer holds the shard");
@@ -78,6 +80,14 @@ void ZeroExchange::finish() {
   launch_ready();
   act([this] {
     for (auto& r : requests(step_).scatter) comm_.join(r);
+    if (!norm_) return;
+    // After the joins the shard holds its reduced gradients: its sum of squares, then the sum
+    // over ranks, which the step gate reads in place of summing the (unreduced) flat buffer.
+    const double mine = be_.sum_squares({shard_grads_.data(), shard_.local_size});
+    norm_->upload_bytes(std::as_bytes(std::span<const double>(&mine, 1)));
+    Requests& q = requests(step_);
+    q.norm = comm_.allreduce_start(norm_->bytes(), norm_->bytes(), 1, DataType::float64);
+    comm_.join(q.norm);
   });
 }
 
@@ -94,6 +104,7 @@ void ZeroExchange::complete(int64_t step) {
   DLPERF_ASSERT(step > completed_step_ && step <= step_, "steps complete once, in order");
   for (auto& r : requests(step).scatter) comm_.wait(r);
   for (auto& r : requests(step).gather) comm_.wait(r);
+  if (requests(step).norm.valid()) comm_.wait(requests(step).norm);
   completed_step_ = step;
 }
 

@@ -31,7 +31,11 @@ namespace dlperf {
 class ZeroExchange final : public GradientExchange {
  public:
   // shard: this rank's layout over `cut`'s buckets; shard_grads: (shard.local_size) floats.
-  ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads);
+  // global_norm: form the sum of squares over every shard after the reduce-scatter (clipping by
+  // the global norm): each rank sums its block on `be` (a host read-back on a GPU), then the
+  // ranks' sums are allreduced in f64 into the communicator's memory, where the step gate reads it.
+  ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
+               Backend& be, bool global_norm);
 
   int world_size() const override { return comm_.size(); }
   size_t bucket_count() const override { return buckets_.size(); }
@@ -43,6 +47,7 @@ class ZeroExchange final : public GradientExchange {
   // Reduce-scatters, then all-gathers, each in bucket order.
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
   int64_t bytes_moved(int64_t step) override;
+  const double* gate_sq_sum() const override { return norm_ ? static_cast<const double*>(norm_->bytes()) : nullptr; }
   void set_actor(Actor actor) override { actor_ = std::move(actor); }
 
   // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
@@ -56,6 +61,7 @@ class ZeroExchange final : public GradientExchange {
   };
   struct Requests {
     std::vector<CommRequest> scatter, gather;  // per bucket
+    CommRequest norm;                          // the allreduce of the shards' sums of squares
   };
   Requests& requests(int64_t step) { return requests_[static_cast<size_t>(step & 1)]; }
   void act(std::function<void()> work);
@@ -65,6 +71,8 @@ class ZeroExchange final : public GradientExchange {
   ParamStore& store_;
   const ShardLayout& shard_;
   Buffer& shard_grads_;
+  Backend& be_;
+  std::unique_ptr<CommBuffer> norm_;  // (1) f64 in the communicator's memory; null without global_norm
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_entry_;
   std::vector<size_t> piece_of_bucket_;  // index into shard_.pieces, or SIZE_MAX when this rank's block is empty
