@@ -209,7 +209,7 @@ RunThroughput run_throughput(const RunRecord& run, const MethodOptions& opt) {
     return out;
   }
   const int64_t world = run.info.world_size > 0 ? run.info.world_size : static_cast<int64_t>(run.ranks.size());
-  const double samples = static_cast<double>(w.window * run.info.batch_per_device * world);
+  const double samples = static_cast<double>(w.window * run.samples_per_iteration_per_rank() * world);
   out.samples_per_s = samples / out.window_seconds;
   return out;
 }

@@ -227,6 +227,8 @@ class Backend {
   virtual void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) = 0;
   // Sum of squares of a range, accumulated in double (global gradient norm for clipping).
   virtual double sum_squares(std::span<const float> x) = 0;
+  // Gradient accumulation (--grad-accum): dst = src (first) or dst += src, in queue order.
+  virtual void accumulate(std::span<float> dst, std::span<const float> src, bool first) = 0;
 
   // Multi-tensor forms over the flat buffers w, g, m, v (and LAMB's update scratch), every
   // segment at once; s.weight_decay applies to the segments that decay. The defaults loop over

@@ -45,6 +45,10 @@ struct StepGateUpdate {
   int64_t growth_interval = 2000;
   float clip_norm = 0.0f;       // > 0: clip by global norm (the norm after grad_scale and 1/loss scale)
   float grad_scale = 1.0f;      // the host's part of the multiplier (1 / world size)
+  // The sum of squares of every gradient, already formed in the backend's memory (a sharded
+  // optimizer's: each rank sums its shard, then the ranks' sums are allreduced); the gradient
+  // span passed to update_step_gate is then not read. Null: the backend sums that span.
+  const double* sq_sum = nullptr;
 };
 
 }  // namespace dlperf

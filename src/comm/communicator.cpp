@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/error.h"
+
 namespace dlperf {
 
 const char* to_string(CommBackend b) { return b == CommBackend::mpi ? "mpi" : "nccl"; }
@@ -63,8 +65,29 @@ const char* to_string(CommOp op) {
     case CommOp::broadcast: return "broadcast";
     case CommOp::allreduce_sum: return "allreduce";
     case CommOp::barrier: return "barrier";
+    case CommOp::reduce_scatter_sum: return "reduce_scatter";
+    case CommOp::all_gather: return "all_gather";
   }
   return "operation";
+}
+
+CommRequest Communicator::reduce_scatter_start(const float*, float*, std::span<const size_t>) {
+  throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no reduce-scatter (use nccl on cuda, mpi on cpu)");
+}
+
+CommRequest Communicator::all_gather_start(float*, std::span<const size_t>) {
+  throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no all-gather (use nccl on cuda, mpi on cpu)");
+}
+
+int64_t ring_bytes(std::span<const CommRequest> requests, int ranks) {
+  if (ranks < 2) return 0;
+  const auto n = static_cast<uint64_t>(ranks);
+  uint64_t numerator = 0;  // sum of k (n - 1) S, over n
+  for (const auto& r : requests) {
+    const uint64_t k = r.op() == CommOp::allreduce_sum ? 2 : (r.op() == CommOp::reduce_scatter_sum || r.op() == CommOp::all_gather) ? 1 : 0;
+    numerator += k * (n - 1) * r.bytes();
+  }
+  return static_cast<int64_t>(numerator / n);
 }
 
 std::string describe_request(const RequestState& s) {

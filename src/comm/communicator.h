@@ -1,5 +1,6 @@
 // Communicator: the collectives data-parallel training needs (broadcast of rank 0's initial
-// parameters, in-place sum-allreduce of gradient buckets, barrier) behind one interface with
+// parameters, in-place sum-allreduce of gradient buckets, barrier; for the sharded optimizer,
+// reduce-scatter of gradient buckets and all-gather of parameters) behind one interface with
 // two implementations side by side:
 //   MpiCommunicator   (mpi_communicator.h)        host buffers; non-blocking MPI progressed by
 //                                                 a dedicated thread while the caller computes
@@ -55,7 +56,7 @@ struct CommOptions {
 
 using CommClock = std::chrono::steady_clock;
 
-enum class CommOp { broadcast, allreduce_sum, barrier };
+enum class CommOp { broadcast, allreduce_sum, barrier, reduce_scatter_sum, all_gather };
 const char* to_string(CommOp op);
 
 // State of one operation, shared between the caller and the machinery completing it.
@@ -143,6 +144,16 @@ class Communicator {
   virtual CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) = 0;
   // Non-blocking, in place: data (count) becomes the element-wise sum over ranks.
   CommRequest allreduce_sum_start(float* data, size_t count) { return allreduce_start(data, data, count, DataType::float32); }
+  // Non-blocking sum-reduce-scatter (the sharded optimizer, issue 25): send holds sum(counts)
+  // floats on every rank, block r being counts[r] floats at offset counts[0] + ... + counts[r-1];
+  // recv (counts[rank]) becomes the element-wise sum over ranks of every rank's block `rank`.
+  // Counts may differ (a bucket need not divide by the ranks); equal counts are nccl-tests'
+  // reduce_scatter. send and recv must not overlap, nor be touched until done.
+  virtual CommRequest reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts);
+  // Non-blocking, in place: data holds sum(counts) floats, blocks as above; on completion block r
+  // on every rank holds rank r's block (equal counts: nccl-tests' all_gather). Not to be touched
+  // until done. The defaults throw Error(usage): a communicator without them (the staged one).
+  virtual CommRequest all_gather_start(float* data, std::span<const size_t> counts);
   // True once the request has completed; throws Error(fault) if it failed.
   virtual bool test(CommRequest& request) = 0;
   // Blocks until complete; throws Error(fault) on failure or after options().timeout.
@@ -167,6 +178,11 @@ class Communicator {
 inline void wait_all(Communicator& comm, std::span<CommRequest> requests) {
   for (CommRequest& r : requests) comm.wait(r);
 }
+
+// Bytes one rank sends in these requests with a ring algorithm (docs/communication.md):
+// allreduce of S bytes 2(n-1)/n S; reduce-scatter and all-gather of S bytes over all blocks
+// (n-1)/n S; broadcast and barrier not counted. Exact: floor of the rational sum.
+int64_t ring_bytes(std::span<const CommRequest> requests, int ranks);
 
 // "allreduce #12 (25.0 MiB, started 61.2 s ago)": how errors name an operation.
 std::string describe_request(const RequestState& s);

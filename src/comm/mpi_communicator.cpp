@@ -15,6 +15,7 @@ namespace dlperf {
 // MPI counts are int: larger buffers are issued as several operations under one request.
 struct MpiCommunicator::State : RequestState {
   std::vector<MPI_Request> parts;
+  std::vector<int> counts, displs;  // the v-collectives' arrays: MPI reads them until completion
 };
 
 namespace {
@@ -94,7 +95,7 @@ CommRequest MpiCommunicator::start(CommOp op, size_t bytes, Issue&& issue) {
   s->bytes = bytes;
   s->started = CommClock::now();
   heartbeat_.note_started(s->seq);
-  const int rc = issue(s->parts);
+  const int rc = issue(*s);
   if (rc != MPI_SUCCESS) fail(*s, "could not start: " + mpi_error_string(rc));
   {
     std::lock_guard lock(mu_);
@@ -113,7 +114,8 @@ CommRequest MpiCommunicator::allreduce_start(const void* send, void* recv, size_
   const size_t elem = size_of(type);
   auto* out = static_cast<std::byte*>(recv);
   const auto* in = static_cast<const std::byte*>(send);
-  return start(CommOp::allreduce_sum, count * elem, [&](std::vector<MPI_Request>& parts) {
+  return start(CommOp::allreduce_sum, count * elem, [&](State& st) {
+    auto& parts = st.parts;
     for (size_t off = 0; off < count || (count == 0 && off == 0); off += kMaxPart) {
       const int n = static_cast<int>(std::min(kMaxPart, count - off));
       parts.push_back(MPI_REQUEST_NULL);
@@ -125,9 +127,46 @@ CommRequest MpiCommunicator::allreduce_start(const void* send, void* recv, size_
   });
 }
 
+namespace {
+// MPI's int counts and displacements of a v-collective; each block and the total below INT_MAX.
+void int_blocks(std::span<const size_t> counts, int size, std::vector<int>& c, std::vector<int>& d) {
+  DLPERF_ASSERT(counts.size() == static_cast<size_t>(size), "one block per rank");
+  size_t off = 0;
+  for (size_t n : counts) {
+    DLPERF_ASSERT(n < kMaxPart && off < kMaxPart, "reduce-scatter/all-gather blocks below 2^30 elements");
+    c.push_back(static_cast<int>(n));
+    d.push_back(static_cast<int>(off));
+    off += n;
+  }
+}
+}  // namespace
+
+CommRequest MpiCommunicator::reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts) {
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  // bytes: what this rank's block brings in, as nccl-tests counts a reduce-scatter's size (recvcount x type) x ranks.
+  return start(CommOp::reduce_scatter_sum, total * sizeof(float), [&](State& st) {
+    int_blocks(counts, size_, st.counts, st.displs);
+    st.parts.push_back(MPI_REQUEST_NULL);
+    return MPI_Ireduce_scatter(send, recv, st.counts.data(), MPI_FLOAT, MPI_SUM, comm_.get(), &st.parts.back());
+  });
+}
+
+CommRequest MpiCommunicator::all_gather_start(float* data, std::span<const size_t> counts) {
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  return start(CommOp::all_gather, total * sizeof(float), [&](State& st) {
+    int_blocks(counts, size_, st.counts, st.displs);
+    st.parts.push_back(MPI_REQUEST_NULL);
+    return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, st.counts.data(), st.displs.data(), MPI_FLOAT, comm_.get(),
+                           &st.parts.back());
+  });
+}
+
 void MpiCommunicator::broadcast(float* data, size_t count, int root) {
   if (root < 0 || root >= size_) throw Error(ErrorKind::internal, "broadcast root " + std::to_string(root) + " out of range");
-  CommRequest r = start(CommOp::broadcast, count * sizeof(float), [&](std::vector<MPI_Request>& parts) {
+  CommRequest r = start(CommOp::broadcast, count * sizeof(float), [&](State& st) {
+    auto& parts = st.parts;
     for (size_t off = 0; off < count || (count == 0 && off == 0); off += kMaxPart) {
       const int n = static_cast<int>(std::min(kMaxPart, count - off));
       parts.push_back(MPI_REQUEST_NULL);
@@ -140,9 +179,9 @@ void MpiCommunicator::broadcast(float* data, size_t count, int root) {
 }
 
 void MpiCommunicator::barrier() {
-  CommRequest r = start(CommOp::barrier, 0, [&](std::vector<MPI_Request>& parts) {
-    parts.push_back(MPI_REQUEST_NULL);
-    return MPI_Ibarrier(comm_.get(), &parts.back());
+  CommRequest r = start(CommOp::barrier, 0, [&](State& st) {
+    st.parts.push_back(MPI_REQUEST_NULL);
+    return MPI_Ibarrier(comm_.get(), &st.parts.back());
   });
   wait(r);
 }

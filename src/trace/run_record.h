@@ -3,6 +3,7 @@
 // HDF5 (one group per run, schema in docs/trace-schema.md); analysis/ reads it back.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -74,6 +75,11 @@ struct RunInfo {
   std::string loss_scaling;
   int64_t cuda_graph = 0;
   int64_t profile_ops = 0;
+  // Schema 1.3 (issue 25): micro-batches per optimizer step, and the global batch
+  // (batch_per_device x grad_accum x world_size). 0 in older files: read as 1 and batch x ranks.
+  int64_t grad_accum = 1;
+  int64_t global_batch = 0;
+  int64_t zero_stage = 0;  // --zero: 0 replicated, 1 sharded optimizer state
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };
@@ -103,6 +109,10 @@ struct IterationTiming {
   int64_t data_queue_depth = 0;
   int64_t data_images = 0;
   int64_t data_bytes_read = 0;
+  // Schema 1.3: bytes this rank moved in the step's gradient/parameter collectives, as a ring
+  // algorithm moves them (docs/communication.md): allreduce of S bytes 2(n-1)/n S, reduce-scatter
+  // and all-gather of S bytes (all blocks) (n-1)/n S each. 0 on one rank.
+  int64_t comm_bytes = 0;
 };
 
 struct RankTrace {
@@ -150,7 +160,8 @@ struct RunRecord {
   std::vector<RankTrace> ranks;  // index = world rank
   OpProfile ops;                 // steps == 0: no profile
   std::string location;  // "results.h5:/runs/run_000003", set by the reader (the writer ignores it)
-  int64_t samples_per_iteration_per_rank() const { return info.batch_per_device; }
+  // Every micro-batch's samples (--grad-accum).
+  int64_t samples_per_iteration_per_rank() const { return info.batch_per_device * std::max<int64_t>(1, info.grad_accum); }
 };
 
 }  // namespace dlperf

@@ -5,6 +5,7 @@
 // back with the defaults.
 //   attributes   input_mode, comm_backend, loss_scaling (str); cuda_graph, profile_ops (int)
 //   loss_scale   f32 (I, R)      skipped  i8 (I, R), -1 past a rank's iterations
+//   1.3 (issue 25): attributes grad_accum, global_batch, zero_stage (int); comm_bytes i64 (I, R)
 //   bucket_start, bucket_end  f64 (I, R, B)   when gradients were exchanged (B buckets)
 //   device_memory_peak_bytes  i64 (R)
 //   ops/         name, kind, shape str (N); forward_ms, backward_ms f64 (N); calls i64 (N);
@@ -36,6 +37,9 @@ constexpr StringField kStepStrings[] = {
 constexpr IntField kStepInts[] = {
     {"cuda_graph", &RunInfo::cuda_graph},
     {"profile_ops", &RunInfo::profile_ops},
+    {"grad_accum", &RunInfo::grad_accum},      // schema 1.3 (issue 25); 0 in older files
+    {"global_batch", &RunInfo::global_batch},  // schema 1.3
+    {"zero_stage", &RunInfo::zero_stage},      // schema 1.3
 };
 constexpr const char* kOpsGroup = "ops";
 
@@ -133,6 +137,7 @@ void write_step_fields(hid_t group, const RunRecord& record) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<float> scale(I * R, static_cast<float>(nan));
   std::vector<int8_t> skipped(I * R, -1);
+  std::vector<int64_t> comm_bytes(I * R, -1);  // 1.3; -1 past a rank's iterations
   std::vector<double> bstart(I * R * B, nan), bend(I * R * B, nan);
   std::vector<int64_t> device_peak(R);
   for (size_t r = 0; r < R; ++r) {
@@ -142,6 +147,7 @@ void write_step_fields(hid_t group, const RunRecord& record) {
       const IterationTiming& it = rank.iterations[i];
       scale[i * R + r] = it.loss_scale;
       skipped[i * R + r] = it.skipped ? 1 : 0;
+      comm_bytes[i * R + r] = it.comm_bytes;
       for (size_t b = 0; b < it.buckets.size(); ++b) {
         bstart[(i * R + r) * B + b] = it.buckets[b].start;
         bend[(i * R + r) * B + b] = it.buckets[b].end;
@@ -151,6 +157,7 @@ void write_step_fields(hid_t group, const RunRecord& record) {
   const hsize_t hI = I, hR = R, hB = B;
   h5::write_rows(group, "loss_scale", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR}, scale.data());
   h5::write_rows(group, "skipped", H5T_NATIVE_INT8, H5T_STD_I8LE, {hI, hR}, skipped.data());
+  h5::write_rows(group, "comm_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hI, hR}, comm_bytes.data());
   h5::write_rows(group, "device_memory_peak_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, device_peak.data());
   if (B > 0) {
     h5::write_rows(group, "bucket_start", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hI, hR, hB}, bstart.data());
@@ -172,6 +179,8 @@ void read_step_fields(hid_t group, RunRecord& record) {
   std::vector<int64_t> device_peak(R);
   h5::read_all(group, "loss_scale", H5T_NATIVE_FLOAT, {hI, hR}, scale.data());
   h5::read_all(group, "skipped", H5T_NATIVE_INT8, {hI, hR}, skipped.data());
+  std::vector<int64_t> comm_bytes(I * R, 0);
+  if (h5::has_link(group, "comm_bytes")) h5::read_all(group, "comm_bytes", H5T_NATIVE_INT64, {hI, hR}, comm_bytes.data());  // 1.3
   h5::read_all(group, "device_memory_peak_bytes", H5T_NATIVE_INT64, {hR}, device_peak.data());
   size_t B = 0;
   std::vector<double> bstart, bend;
@@ -192,6 +201,7 @@ void read_step_fields(hid_t group, RunRecord& record) {
       IterationTiming& it = rank.iterations[i];
       it.loss_scale = scale[i * R + r];
       it.skipped = skipped[i * R + r] == 1;
+      it.comm_bytes = std::max<int64_t>(0, comm_bytes[i * R + r]);
       for (size_t b = 0; b < B; ++b) it.buckets.push_back({bstart[(i * R + r) * B + b], bend[(i * R + r) * B + b]});
     }
   }

@@ -1,25 +1,26 @@
 #include "train/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace dlperf {
 
-AdamW::AdamW(Backend& be, ParamStore& store, AdamConfig c)
-    : be_(be), store_(store), cfg_(c), m_(be.buffer(store.size())), v_(be.buffer(store.size())) {
-  // Neighbouring parameters of equal decay form one range (the padding between them is zero in
-  // values, gradients and moments, and stays zero).
-  for (const auto& e : store.entries()) {
-    if (!ranges_.empty() && ranges_.back().decay == e.decay) ranges_.back().count = e.offset + e.elems - ranges_.back().offset;
-    else ranges_.push_back({e.offset, e.elems, e.decay});
-  }
-}
+AdamW::AdamW(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard)
+    : be_(be),
+      store_(store),
+      cfg_(c),
+      m_(be.buffer(shard ? std::max<size_t>(1, shard->local_size) : store.size())),
+      v_(be.buffer(shard ? std::max<size_t>(1, shard->local_size) : store.size())),
+      groups_(segment_groups(store, shard)),
+      grads_(shard ? shard->grads : &store.grads()) {}
 
 void AdamW::step(float lr, float grad_scale, const float* gate) {
   ++t_;
   const AdamStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, grad_scale, t_, gate};
-  be_.adamw_step(store_.values().data(), store_.grads().data(), m_->data(), v_->data(), ranges_, s);
+  for (const SegmentGroup& g : groups_)
+    be_.adamw_step(store_.values().data() + g.flat, grads_->data() + g.local, m_->data() + g.local, v_->data() + g.local, g.segments, s);
 }
 
 Lamb::Lamb(Backend& be, ParamStore& store, AdamConfig c)

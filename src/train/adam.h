@@ -24,7 +24,8 @@ struct AdamConfig {
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(Backend& be, ParamStore& store, AdamConfig c);
+  // shard: null for the whole store; else its ranges only (train/optimizer.h).
+  AdamW(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "adamw"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
 
@@ -33,7 +34,8 @@ class AdamW final : public Optimizer {
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_;
-  std::vector<ParamSegment> ranges_;  // neighbouring parameters of equal decay merged
+  std::vector<SegmentGroup> groups_;  // train/optimizer.h
+  Buffer* grads_;
   int64_t t_ = 0;
 };
 

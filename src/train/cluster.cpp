@@ -104,10 +104,10 @@ RunInfo describe_environment(const WorldInfo& world) {
 namespace {
 // Each rank's record travels as doubles (integers exact up to 2^53): a header (clock offset,
 // peak memory, device peak, the loader's bad samples), then per iteration start, end, the
-// phases, comm, loss, the loader's queue depth, images and bytes, loss scale, skipped, the
+// phases, comm, loss, the loader's queue depth, images and bytes, loss scale, skipped, the bytes moved (1.3), the
 // bucket count and each bucket's start and end.
 constexpr int kHeader = 4;
-constexpr int kPerIteration = 10 + kPhaseCount;  // before the buckets
+constexpr int kPerIteration = 11 + kPhaseCount;  // before the buckets
 }  // namespace
 
 std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
@@ -130,6 +130,7 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     flat.push_back(static_cast<double>(it.data_bytes_read));
     flat.push_back(it.loss_scale);
     flat.push_back(it.skipped ? 1.0 : 0.0);
+    flat.push_back(static_cast<double>(it.comm_bytes));  // exact below 2^53
     flat.push_back(static_cast<double>(it.buckets.size()));
     for (const auto& b : it.buckets) {
       flat.push_back(b.start);
@@ -172,7 +173,8 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
       it.data_bytes_read = static_cast<int64_t>(q[4]);
       it.loss_scale = static_cast<float>(q[5]);
       it.skipped = q[6] != 0.0;
-      const auto buckets = static_cast<int>(q[7]);
+      it.comm_bytes = static_cast<int64_t>(q[7]);
+      const auto buckets = static_cast<int>(q[8]);
       i += kPerIteration;
       DLPERF_ASSERT(buckets >= 0 && i + 2 * buckets <= c, "a gathered trace holds whole iterations");
       for (int b = 0; b < buckets; ++b, i += 2) it.buckets.push_back({p[i], p[i + 1]});

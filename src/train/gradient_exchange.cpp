@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/parallel/sharding.h"
 
 namespace dlperf {
 namespace {
@@ -12,21 +13,9 @@ double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t
 }  // namespace
 
 BucketedAllreduce::BucketedAllreduce(Communicator& comm, ParamStore& store, size_t bucket_bytes) : comm_(comm), store_(store) {
-  DLPERF_ASSERT(bucket_bytes > 0, "bucket size is positive");
-  const auto& entries = store.entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const auto& e = entries[i];
-    const bool open_new = buckets_.empty() || (buckets_.back().end - buckets_.back().begin) * sizeof(float) >= bucket_bytes;
-    if (open_new) buckets_.push_back({e.offset, e.offset, 0, 0});
-    Bucket& b = buckets_.back();
-    b.end = e.offset + e.elems;
-    b.params += 1;
-    bucket_of_entry_.push_back(buckets_.size() - 1);
-  }
-  // Alignment padding between entries belongs to the bucket before it: it is zero on every
-  // rank, so reducing it changes nothing, and it keeps the buckets a partition of the buffer.
-  for (size_t b = 0; b + 1 < buckets_.size(); ++b) buckets_[b].end = buckets_[b + 1].begin;
-  if (!buckets_.empty()) buckets_.back().end = store.size();
+  BucketCut cut = cut_buckets(store, bucket_bytes);  // train/parallel/sharding.h
+  for (const auto& b : cut.buckets) buckets_.push_back({b.begin, b.end, b.params, 0});
+  bucket_of_entry_ = std::move(cut.bucket_of_entry);
   for (auto& r : requests_) r.resize(buckets_.size());
 }
 
@@ -98,6 +87,13 @@ std::vector<BucketTime> BucketedAllreduce::timings(int64_t step, StepRecorder& r
     out.push_back(t);
   }
   return out;
+}
+
+int64_t BucketedAllreduce::bytes_moved(int64_t step) {
+  std::vector<CommRequest> done;
+  for (const auto& r : requests(step))
+    if (r.valid()) done.push_back(r);
+  return ring_bytes(done, comm_.size());
 }
 
 double BucketedAllreduce::in_flight_seconds(const std::vector<BucketTime>& t) {

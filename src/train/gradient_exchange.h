@@ -1,7 +1,8 @@
 // Data-parallel gradient averaging, overlapped with backward (as PyTorch DDP and Horovod do).
 //
 // Buckets are contiguous slices of the flat gradient buffer, cut at parameter boundaries in
-// flat order (= reverse layer order) once a slice reaches bucket_bytes (default 25 MiB).
+// flat order (= reverse layer order) once a slice reaches bucket_bytes (default 25 MiB;
+// train/parallel/sharding.h, shared with the sharded optimizer's exchange, parallel/zero.h).
 // Backward reports each layer whose gradients are final; when the last parameter of a
 // bucket is final, that bucket's in-place sum-allreduce starts at once and runs while
 // backward goes on. finish() orders the compute queue after the rest (a device communicator
@@ -33,6 +34,7 @@ class BucketedAllreduce final : public GradientExchange {
   void complete(int64_t step) override;
   void poll() override;
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
+  int64_t bytes_moved(int64_t step) override;
   void set_actor(Actor actor) override { actor_ = std::move(actor); }
 
   // Union of the buckets' in-flight intervals (the time some allreduce was running).

@@ -46,7 +46,7 @@ bool attempt(const TrainOptions& base, const WorldInfo& w, int64_t b) {
     init_stack(s, o, w, nullptr);
     TrainConfig tc = train_config(o, 1, nullptr);
     tc.max_loss_growth = 0;  // a trial asks whether the batch fits, not whether 3 steps converge
-    Trainer trainer(*s.model, s.be(), *s.optimizer, tc, &s.store->grads());
+    Trainer trainer(*s.model, s.be(), *s.optimizer, tc, &s.store->grads(), s.store.get());
     RankTrace trace;
     trainer.run(*s.data, nullptr, trace, {}, nullptr);
     return true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "train/param_store.h"
+#include "train/parallel/sharding.h"
 
 namespace dlperf {
 
@@ -28,6 +29,24 @@ struct SgdConfig {
   float momentum = 0.875f;               // NVIDIA's ResNet-50 v1.5 recipe
   float weight_decay = 3.0517578125e-5f;  // 1/32768, same recipe
 };
+
+// A sharded optimizer (ZeRO, train/parallel/zero.h) steps only its rank's ranges of the flat
+// parameters, reads their reduced gradients from the shard-sized buffer, and keeps its state
+// (momentum, moments) shard-sized: ranges[i] is flat [begin, begin + count) = local [local, ...).
+struct OptimizerShard {
+  std::vector<ShardRange> ranges;
+  Buffer* grads = nullptr;  // (local_size)
+  size_t local_size = 0;
+};
+
+// The multi-tensor update's unit: segments that share one offset between the flat parameters
+// and the gradient/state buffers (the whole store: one group, offsets equal; a shard: one group
+// per contiguous piece). Segment offsets are relative to flat (parameters) and local (the rest).
+struct SegmentGroup {
+  size_t flat = 0, local = 0;
+  std::vector<ParamSegment> segments;  // neighbouring parameters of equal decay merged
+};
+std::vector<SegmentGroup> segment_groups(const ParamStore& store, const OptimizerShard* shard);
 
 // An optimizer updates the flat parameter buffer from the flat gradient buffer.
 class Optimizer {
@@ -50,7 +69,8 @@ class Optimizer {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(Backend& be, ParamStore& store, SgdConfig c);
+  // shard: null for the whole store (replicated data parallelism); else its ranges only.
+  Sgd(Backend& be, ParamStore& store, SgdConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "sgd"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   bool capturable() const override { return true; }
@@ -59,8 +79,9 @@ class Sgd final : public Optimizer {
   Backend& be_;
   ParamStore& store_;
   SgdConfig cfg_;
+  Buffer* grads_;  // the store's, or the shard's reduced gradients
   std::unique_ptr<Buffer> momentum_;
-  std::vector<ParamSegment> ranges_;  // runs of equal decay: one multi-tensor update over all
+  std::vector<SegmentGroup> groups_;  // one multi-tensor update per group
   bool first_ = true;
 };
 

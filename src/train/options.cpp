@@ -38,6 +38,21 @@ std::array<int, 4> parse_blocks(const std::string& s) {
   return b;
 }
 
+// --zero against the rest (issue 25).
+void validate_zero(const TrainOptions& o) {
+  if (o.zero == 2)
+    throw_usage_error("--zero 2 is not available yet: the layers write one flat gradient buffer that cannot be freed per bucket; use --zero 1");
+  if (o.zero != 0 && o.zero != 1) throw_usage_error("--zero must be 0 (replicated) or 1 (sharded optimizer state), got " + std::to_string(o.zero));
+  if (o.zero == 0) return;
+  if (o.optimizer == "lamb")
+    throw_usage_error("--zero 1 shards sgd and adamw; lamb's trust ratio needs each parameter's whole norm: use --optimizer adamw");
+  if (o.precision == Precision::fp16)
+    throw_usage_error("--zero 1 with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
+  if (o.cuda_graph) throw_usage_error("--cuda-graph and --zero 1 exclude each other");
+  if (o.backend == BackendKind::cuda && o.comm == CommBackend::mpi)
+    throw_usage_error("--zero 1 on cuda needs --comm nccl (the staged mpi communicator has no reduce-scatter)");
+}
+
 // The device-step options (issue 13) against each other and the rest.
 void validate_step_options(TrainOptions& o, const std::string& comm) {
   const bool cuda = o.backend == BackendKind::cuda;
@@ -58,6 +73,11 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.profile_ops > o.iterations - o.warmup)
     throw_usage_error("--profile-ops " + std::to_string(o.profile_ops) + " exceeds the " + std::to_string(o.iterations - o.warmup) +
                       " measured iterations (--iterations - --warmup)");
+  if (o.grad_accum <= 0 || o.grad_accum > 4096) throw_usage_error("--grad-accum must be 1 to 4096 micro-batches (got " + std::to_string(o.grad_accum) + ")");
+  if (o.grad_accum > 1 && o.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
+  validate_zero(o);
+  if (o.plan_ranks < 0) throw_usage_error("--plan-ranks must be 0 (the job's ranks) or positive");
+  if (o.plan_ranks > 0 && !o.plan_only) throw_usage_error("--plan-ranks plans memory for --plan-only; add --plan-only");
   if (o.memory_limit_mb < 0) throw_usage_error("--memory-limit-mb must be 0 (none) or positive");
   if (o.memory_limit_mb > 0 && cuda) throw_usage_error("--memory-limit-mb is for the cpu backend; a GPU's memory is its limit");
   if (o.find_max_batch && !cuda && o.memory_limit_mb == 0)
@@ -206,6 +226,14 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                              "iterations; stored in the trace (dlperf-reduce --ops, --timeline)")
     ("find-max-batch", po::bool_switch(&o.find_max_batch), "find the largest --batch-size per device that trains (doubling from "
                                                            "--batch-size, then bisection), print it and exit")
+    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches of --batch-size per optimizer step; "
+                                                                         "gradients are communicated once, on the last (global batch = "
+                                                                         "batch x grad-accum x ranks)")
+    ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
+                                                          "each rank keeps the optimizer state of its shard, gradients are "
+                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw)")
+    ("plan-ranks", po::value(&o.plan_ranks)->default_value(o.plan_ranks), "with --plan-only: print the memory plan for this many "
+                                                                          "ranks without starting them (0: the job's ranks)")
     ("memory-limit-mb", po::value(&o.memory_limit_mb)->default_value(o.memory_limit_mb), "cpu: MiB of tensors and buffers the backend "
                                                                                          "may hold, as a GPU's fixed memory (0: none)");
   po::options_description bert("BERT pretraining (--model bert_base)");

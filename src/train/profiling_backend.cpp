@@ -301,6 +301,7 @@ class ProfilingBackend final : public Backend {
   void sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) override {
     in_.sgd_step(w, g, m, segments, s);
   }
+  void accumulate(std::span<float> dst, std::span<const float> src, bool first) override { in_.accumulate(dst, src, first); }
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override {
     in_.adamw_step(w, g, m, v, segments, s);
   }

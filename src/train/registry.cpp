@@ -62,12 +62,15 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
 
 std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
   const uint64_t seed = o.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank);
+  // Generated batches: 4 steps' worth, so --batch-size b --grad-accum n cycles the same samples
+  // as --batch-size b*n (the pool is drawn sample by sample from one stream).
+  const int pool = static_cast<int>(4 * o.grad_accum);
   if (o.model == "bert_base") {
     const BertDataShape shape{o.batch_size, o.seq_len, o.max_predictions, o.bert_vocab};
     if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank);
-    return std::make_unique<SyntheticTokens>(shape, seed);
+    return std::make_unique<SyntheticTokens>(shape, seed, pool);
   }
-  return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed);
+  return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed, pool);
 }
 
 bool uses_image_files(const TrainOptions& o) { return !o.data.empty() && o.model != "bert_base"; }
@@ -143,12 +146,13 @@ InputSpec cnn_image_input(const TrainOptions& o) {
   return {{o.batch_size, 3, o.image_size, o.image_size}, t, t == DType::f32 ? Layout::canonical : Layout::channels_last};
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store) {
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store, const OptimizerShard* shard) {
   std::unique_ptr<Optimizer> opt;
   const AdamConfig adam{0.9f, 0.999f, 1e-6f, o.weight_decay};  // NVIDIA's BERT betas and eps
-  if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(be, store, adam);
+  DLPERF_ASSERT(!shard || o.optimizer != "lamb", "LAMB is not sharded (options refuse it)");
+  if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(be, store, adam, shard);
   else if (o.optimizer == "lamb") opt = std::make_unique<Lamb>(be, store, adam);
-  else opt = std::make_unique<Sgd>(be, store, SgdConfig{o.momentum, o.weight_decay});
+  else opt = std::make_unique<Sgd>(be, store, SgdConfig{o.momentum, o.weight_decay}, shard);
   if (o.clip_grad_norm > 0) opt = std::make_unique<ClipGradNorm>(be, store, std::move(opt), o.clip_grad_norm);
   return opt;
 }
@@ -157,7 +161,7 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, Pa
 // by the square root (the LAMB paper's rule). BERT's default warm-up is NVIDIA's phase-1
 // proportion, 28.43% of the iterations; ResNet's 10%.
 LrSchedule make_lr_schedule(const TrainOptions& o, int world_size) {
-  const float ratio = static_cast<float>(o.batch_size * world_size) / 256.0f;
+  const float ratio = static_cast<float>(o.batch_size * o.grad_accum * world_size) / 256.0f;  // the global batch
   const float lr = o.optimizer == "sgd" ? o.lr * ratio : o.lr * std::sqrt(ratio);
   const int64_t warmup = o.lr_warmup >= 0              ? o.lr_warmup
                          : o.model == "bert_base" ? static_cast<int64_t>(0.2843 * static_cast<double>(o.iterations))

@@ -35,7 +35,8 @@ int loader_threads(const TrainOptions& o, const WorldInfo& w);
 // What ResNet and VGG take as raw images (their raw_input): NCHW f32 for fp32, NHWC in the
 // compute type otherwise. For --loader-only, which builds no model.
 InputSpec cnn_image_input(const TrainOptions& o);
-std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store);
+// shard: the rank's part under --zero (null: the whole store).
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store, const OptimizerShard* shard = nullptr);
 // The per-device-batch-256 learning rate scaled to this run's global batch, or as given.
 LrSchedule make_lr_schedule(const TrainOptions& o, int world_size);
 // One line naming the model for the run banner: "ResNet-50 v1.5".

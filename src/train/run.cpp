@@ -23,8 +23,10 @@
 #include "train/cluster.h"
 #include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/parallel/zero.h"
 #include "train/loader_only.h"
 #include "train/max_batch.h"
+#include "train/memory_plan.h"
 #include "train/param_store.h"
 #include "train/registry.h"
 #include "train/setup.h"
@@ -45,6 +47,9 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.backend = to_string(o.backend);
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
+  info.grad_accum = o.grad_accum;
+  info.zero_stage = o.zero;
+  info.global_batch = o.batch_size * o.grad_accum * w.size;
   // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
   const bool images = o.model != "bert_base";
   info.image_size = images ? o.image_size : 0;
@@ -280,6 +285,17 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     pinning = plan.how;
   }
 
+  // The memory plan (issue 25), before anything is allocated: a run that cannot fit is refused
+  // here with one line (exit 2), on every rank alike.
+  const double memory_limit = memory_limit_bytes(o);
+  if (o.plan_only) {
+    const MemoryPlan plan = plan_memory(o, o.plan_ranks > 0 ? o.plan_ranks : w.size);
+    if (root) out << format_memory_plan(plan, memory_limit) << std::flush;
+    refuse_unless_fits(o, plan, memory_limit);
+    if (o.plan_ranks > 0 && o.plan_ranks != w.size) return RunSummary{};  // planned for other ranks: nothing to build here
+  } else {
+    refuse_unless_fits(o, plan_memory(o, w.size), memory_limit);
+  }
   TrainingStack stack = build_stack(o, w);
   Backend& be = stack.be();
   ParamStore& store = *stack.store;
@@ -338,8 +354,14 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     auto phase = watch.collective("broadcast");
     grad_comm->broadcast(store.values().data(), store.size(), 0);
   }
-  std::unique_ptr<BucketedAllreduce> exchange;
-  if (w.size > 1) exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, static_cast<size_t>(o.bucket_mb * 1024 * 1024));
+  std::unique_ptr<GradientExchange> exchange;
+  if (w.size > 1 && stack.shard) {  // --zero 1: reduce-scatter, sharded update, all-gather
+    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be, o.clip_grad_norm > 0);
+    stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
+    exchange = std::move(zero);
+  } else if (w.size > 1) {
+    exchange = std::make_unique<BucketedAllreduce>(*grad_comm, store, bucket_bytes(o));
+  }
 
   RankTrace mine;
   mine.host = w.this_host;
@@ -358,15 +380,18 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
+    if (stack.shard) out << zero_banner(*stack.shard);
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
         << "iterations: " << o.iterations << " (" << o.warmup << " warm-up)\n";
+    out << "global batch: " << o.batch_size * o.grad_accum * w.size << " (batch " << o.batch_size << " x grad-accum " << o.grad_accum
+        << " x " << w.size << " rank" << (w.size > 1 ? "s" : "") << ")\n";
     report_kernels(kernels, be.isa(), false, out);
   }
 
   const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
-  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads());
+  Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads(), &store);
   if (root) rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
@@ -452,7 +477,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   }
   for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
   const auto& ranks = rec.record.ranks;
-  s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size);
+  s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size * o.grad_accum);  // every micro-batch's samples
   s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   for (const auto& t : ranks) s.peak_memory_bytes = std::max(s.peak_memory_bytes, t.peak_memory_bytes);
   if (!mine.iterations.empty()) {

@@ -1,5 +1,7 @@
 #include "train/setup.h"
 
+#include <algorithm>
+
 #include "train/registry.h"
 
 namespace dlperf {
@@ -22,7 +24,13 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   }
   s.model = make_model(o, *model_be);
   s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers());
-  s.optimizer = make_optimizer(o, *s.backend, *s.store);
+  if (o.zero > 0 && w.size > 1) {  // one rank owns everything: nothing to shard
+    s.cut = std::make_unique<BucketCut>(cut_buckets(*s.store, bucket_bytes(o)));
+    s.shard = std::make_unique<ShardLayout>(make_shard_layout(s.cut->buckets, w.size, w.rank));
+    s.shard_grads = s.backend->buffer(std::max<size_t>(1, s.shard->local_size));
+    s.optimizer_shard = std::make_unique<OptimizerShard>(OptimizerShard{shard_ranges(*s.store, *s.shard), s.shard_grads.get(), s.shard->local_size});
+  }
+  s.optimizer = make_optimizer(o, *s.backend, *s.store, s.optimizer_shard.get());
   return s;
 }
 
@@ -31,6 +39,8 @@ void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, con
   if (dataset) s.data = make_image_data(o, w, dataset, *s.model->raw_input("images"), *s.backend);
   else s.data = make_data(o, w.rank);
 }
+
+size_t bucket_bytes(const TrainOptions& o) { return static_cast<size_t>(o.bucket_mb * 1024 * 1024); }
 
 TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler) {
   TrainConfig tc;
@@ -41,6 +51,7 @@ TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* prof
   if (o.precision == Precision::fp16) tc.loss_scale = {LossScaling::dynamic, 65536.0f, 2000};
   tc.input = o.data_on_device ? InputMode::resident : InputMode::automatic;
   tc.cuda_graph = o.cuda_graph;
+  tc.grad_accum = o.grad_accum;
   tc.timeout = std::chrono::seconds(o.timeout_s);
   tc.profiler = profiler;
   tc.max_loss_growth = o.max_loss_growth;

@@ -12,6 +12,7 @@
 #include "train/optimizer.h"
 #include "train/options.h"
 #include "train/param_store.h"
+#include "train/parallel/sharding.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 #include "train/image_data.h"
@@ -26,6 +27,12 @@ struct TrainingStack {
   std::unique_ptr<ParamStore> store;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<DataSource> data;
+  // --zero 1 on more than one rank (train/parallel/zero.h): the bucket cut, this rank's shard,
+  // the shard's reduced gradients and the optimizer's view of them; empty otherwise.
+  std::unique_ptr<BucketCut> cut;
+  std::unique_ptr<ShardLayout> shard;
+  std::unique_ptr<Buffer> shard_grads;
+  std::unique_ptr<OptimizerShard> optimizer_shard;
   Backend& be() { return *backend; }
   // The backend the model was built on, which the trainer drives (the profiling decorator
   // forwards everything else to the real one).
@@ -38,6 +45,9 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w);
 // Then, for training: parameters initialised from o.seed and the data source (the image
 // loader over `dataset` when given, else generated data or BERT shards).
 void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset);
+
+// --bucket-mb in bytes.
+size_t bucket_bytes(const TrainOptions& o);
 
 // The loop's configuration for this run (profiler: the stack's, or null).
 TrainConfig train_config(const TrainOptions& o, int world_size, OpProfiler* profiler);

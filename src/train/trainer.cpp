@@ -38,17 +38,21 @@ std::string format_eta(double seconds) {
 
 // Where a step's readings are: mark and value indices, the same in every step except for the
 // per-op profile's marks in between.
+struct MicroIndex {
+  int data = -1, forward = -1, backward = -1;  // marks after each phase of one micro-batch
+  int loss = -1;  // first of its loss terms
+};
 struct StepIndex {
-  int begin = -1, data = -1, forward = -1, backward = -1, comm = -1, optimizer = -1;
-  int loss = -1;   // first of the loss terms
+  int begin = -1, comm = -1, optimizer = -1;
+  std::vector<MicroIndex> micro;  // one per micro-batch (--grad-accum), in order
   int scale = -1;  // the loss scale this step's backward used
   int skip = -1;   // the gate's decision
-  float host_loss = 0;  // models without loss_terms(): read synchronously
+  float host_loss = 0;  // models without loss_terms(): read synchronously, summed over micro-batches
 };
 }  // namespace
 
-Trainer::Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads)
-    : model_(model), be_(be), opt_(opt), cfg_(cfg), grads_(grads) {}
+Trainer::Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads, const ParamStore* store)
+    : model_(model), be_(be), opt_(opt), cfg_(cfg), grads_(grads), store_(store) {}
 Trainer::~Trainer() = default;
 
 // Everything one run() needs, so the step code below reads as the step.
@@ -64,6 +68,10 @@ struct Trainer::Run {
   std::unique_ptr<InputStage> input;
   std::vector<const float*> loss_terms;
   std::vector<Layer*> layers;
+  // --grad-accum: the sum of the earlier micro-batches' gradients (flat, the store's size),
+  // and which layers the last micro-batch's backward has reported (their sum is complete).
+  std::unique_ptr<Buffer> accum;
+  std::vector<const Layer*> reported;
   StepGraph graph;
   std::array<StepIndex, kRecorderDepth> index{};
   int64_t step = 0;  // the step being queued
@@ -75,7 +83,8 @@ struct Trainer::Run {
     update.check_finite = ls.mode == LossScaling::dynamic;
     update.growth_interval = ls.growth_interval;
     update.clip_norm = t.opt_.clip_norm();
-    update.grad_scale = 1.0f / static_cast<float>(world);
+    // The average over the global batch: world ranks x grad_accum micro-batches.
+    update.grad_scale = 1.0f / static_cast<float>(world * t.cfg_.grad_accum);
     DLPERF_ASSERT(t.grads_ || (!update.check_finite && update.clip_norm == 0.0f),
                   "dynamic loss scaling and clipping need the gradient buffer");
     std::vector<float> init(kGateFloats, 0.0f);
@@ -89,6 +98,12 @@ struct Trainer::Run {
     input = make_input_stage(t.cfg_.input, t.model_, t.be_, data);
     loss_terms = t.model_.loss_terms();
     layers = t.model_.layers();  // once: not rebuilt inside the timed loop
+    DLPERF_ASSERT(t.cfg_.grad_accum >= 1, "grad_accum counts micro-batches");
+    if (t.cfg_.grad_accum > 1) {
+      DLPERF_ASSERT(t.store_, "gradient accumulation needs the parameter store");
+      if (t.cfg_.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
+      accum = t.be_.buffer(t.store_->size());
+    }
     if (t.cfg_.cuda_graph) {
       if (!t.be_.supports_graphs())
         throw_usage_error(std::string("--cuda-graph: the ") + to_string(t.be_.kind()) + " backend cannot capture graphs; use --backend cuda");
@@ -115,37 +130,19 @@ struct Trainer::Run {
   void queue_step() {
     graph.act([this] {
       StepIndex& ix = at(step);
+      ix.micro.clear();
+      ix.host_loss = 0;
       ix.begin = recorder->mark();
       t.be_.fill(gate + gate_index(GateField::lr), 1, lr);
-      input->deliver();
-      ix.data = recorder->mark();
     });
-    phase(Phase::forward);
-    t.be_.refresh_compute_weights(layers);
-    t.model_.forward();
-    graph.act([this] {
-      StepIndex& ix = at(step);
-      if (loss_terms.empty()) {
-        ix.host_loss = t.model_.loss();  // a model without loss_terms(): waits here
-      } else {
-        ix.loss = recorder->value(loss_terms[0]);
-        for (size_t i = 1; i < loss_terms.size(); ++i) recorder->value(loss_terms[i]);
-      }
-      ix.scale = recorder->value(gate + gate_index(GateField::loss_scale));
-      ix.forward = recorder->mark();
-    });
-    if (exchange) exchange->begin_step(step);
-    phase(Phase::backward);
-    t.model_.backward(grad_scale, [this](const Layer& l) {
-      if (exchange) exchange->on_ready(l);
-    });
+    for (int64_t k = 0; k < t.cfg_.grad_accum; ++k) queue_micro_batch(k, k + 1 == t.cfg_.grad_accum);
     phase(Phase::comm_exposed);
-    graph.act([this] { at(step).backward = recorder->mark(); });
     if (exchange) exchange->finish();
     graph.act([this] { at(step).comm = recorder->mark(); });
     phase(Phase::optimizer);
     std::span<const float> grads;
     if (t.grads_) grads = {t.grads_->data(), t.grads_->size()};
+    if (exchange) update.sq_sum = exchange->gate_sq_sum();
     t.be_.update_step_gate(grads, gate, update);
     t.opt_.step(1.0f, 1.0f, gate);
     graph.act([this] {
@@ -153,6 +150,56 @@ struct Trainer::Run {
       ix.skip = recorder->value(gate + gate_index(GateField::skip));
       ix.optimizer = recorder->mark();
     });
+  }
+
+  // Micro-batch k of the step: its input, forward and backward. Only the last one reports
+  // layers to the exchange; the earlier ones add their gradients into `accum`.
+  void queue_micro_batch(int64_t k, bool last) {
+    graph.act([this, k] {
+      if (k > 0) input->prefetch();  // this micro-batch's input (the first one's was prefetched after the last step)
+      input->deliver();
+      at(step).micro.push_back({recorder->mark(), -1, -1, -1});
+    });
+    phase(Phase::forward);
+    if (k == 0) t.be_.refresh_compute_weights(layers);
+    t.model_.forward();
+    graph.act([this, k] {
+      StepIndex& ix = at(step);
+      MicroIndex& mi = ix.micro.back();
+      if (loss_terms.empty()) {
+        ix.host_loss += t.model_.loss();  // a model without loss_terms(): waits here
+      } else {
+        mi.loss = recorder->value(loss_terms[0]);
+        for (size_t i = 1; i < loss_terms.size(); ++i) recorder->value(loss_terms[i]);
+      }
+      if (k == 0) ix.scale = recorder->value(gate + gate_index(GateField::loss_scale));
+      mi.forward = recorder->mark();
+    });
+    if (last && exchange) exchange->begin_step(step);
+    phase(Phase::backward);
+    reported.clear();
+    t.model_.backward(grad_scale, [this, last](const Layer& l) {
+      if (!last) return;
+      if (accum) {  // this layer's gradients += the earlier micro-batches', before its bucket starts
+        add_accumulated(l);
+        reported.push_back(&l);
+      }
+      if (exchange) exchange->on_ready(l);
+    });
+    if (accum) {
+      if (last) {
+        for (const Layer* l : layers)  // layers backward did not report (none in practice)
+          if (std::find(reported.begin(), reported.end(), l) == reported.end()) add_accumulated(*l);
+      } else {
+        t.be_.accumulate({accum->data(), accum->size()}, {t.grads_->data(), t.grads_->size()}, k == 0);
+      }
+    }
+    graph.act([this] { at(step).micro.back().backward = recorder->mark(); });
+  }
+
+  void add_accumulated(const Layer& l) {
+    const auto [begin, end] = t.store_->range_of(l);
+    if (end > begin) t.be_.accumulate({t.grads_->data() + begin, end - begin}, {accum->data() + begin, end - begin}, false);
   }
 
   // Reads step s back and turns it into its IterationTiming.
@@ -166,22 +213,27 @@ struct Trainer::Run {
     it.start = m(ix.begin);
     it.end = m(ix.optimizer);
     auto set = [&](Phase p, int from, int to) { it.phase_seconds[static_cast<int>(p)] = static_cast<float>(m(to) - m(from)); };
-    set(Phase::data, ix.begin, ix.data);
-    set(Phase::forward, ix.data, ix.forward);
-    set(Phase::backward, ix.forward, ix.backward);
-    set(Phase::comm_exposed, ix.backward, ix.comm);
-    set(Phase::optimizer, ix.comm, ix.optimizer);
-    if (ix.loss >= 0) {
-      it.loss = 0;
-      for (size_t i = 0; i < loss_terms.size(); ++i) it.loss += r.values.at(static_cast<size_t>(ix.loss) + i);
-    } else {
-      it.loss = ix.host_loss;
+    // Each phase summed over the micro-batches (one with --grad-accum 1).
+    auto add = [&](Phase p, int from, int to) { it.phase_seconds[static_cast<int>(p)] += static_cast<float>(m(to) - m(from)); };
+    int prev = ix.begin;
+    float loss = 0;
+    for (const MicroIndex& mi : ix.micro) {
+      add(Phase::data, prev, mi.data);
+      add(Phase::forward, mi.data, mi.forward);
+      add(Phase::backward, mi.forward, mi.backward);
+      prev = mi.backward;
+      for (size_t i = 0; mi.loss >= 0 && i < loss_terms.size(); ++i) loss += r.values.at(static_cast<size_t>(mi.loss) + i);
     }
+    set(Phase::comm_exposed, prev, ix.comm);
+    set(Phase::optimizer, ix.comm, ix.optimizer);
+    // The step's loss: the mean over its micro-batches (the global batch's mean loss).
+    it.loss = (loss_terms.empty() ? ix.host_loss : loss) / static_cast<float>(ix.micro.size());
     it.loss_scale = r.values.at(static_cast<size_t>(ix.scale));
     it.skipped = r.values.at(static_cast<size_t>(ix.skip)) != 0.0f;
     if (exchange) {
       it.buckets = exchange->timings(s, *recorder);
       it.comm_seconds = static_cast<float>(BucketedAllreduce::in_flight_seconds(it.buckets));
+      it.comm_bytes = exchange->bytes_moved(s);
     }
     if (t.cfg_.profiler && t.cfg_.profiler->profiles(s)) t.cfg_.profiler->collect(s, r, 0.0);
     t.device_peak_ = std::max(t.device_peak_, t.be_.device_memory_used_bytes());
@@ -237,7 +289,7 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
     if (after_iteration) after_iteration(trace);
     if (progress && cfg_.print_every > 0 && ((s + 1) % cfg_.print_every == 0 || s + 1 == cfg_.iterations)) {
       const double step = t.end - t.start;
-      const double rate = step > 0 ? static_cast<double>(model_.samples_per_step() * r.world) / step : 0.0;
+      const double rate = step > 0 ? static_cast<double>(model_.samples_per_step() * cfg_.grad_accum * r.world) / step : 0.0;
       const double elapsed = steady_seconds() - run_start;
       const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(cfg_.iterations - s - 1);
       char line[200];

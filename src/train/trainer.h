@@ -12,6 +12,13 @@
 // bucketed allreduce); after backward the compute queue is ordered after the buckets still
 // in flight — that wait is the exposed communication.
 //
+// With TrainConfig::grad_accum = N the step runs N micro-batches (data, forward, backward)
+// before one optimizer step: micro-batches 1..N-1 add their gradients into an accumulator
+// (Backend::accumulate), and the last one adds the accumulator into each layer's gradients as
+// backward reports the layer final, so the exchange sees the sum and starts each bucket as it
+// does without accumulation: gradients are communicated once per step, on the last micro-batch.
+// The step gate's grad_scale becomes 1 / (world x N): the average over the global batch.
+//
 // With TrainConfig::cuda_graph the step is captured once, at the last warm-up iteration, as
 // graph segments cut at the host's actions, and replayed from then on (train/step_graph.h).
 #pragma once
@@ -28,6 +35,7 @@
 #include "train/data_source.h"
 #include "train/input_stage.h"
 #include "train/optimizer.h"
+#include "train/param_store.h"
 
 namespace dlperf {
 
@@ -52,6 +60,12 @@ class GradientExchange {
   // When each bucket of `step` was in flight (after complete(step)); device events are read
   // through `recorder` (valid after recorder.read(step)).
   virtual std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) = 0;
+  // The sum of squares of every gradient in the backend's memory, formed by finish() when the
+  // gradients are sharded (clipping by the global norm); null when the step gate can sum the
+  // whole flat gradient buffer itself (replicated).
+  virtual const double* gate_sq_sum() const { return nullptr; }
+  // Bytes this rank moved in `step`'s collectives, as a ring moves them (IterationTiming::comm_bytes).
+  virtual int64_t bytes_moved(int64_t step) = 0;
   // Graph capture (train/step_graph.h): the exchange hands every piece of work it queues on
   // the device (a bucket's start, finish()'s ordering) to `actor`, which runs it at once
   // (eager steps) or records it to run between graph segments on every replay. Empty: run at
@@ -80,6 +94,7 @@ struct TrainConfig {
   LossScaleConfig loss_scale;
   InputMode input = InputMode::automatic;
   bool cuda_graph = false;    // capture the step at the last warm-up iteration and replay it
+  int64_t grad_accum = 1;     // micro-batches per optimizer step (--grad-accum)
   std::chrono::milliseconds timeout{60'000};  // bound on the host's wait for a step to finish
   OpProfiler* profiler = nullptr;  // --profile-ops: told the phase each op call runs in
   // Divergence: the run fails when the loss is NaN/Inf, or exceeds max_loss_growth times
@@ -117,8 +132,9 @@ double steady_seconds();
 class Trainer {
  public:
   // grads: the flat gradient buffer, needed when the optimizer clips or loss scaling is
-  // dynamic (the step gate inspects it).
-  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr);
+  // dynamic (the step gate inspects it). store: the flat buffers, needed with grad_accum > 1
+  // (each layer's gradient range).
+  Trainer(Model& model, Backend& be, Optimizer& opt, TrainConfig cfg, Buffer* grads = nullptr, const ParamStore* store = nullptr);
   ~Trainer();
 
   // Runs the iterations, appending to trace. At each iteration boundary asks `boundary` (may
@@ -140,12 +156,14 @@ class Trainer {
   Optimizer& opt_;
   TrainConfig cfg_;
   Buffer* grads_;
+  const ParamStore* store_;
   InputMode input_mode_ = InputMode::automatic;
   int64_t device_peak_ = 0;
 };
 
 // Throughput over the measured window: samples after warm-up / (end of the last iteration -
-// end of the last warm-up iteration). 0 when the window is empty.
+// end of the last warm-up iteration). 0 when the window is empty. samples_per_iteration
+// counts every micro-batch (batch x grad_accum).
 double window_throughput(const RankTrace& t, int64_t warmup, int64_t samples_per_iteration);
 
 }  // namespace dlperf

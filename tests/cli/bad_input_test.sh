@@ -79,6 +79,16 @@ expect_usage_error --max-bad-samples --max-bad-samples 1%%
 expect_usage_error "unexpected argument 'extra-word'" --iterations 3 extra-word
 expect_usage_error "unexpected argument 'extra'" --pin-threads extra
 
+# Issue 25: accumulation, the sharded optimizer and the memory plan
+expect_usage_error --grad-accum --grad-accum 0
+expect_usage_error "--zero must be" --zero 3
+expect_usage_error "--zero 2 is not available" --zero 2
+expect_usage_error "use --optimizer adamw" --model bert_base --zero 1 --optimizer lamb
+expect_usage_error "--plan-ranks" --plan-ranks 4
+# A model far beyond the memory is refused before anything is allocated (was "out of memory", exit 3)
+expect_usage_error "the run needs at least" --num-classes 2000000000
+expect_usage_error "--memory-limit-mb" --memory-limit-mb 100 --resnet-width 64 --image-size 64 --batch-size 2 --iterations 2 --warmup 1
+
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
 for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \

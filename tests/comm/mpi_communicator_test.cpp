@@ -72,6 +72,43 @@ TEST(MpiCommunicator, AllreduceIsExact) {
   comm.barrier();
 }
 
+// Reduce-scatter and all-gather (the sharded optimizer's collectives, issue 25): exact sums in
+// each rank's block, equal blocks (nccl-tests' shape) and unequal ones (a bucket that does not
+// divide by the ranks, and an empty block), two outstanding at once.
+TEST(MpiCommunicator, ReduceScatterAndAllGatherAreExact) {
+  MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
+  const auto ranks = static_cast<size_t>(comm.size()), me = static_cast<size_t>(comm.rank());
+  std::vector<std::vector<size_t>> layouts{std::vector<size_t>(ranks, 1000), {}};
+  for (size_t r = 0; r < ranks; ++r) layouts[1].push_back(r == 1 ? 0 : 777 + 13 * r);
+  for (const auto& counts : layouts) {
+    size_t total = 0, mine = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      if (r < me) mine += counts[r];
+      total += counts[r];
+    }
+    const std::vector<float> send = check_input(comm.rank(), total);
+    std::vector<float> recv(counts[me] + 1, -1.0f);  // one guard element past the block
+    std::vector<float> gathered(total, -1.0f);
+    for (size_t i = 0; i < counts[me]; ++i) gathered[mine + i] = static_cast<float>(me * 100'000 + i);  // this rank's block
+    CommRequest rs = comm.reduce_scatter_start(send.data(), recv.data(), counts);
+    CommRequest ag = comm.all_gather_start(gathered.data(), counts);
+    comm.wait(rs);
+    comm.wait(ag);
+    size_t wrong = 0;
+    for (size_t i = 0; i < counts[me]; ++i) wrong += recv[i] != expected_sum(comm.size(), mine + i);
+    EXPECT_EQ(wrong, 0u) << "reduce-scatter, block of " << counts[me];
+    EXPECT_EQ(recv[counts[me]], -1.0f) << "reduce-scatter wrote past its block";
+    wrong = 0;
+    size_t off = 0;
+    for (size_t r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < counts[r]; ++i) wrong += gathered[off++] != static_cast<float>(r * 100'000 + i);
+    EXPECT_EQ(wrong, 0u) << "all-gather";
+    EXPECT_EQ(rs.op(), CommOp::reduce_scatter_sum);
+    EXPECT_EQ(rs.bytes(), total * sizeof(float));
+  }
+  comm.barrier();
+}
+
 TEST(MpiCommunicator, SeveralOutstandingRequestsComplete) {
   MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
   // Like gradient buckets: started one after another, waited for at the end.

@@ -29,4 +29,19 @@ for b in buckets:
 assert not [e for e in ev if e["cat"] == "conv2d"], "the profile is rank 0's"
 print("rank 1: %d iterations, %d allreduce spans" % (len(its), len(buckets)))
 PY
+# Issue 25: --zero 1 --grad-accum 2 on 2 ranks records the stage, the accumulation, the global
+# batch and per iteration and rank the bytes moved: with n = 2, 2(n-1)/n x 4P = 4P bytes, P the
+# flat buffer's elements (the parameters plus < 16 floats of padding per tensor, < 256 tensors here).
+"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" --image-size 32 --resnet-width 8 --resnet-blocks 1,1,1,1 \
+  --num-classes 10 --threads 1 --batch-size 4 --iterations 6 --warmup 2 --print-every 0 --bucket-mb 0.05 \
+  --zero 1 --grad-accum 2 --output "$dir/z.h5" >"$dir/zlog" 2>&1 || { cat "$dir/zlog"; exit 1; }
+grep -q 'global batch: 16 (batch 4 x grad-accum 2 x 2 ranks)' "$dir/zlog"
+grep -q '^zero: stage 1' "$dir/zlog"
+params=$(sed -n 's/^parameters: //p' "$dir/zlog" | tr -d ,)
+attr() { h5dump -a "/runs/run_000001/$1" "$dir/z.h5" | sed -n 's/^ *(0): //p'; }
+[ "$(attr zero_stage)" = 1 ] && [ "$(attr grad_accum)" = 2 ] && [ "$(attr global_batch)" = 16 ] || { echo "attributes"; exit 1; }
+bytes=$(h5dump -d /runs/run_000001/comm_bytes "$dir/z.h5" | sed -n 's/^ *([0-9]*,0): //p' | tr ', ' '\n\n' | grep . | sort -u)
+[ "$(echo "$bytes" | wc -l)" = 1 ] && [ "$bytes" -ge $((4 * params)) ] && [ "$bytes" -lt $((4 * params + 16384)) ] ||
+  { echo "comm_bytes per iteration and rank: $bytes (parameters $params)"; exit 1; }
+echo "zero 1: $bytes bytes per step and rank for $params parameters"
 echo "step mpi ok"

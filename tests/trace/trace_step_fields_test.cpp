@@ -21,6 +21,9 @@ RunRecord step_run() {
   r.info.loss_scaling = "dynamic";
   r.info.cuda_graph = 1;
   r.info.profile_ops = 2;
+  r.info.grad_accum = 4;  // 1.3
+  r.info.global_batch = 256;
+  r.info.zero_stage = 1;
   r.info.versions["cublas"] = "13.0.0";
   for (size_t k = 0; k < r.ranks.size(); ++k) {
     RankTrace& rank = r.ranks[k];
@@ -29,6 +32,7 @@ RunRecord step_run() {
       IterationTiming& it = rank.iterations[i];
       it.loss_scale = 65536.0f / static_cast<float>(1 << (i % 3));
       it.skipped = i == 1;
+      it.comm_bytes = (int64_t{1} << 33) + static_cast<int64_t>(10 * i + k);  // past 32 bits
       it.buckets = {{it.start + 0.001, it.start + 0.002}, {it.start + 0.0015, it.start + 0.003 + 1e-6 * static_cast<double>(k)}};
     }
   }
@@ -56,6 +60,10 @@ TEST(TraceStepFields, SurviveWriteAndRead) {
   EXPECT_EQ(out.info.loss_scaling, "dynamic");
   EXPECT_EQ(out.info.cuda_graph, 1);
   EXPECT_EQ(out.info.profile_ops, 2);
+  EXPECT_EQ(out.info.grad_accum, 4);
+  EXPECT_EQ(out.info.global_batch, 256);
+  EXPECT_EQ(out.info.zero_stage, 1);
+  EXPECT_EQ(out.samples_per_iteration_per_rank(), 4 * in.info.batch_per_device);
   EXPECT_EQ(out.info.versions.at("cublas"), "13.0.0");
   ASSERT_EQ(out.ranks.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
@@ -65,6 +73,7 @@ TEST(TraceStepFields, SurviveWriteAndRead) {
     for (size_t i = 0; i < x.iterations.size(); ++i) {
       EXPECT_EQ(y.iterations[i].loss_scale, x.iterations[i].loss_scale);
       EXPECT_EQ(y.iterations[i].skipped, x.iterations[i].skipped);
+      EXPECT_EQ(y.iterations[i].comm_bytes, x.iterations[i].comm_bytes);
       ASSERT_EQ(y.iterations[i].buckets.size(), 2u);
       for (size_t b = 0; b < 2; ++b) {
         EXPECT_EQ(y.iterations[i].buckets[b].start, x.iterations[i].buckets[b].start);
@@ -140,7 +149,7 @@ TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
   w.finish(next, RunStatus::complete);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.2");
+  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.3");
   H5Fclose(f);
   const auto runs = read_runs(path);
   ASSERT_EQ(runs.size(), 2u);

@@ -130,9 +130,10 @@ void CudaBackend::update_step_gate(std::span<const float> grads, float* gate, co
   const bool need_sum = u.check_finite || u.clip_norm > 0.0f;
   auto* partial = static_cast<double*>(reduce_.get());
   double* sums = partial + 2 * kReduceBlocks;
-  if (need_sum) DLPERF_CHECK(launch_sum_squares(grads.data(), static_cast<int64_t>(grads.size()), partial, sums, ctx_->s()));
+  if (need_sum && !u.sq_sum)
+    DLPERF_CHECK(launch_sum_squares(grads.data(), static_cast<int64_t>(grads.size()), partial, sums, ctx_->s()));
   const GateUpdateParams p{u.check_finite ? 1 : 0, u.growth_interval, u.clip_norm, u.grad_scale};
-  DLPERF_CHECK(launch_gate_update(need_sum ? sums : nullptr, gate, p, ctx_->s()));
+  DLPERF_CHECK(launch_gate_update(need_sum ? (u.sq_sum ? u.sq_sum : sums) : nullptr, gate, p, ctx_->s()));
 }
 
 namespace {
@@ -233,6 +234,11 @@ std::unique_ptr<BatchedMatmul> CudaBackend::batched_matmul(const BatchedMatmulSp
 std::unique_ptr<MaskedSoftmax> CudaBackend::masked_softmax(const Tensor& x) {
   record("masked_softmax", x, "dlperf:masked_softmax");
   return make_masked_softmax(ctx_, x);
+}
+
+void CudaBackend::accumulate(std::span<float> dst, std::span<const float> src, bool first) {
+  DLPERF_ASSERT(dst.size() == src.size(), "accumulate ranges of one size");
+  DLPERF_CHECK(launch_accumulate(dst.data(), src.data(), static_cast<int64_t>(dst.size()), first, ctx_->s()));
 }
 
 void CudaBackend::sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) {

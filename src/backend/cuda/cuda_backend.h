@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
                         std::span<float> update, const AdamStep& s) override;
   void lamb_apply(std::span<float> w, std::span<const float> update, float step, const float* gate) override;
   double sum_squares(std::span<const float> x) override;
+  void accumulate(std::span<float> dst, std::span<const float> src, bool first) override;
 
  private:
   void record(const char* kind, const Tensor& x, const std::string& impl);  // a one-call op, both passes

@@ -289,6 +289,8 @@ cudaError_t launch_lamb_update(const float* w, const float* g, float* m, float* 
 // w -= step * update.
 cudaError_t launch_axpy(float* w, const float* update, int64_t count, float step, const float* gate, cudaStream_t s);
 // sums[0] = sum x^2 in f64.
+// dst = src (first) or dst += src: gradient accumulation over micro-batches.
+cudaError_t launch_accumulate(float* dst, const float* src, int64_t count, bool first, cudaStream_t s);
 cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s);
 // Multi-tensor Adam family over the flat buffers: one segment per parameter (or run of equal
 // decay), split into tasks of kOptTaskElems elements, one block each.

@@ -47,7 +47,8 @@ __global__ void sgd_multi_kernel(float* __restrict__ w, const float* __restrict_
     mo = first_step ? d : momentum * mi + d;
     wo = wi - lr * mo;
   };
-  const bool vec = (t.begin % 4) == 0;
+  // float4 only when all three are 16-byte aligned (a ZeRO shard's group may start anywhere).
+  const bool vec = ((reinterpret_cast<uintptr_t>(wt) | reinterpret_cast<uintptr_t>(gt) | reinterpret_cast<uintptr_t>(mt)) & 15u) == 0;
   const int nv = vec ? n / 4 : 0;
   for (int q = static_cast<int>(threadIdx.x); q < nv; q += static_cast<int>(blockDim.x)) {
     float4 wv = reinterpret_cast<float4*>(wt)[q], mv = reinterpret_cast<float4*>(mt)[q];
@@ -70,6 +71,19 @@ cudaError_t launch_sgd_multi(float* w, const float* g, float* m, const OptSegmen
   if (task_count == 0) return cudaSuccess;
   sgd_multi_kernel<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, segments, tasks, lr, momentum, weight_decay, grad_scale,
                                                                           first_step, gate);
+  return launched();
+}
+
+namespace {
+__global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src, int64_t count, bool first) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = first ? src[i] : dst[i] + src[i];
+}
+}  // namespace
+
+cudaError_t launch_accumulate(float* dst, const float* src, int64_t count, bool first, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  accumulate_kernel<<<grid_for(count), kThreads, 0, s>>>(dst, src, count, first);
   return launched();
 }
 

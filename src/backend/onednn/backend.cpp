@@ -244,6 +244,19 @@ class CpuBackend final : public Backend {
     return sum;
   }
 
+  void accumulate(std::span<float> dst, std::span<const float> src, bool first) override {
+    DLPERF_ASSERT(dst.size() == src.size(), "accumulate ranges of one size");
+    float* __restrict d = dst.data();
+    const float* __restrict s = src.data();
+    const int64_t n = static_cast<int64_t>(dst.size());
+    if (first) {
+      std::copy(s, s + n, d);
+      return;
+    }
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  }
+
  private:
   // The step gate as these host loops see it (backend/step_gate.h): the CPU backend's gate is
   // host memory and every op has finished, so it is read directly.

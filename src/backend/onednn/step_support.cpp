@@ -60,7 +60,9 @@ void update_step_gate(std::span<const float> grads, float* gate, const StepGateU
   auto at = [gate](GateField f) -> float& { return gate[gate_index(f)]; };
   const float used = at(GateField::loss_scale);
   double sq = 0.0;
-  if (u.check_finite || u.clip_norm > 0) {
+  if ((u.check_finite || u.clip_norm > 0) && u.sq_sum) {
+    sq = *u.sq_sum;
+  } else if (u.check_finite || u.clip_norm > 0) {
     const float* p = grads.data();
     const auto n = static_cast<int64_t>(grads.size());
 #pragma omp parallel for simd schedule(static) reduction(+ : sq)

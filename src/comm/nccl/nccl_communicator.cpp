@@ -1,6 +1,7 @@
 // NcclCommunicator; the design is explained in nccl_communicator.h.
 #include "comm/nccl/nccl_communicator.h"
 
+#include <algorithm>
 #include <exception>
 #include <thread>
 
@@ -157,6 +158,52 @@ void NcclCommunicator::end(State& s) { DLPERF_CHECK(cudaEventRecord(s.finished.g
 CommRequest NcclCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
   auto s = begin(CommOp::allreduce_sum, count * size_of(type));
   settle(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, stream_.get()), "allreduce", s->seq);
+  end(*s);
+  return CommRequest(s);
+}
+
+// Equal blocks: ncclReduceScatter / ncclAllGather. Unequal ones (a bucket that does not divide
+// by the ranks): one grouped ncclReduce / ncclBroadcast per block, rooted at its rank, which
+// NCCL runs as one operation.
+CommRequest NcclCommunicator::reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts) {
+  DLPERF_ASSERT(counts.size() == static_cast<size_t>(size_), "one block per rank");
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  auto s = begin(CommOp::reduce_scatter_sum, total * sizeof(float));
+  if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
+    settle(ncclReduceScatter(send, recv, counts[0], ncclFloat, ncclSum, comm_, stream_.get()), "reduce-scatter", s->seq);
+  } else {
+    DLPERF_CHECK(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      const size_t n = counts[static_cast<size_t>(r)];
+      DLPERF_CHECK(ncclReduce(send + off, recv, n, ncclFloat, ncclSum, r, comm_, stream_.get()));
+      off += n;
+    }
+    settle(ncclGroupEnd(), "reduce-scatter", s->seq);
+  }
+  end(*s);
+  return CommRequest(s);
+}
+
+CommRequest NcclCommunicator::all_gather_start(float* data, std::span<const size_t> counts) {
+  DLPERF_ASSERT(counts.size() == static_cast<size_t>(size_), "one block per rank");
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  auto s = begin(CommOp::all_gather, total * sizeof(float));
+  if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
+    const size_t n = counts[0];  // in place: this rank's block is at rank x n
+    settle(ncclAllGather(data + static_cast<size_t>(rank_) * n, data, n, ncclFloat, comm_, stream_.get()), "all-gather", s->seq);
+  } else {
+    DLPERF_CHECK(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      const size_t n = counts[static_cast<size_t>(r)];
+      DLPERF_CHECK(ncclBroadcast(data + off, data + off, n, ncclFloat, r, comm_, stream_.get()));
+      off += n;
+    }
+    settle(ncclGroupEnd(), "all-gather", s->seq);
+  }
   end(*s);
   return CommRequest(s);
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# CPU overhead of issue 25's options: dlperf-train's throughput with --zero 1 and with
+# --grad-accum 2, each against --zero 0 on the same ranks, batch and model, interleaved
+# (baseline, option, baseline, option, ...) so a machine that slows down mid-way biases
+# neither; ratio = median option / median baseline (samples/s; accumulation counts every
+# micro-batch). Needs an idle machine for figures worth quoting; the machine state is printed.
+#   bench/sharding_overhead.sh [BUILD_DIR] [RANKS] [REPEATS] [extra dlperf-train flags...]
+set -eu
+build=${1:-build}
+ranks=${2:-2}
+repeats=${3:-3}
+[ $# -ge 3 ] && shift 3 || shift $#
+exe="$build/src/dlperf-train"
+[ -x "$exe" ] || { echo "sharding_overhead.sh: $exe not found; build the dlperf-train target first" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+threads=$(( $(nproc) / ranks )); [ "$threads" -ge 1 ] || threads=1
+base=(--model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 32 --image-size 64 --num-classes 100 --batch-size 16
+      --iterations 40 --warmup 10 --print-every 0 --threads "$threads" "$@")
+run() {  # prints samples/s
+  mpirun -np "$ranks" --oversubscribe --bind-to none "$exe" "${base[@]}" "$@" | sed -n 's/^summary: throughput \([0-9.]*\) samples.*/\1/p'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $ranks ranks x $threads threads; $repeats repeats"
+declare -A rates
+for ((i = 0; i < repeats; ++i)); do
+  for opt in "--zero 0" "--zero 1" "--grad-accum 2"; do
+    # shellcheck disable=SC2086
+    rates[$opt]+="$(run $opt) "
+  done
+done
+b=$(echo "${rates["--zero 0"]}" | tr ' ' '\n' | grep . | median)
+printf '%-16s %10s %8s   %s\n' option "samples/s" ratio "runs"
+for opt in "--zero 0" "--zero 1" "--grad-accum 2"; do
+  m=$(echo "${rates[$opt]}" | tr ' ' '\n' | grep . | median)
+  printf '%-16s %10.1f %8.3f   %s\n' "$opt" "$m" "$(awk -v a="$m" -v b="$b" 'BEGIN {print (b > 0) ? a / b : 0}')" "${rates[$opt]}"
+done
+echo "# load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"

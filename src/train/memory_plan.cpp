@@ -1,0 +1,108 @@
+#include "train/memory_plan.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "models/bert.h"
+#include "models/vgg.h"
+#include "train/size_limits.h"
+
+namespace dlperf {
+namespace {
+
+// ResNet v1.5 (torchvision's resnet50 at width 64, blocks 3,4,6,3): stem conv 7x7 and its batch
+// norm; per bottleneck conv 1x1, 3x3, 1x1 with batch norms, a projection (conv 1x1 + norm) on
+// each stage's first block; the classifier.
+int64_t resnet_parameters(const TrainOptions& o) {
+  const int64_t w = o.resnet_width;
+  int64_t n = 3 * 49 * w + 2 * w, in = w;
+  for (int s = 0; s < 4; ++s) {
+    const int64_t p = w << s;
+    for (int b = 0; b < o.resnet_blocks[static_cast<size_t>(s)]; ++b) {
+      n += in * p + 2 * p + 9 * p * p + 2 * p + p * 4 * p + 8 * p;
+      if (b == 0) n += in * 4 * p + 8 * p;
+      in = 4 * p;
+    }
+  }
+  return n + in * o.num_classes + o.num_classes;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+int64_t planned_parameter_count(const TrainOptions& o) {
+  if (o.model == "resnet50") return resnet_parameters(o);
+  if (o.model == "vgg16") {
+    VggConfig vc;
+    vc.width = o.vgg_width;
+    vc.hidden = o.vgg_hidden;
+    vc.classes = o.num_classes;
+    vc.image_size = o.image_size;
+    return vgg_parameter_count(vc);
+  }
+  BertConfig c;
+  c.layers = o.bert_layers;
+  c.hidden = o.bert_hidden;
+  c.heads = o.bert_heads;
+  c.intermediate = o.bert_intermediate;
+  c.vocab = o.bert_vocab;
+  return bert_parameter_count(c);
+}
+
+MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
+  MemoryPlan p;
+  p.ranks = ranks;
+  p.parameters = planned_parameter_count(o);
+  const double P = static_cast<double>(p.parameters), f32 = 4.0 * P;
+  const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
+  p.weights = low ? 2.0 * P : f32;
+  p.master = low ? f32 : 0.0;
+  p.gradients = f32;
+  const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
+  const bool sharded = o.zero > 0 && ranks > 1;
+  p.optimizer = sharded ? (state + 1.0) * f32 / ranks : state * f32;  // sharded: + the shard's reduced gradients
+  p.accumulation = o.grad_accum > 1 ? f32 : 0.0;
+  p.activations_min = min_activation_bytes(o);
+  return p;
+}
+
+std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
+  const auto row = [](const char* what, double bytes) { return std::string("  ") + what + gib(bytes) + "\n"; };
+  std::string s = "memory plan per rank (" + std::to_string(p.ranks) + " rank" + (p.ranks > 1 ? "s" : "") + ", " +
+                  std::to_string(p.parameters) + " parameters):\n";
+  s += row("weights          ", p.weights);
+  s += row("master weights   ", p.master);
+  s += row("gradients        ", p.gradients);
+  s += row("optimizer state  ", p.optimizer);
+  s += row("accumulation     ", p.accumulation);
+  s += row("activations  >=  ", p.activations_min);
+  s += row("buckets          ", 0.0);
+  s += "  total        >=  " + gib(p.total());
+  if (limit_bytes > 0) s += " of " + gib(limit_bytes) + (p.total() <= limit_bytes ? ": fits" : ": DOES NOT FIT");
+  return s + "\n";
+}
+
+double memory_limit_bytes(const TrainOptions& o) {
+  if (o.memory_limit_mb > 0) return static_cast<double>(o.memory_limit_mb) * 1024.0 * 1024.0;
+  return o.backend == BackendKind::cpu ? physical_memory_bytes() : 0.0;
+}
+
+void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes) {
+  if (limit_bytes <= 0 || p.total() <= limit_bytes) return;
+  const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
+  std::string help;
+  if (o.zero == 0 && params > p.activations_min) help += "--zero 1 over more ranks (--plan-ranks N shows the plan), ";
+  if (o.grad_accum > 1) help += "no --grad-accum (its buffer), ";
+  if (p.activations_min > params) help += "a smaller --batch-size with --grad-accum, ";
+  help += "a smaller model";
+  throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +
+                    ", activations >= " + gib(p.activations_min) + ") but a rank has " + gib(limit_bytes) +
+                    (o.memory_limit_mb > 0 ? " (--memory-limit-mb)" : "") + "; try " + help + " (--plan-only prints the plan)");
+}
+
+}  // namespace dlperf

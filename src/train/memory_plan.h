@@ -1,0 +1,44 @@
+// The memory plan of a run (issue 25): bytes per rank for what training keeps, computed from the
+// options alone, before anything is allocated, for any number of ranks (--plan-ranks). A run
+// whose plan exceeds the memory there is (--memory-limit-mb, else the node's physical memory on
+// the cpu backend) is refused up front with one line naming what is needed and what would help.
+//
+// Per rank, with P the model's parameters (analytic counts, as torchvision/Hugging Face count
+// them; the flat buffers add 64-byte alignment padding, < 16 floats per tensor), n ranks:
+//   weights        4P (fp32: the f32 values are also what forward reads), or 2P bf16/fp16 copies
+//   master         0 in fp32; 4P f32 master values in bf16/fp16
+//   gradients      4P (one flat f32 buffer the layers write)
+//   optimizer      sgd 4P (momentum), adamw 8P (m, v), lamb 12P (m, v, update); /n with --zero 1,
+//                  plus the shard's reduced gradients 4P/n
+//   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches)
+//   activations    a lower bound (size_limits.h: the first layers' outputs), not yet the full
+//                  per-layer count
+// Buckets cost nothing extra here: the allreduce and the reduce-scatter work in place / into
+// the shard buffer above. The backends' workspaces are not counted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "train/options.h"
+
+namespace dlperf {
+
+struct MemoryPlan {
+  int ranks = 1;
+  int64_t parameters = 0;
+  double weights = 0, master = 0, gradients = 0, optimizer = 0, accumulation = 0, activations_min = 0;
+  double total() const { return weights + master + gradients + optimizer + accumulation + activations_min; }
+};
+
+// The model's trainable parameters from its options (no allocation).
+int64_t planned_parameter_count(const TrainOptions& o);
+MemoryPlan plan_memory(const TrainOptions& o, int ranks);
+// The plan as lines "memory plan per rank (...): ...", against `limit_bytes` (0: unknown).
+std::string format_memory_plan(const MemoryPlan& p, double limit_bytes);
+// The memory a rank may use: --memory-limit-mb, else the node's memory on cpu (0: unknown, cuda).
+double memory_limit_bytes(const TrainOptions& o);
+// Throws Error(usage) with one line when the plan exceeds limit_bytes (> 0).
+void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes);
+
+}  // namespace dlperf

@@ -1,0 +1,105 @@
+// The sharded data-parallel strategy (ZeRO stage 1, Rajbhandari et al. 2020): each rank keeps
+// the optimizer state (SGD momentum, Adam moments) only for its shard of the flat buffers
+// (train/parallel/sharding.h), and instead of allreducing whole gradients
+//   * backward: as the last parameter of a bucket becomes final, the bucket is reduce-scattered
+//     (started at once, overlapped with the rest of backward as the allreduce is): rank r
+//     receives the sum over ranks of its block into the shard-sized gradient buffer;
+//   * the optimizer updates the rank's block of the parameters from it (a sharded Sgd / AdamW,
+//     train/optimizer.h, train/adam.h);
+//   * then every bucket of the parameters is all-gathered in place, so every rank again holds
+//     all the new weights for the next forward.
+// Communicated per step and rank: reduce-scatter + all-gather of S bytes move what an allreduce
+// of S moves ((n-1)/n S each, docs/communication.md), while the optimizer state shrinks to 1/n.
+// The reduction order: Open MPI / NCCL sum each element over the ranks; on 2 ranks that is one
+// addition, so ZeRO's parameters equal the allreduce's bit for bit; on more ranks the two
+// collectives may associate the sum differently (fp32 round-off).
+//
+// Requests are kept per step parity, as BucketedAllreduce does (step n+1's buckets start before
+// step n is retired).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "train/parallel/sharding.h"
+#include "train/trainer.h"
+
+namespace dlperf {
+
+class ZeroExchange final : public GradientExchange {
+ public:
+  // shard: this rank's layout over `cut`'s buckets; shard_grads: (shard.local_size) floats.
+  // global_norm: form the sum of squares over every shard after the reduce-scatter (clipping by
+  // the global norm): each rank sums its block on `be` (a host read-back on a GPU), then the
+  // ranks' sums are allreduced in f64 into the communicator's memory, where the step gate reads it.
+  ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
+               Backend& be, bool global_norm);
+
+  int world_size() const override { return comm_.size(); }
+  size_t bucket_count() const override { return buckets_.size(); }
+  void begin_step(int64_t step) override;
+  void on_ready(const Layer& layer) override;
+  void finish() override;
+  void complete(int64_t step) override;
+  void poll() override;
+  // Reduce-scatters, then all-gathers, each in bucket order.
+  std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
+  int64_t bytes_moved(int64_t step) override;
+  const double* gate_sq_sum() const override { return norm_ ? static_cast<const double*>(norm_->bytes()) : nullptr; }
+  void set_actor(Actor actor) override { actor_ = std::move(actor); }
+
+  // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
+  // parameter values and orders the compute queue after them (MPI: waits).
+  void gather_params();
+
+ private:
+  struct Bucket {
+    GradBucket range;
+    int pending = 0;  // parameters not yet final this step
+  };
+  struct Requests {
+    std::vector<CommRequest> scatter, gather;  // per bucket
+    CommRequest norm;                          // the allreduce of the shards' sums of squares
+  };
+  Requests& requests(int64_t step) { return requests_[static_cast<size_t>(step & 1)]; }
+  void act(std::function<void()> work);
+  void launch_ready();  // starts, in order, every bucket whose parameters are all final
+
+  Communicator& comm_;
+  ParamStore& store_;
+  const ShardLayout& shard_;
+  Buffer& shard_grads_;
+  Backend& be_;
+  std::unique_ptr<CommBuffer> norm_;  // (1) f64 in the communicator's memory; null without global_norm
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_entry_;
+  std::vector<size_t> piece_of_bucket_;  // index into shard_.pieces, or SIZE_MAX when this rank's block is empty
+  std::array<Requests, 2> requests_;
+  int64_t step_ = -1;
+  int64_t completed_step_ = -1;
+  size_t launched_ = 0;
+  Actor actor_;
+};
+
+// "\nzero: stage 1, ..." for the run's banner: the shard of each rank and how balanced they are.
+std::string zero_banner(const ShardLayout& shard);
+
+// The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
+class GatherAfterStep final : public Optimizer {
+ public:
+  GatherAfterStep(std::unique_ptr<Optimizer> inner, ZeroExchange& zero) : inner_(std::move(inner)), zero_(zero) {}
+  std::string name() const override { return inner_->name(); }
+  void step(float lr, float grad_scale, const float* gate = nullptr) override {
+    inner_->step(lr, grad_scale, gate);
+    zero_.gather_params();
+  }
+  float clip_norm() const override { return inner_->clip_norm(); }
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
+  ZeroExchange& zero_;
+};
+
+}  // namespace dlperf

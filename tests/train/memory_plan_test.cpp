@@ -1,0 +1,68 @@
+// The memory plan (issue 25): its parameter counts equal the built models' (reduced shapes, and
+// the published full-size counts), and its parameter-side bytes follow the options.
+#include <gtest/gtest.h>
+
+#include "train/memory_plan.h"
+#include "train/registry.h"
+
+namespace dlperf {
+namespace {
+
+int64_t built_count(const TrainOptions& o) {
+  auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
+  auto model = make_model(o, *be);
+  return ParamStore(*be, model->layers()).parameter_count();
+}
+
+TEST(MemoryPlan, ParameterCountsEqualTheBuiltModels) {
+  TrainOptions r;
+  r.model = "resnet50";
+  r.resnet_blocks = {1, 2, 1, 1};
+  r.resnet_width = 16;
+  r.image_size = 32;
+  r.num_classes = 7;
+  r.batch_size = 1;
+  EXPECT_EQ(planned_parameter_count(r), built_count(r));
+  TrainOptions v;
+  v.model = "vgg16";
+  v.vgg_width = 16;
+  v.vgg_hidden = 32;
+  v.image_size = 64;
+  v.num_classes = 5;
+  v.batch_size = 1;
+  EXPECT_EQ(planned_parameter_count(v), built_count(v));
+  TrainOptions b;
+  b.model = "bert_base";
+  b.bert_layers = 2;
+  b.bert_hidden = 64;
+  b.bert_heads = 4;
+  b.bert_intermediate = 96;
+  b.bert_vocab = 200;
+  b.seq_len = 16;
+  b.max_predictions = 4;
+  b.batch_size = 1;
+  EXPECT_EQ(planned_parameter_count(b), built_count(b));
+  // Full sizes, as torchvision counts ResNet-50.
+  EXPECT_EQ(planned_parameter_count(TrainOptions{}), 25'557'032);
+}
+
+TEST(MemoryPlan, OptimizerStateShrinksWithZeroAndRanks) {
+  TrainOptions o;
+  o.optimizer = "adamw";
+  const MemoryPlan one = plan_memory(o, 1), eight = plan_memory(o, 8);
+  const double P = static_cast<double>(one.parameters);
+  EXPECT_DOUBLE_EQ(one.optimizer, 8 * P);  // m and v, f32
+  EXPECT_DOUBLE_EQ(eight.optimizer, 8 * P);  // --zero 0: replicated
+  o.zero = 1;
+  EXPECT_DOUBLE_EQ(plan_memory(o, 8).optimizer, (8 * P + 4 * P) / 8);  // the shard's m, v and reduced gradients
+  o.grad_accum = 4;
+  o.precision = Precision::bf16;
+  const MemoryPlan p = plan_memory(o, 8);
+  EXPECT_DOUBLE_EQ(p.accumulation, 4 * P);
+  EXPECT_DOUBLE_EQ(p.weights, 2 * P);
+  EXPECT_DOUBLE_EQ(p.master, 4 * P);
+  EXPECT_GT(p.total(), p.weights + p.master + p.gradients);
+}
+
+}  // namespace
+}  // namespace dlperf
