@@ -17,7 +17,7 @@ void describe_data(const TrainOptions& o, const WorldInfo& w, const data::Datase
 }
 
 std::string data_banner(const TrainOptions& o, const WorldInfo& w, const data::Dataset* dataset, const Model& model) {
-  if (!dataset) return o.data.empty() ? (o.model == "bert_base" ? "synthetic tokens" : "synthetic images (generated once, cycled)")
+  if (!dataset) return o.data.empty() ? (o.model == "bert_base" || o.model.rfind("llama", 0) == 0 ? "synthetic tokens" : "synthetic images (generated once, cycled)")
                                       : "BERT pretraining shards " + o.data;
   const InputSpec in = *model.raw_input("images");
   char line[512];

@@ -17,6 +17,7 @@
 #include "comm/mpi_main.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "models/llama.h"
 #include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"
@@ -45,11 +46,11 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.variant = o.variant;
   info.batch_per_device = o.batch_size;
   // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
-  const bool images = o.model != "bert_base";
+  const bool images = o.model != "bert_base" && !is_llama_model(o.model);
   info.image_size = images ? o.image_size : 0;
   info.num_classes = images ? o.num_classes : 0;
   info.seq_len = images ? 0 : o.seq_len;
-  info.max_predictions = images ? 0 : o.max_predictions;
+  info.max_predictions = images || is_llama_model(o.model) ? 0 : o.max_predictions;
   info.optimizer = o.optimizer;
   info.parameter_count = parameters;
   for (const auto& [name, value] : o.settings) info.settings.push_back(name + "=" + value);
@@ -312,7 +313,7 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
-    if (o.model != "bert_base") out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
+    if (o.model != "bert_base" && !is_llama_model(o.model)) out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
     out << "\n";
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
