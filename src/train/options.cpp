@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "dlperf_version.h"
-#include "models/llama.h"
-#include "train/llama_config.h"
+#include "models/llama_config.h"
+#include "train/llama_options.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
 #include "train/size_limits.h"

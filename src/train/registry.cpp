@@ -12,7 +12,7 @@
 #include "models/vgg.h"
 #include "train/adam.h"
 #include "train/bert_data.h"
-#include "train/llama_config.h"
+#include "train/llama_options.h"
 #include "train/llama_data.h"
 
 namespace dlperf {

@@ -17,7 +17,7 @@
 #include "comm/mpi_main.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "models/llama.h"
+#include "models/llama_config.h"
 #include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"

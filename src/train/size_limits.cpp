@@ -18,7 +18,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/llama_config.h"
+#include "train/llama_options.h"
 
 namespace dlperf {
 namespace {

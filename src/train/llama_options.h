@@ -2,7 +2,7 @@
 // (--llama-*) and the batch and sequence length applied.
 #pragma once
 
-#include "models/llama.h"
+#include "models/llama_config.h"
 #include "train/options.h"
 
 namespace dlperf {

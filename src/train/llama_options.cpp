@@ -1,4 +1,4 @@
-#include "train/llama_config.h"
+#include "train/llama_options.h"
 
 namespace dlperf {
 
