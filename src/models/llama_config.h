@@ -36,4 +36,10 @@ void validate_llama(const LlamaConfig& c);
 // Parameters of a configuration, counted as PyTorch does (a tied table once).
 int64_t llama_parameter_count(const LlamaConfig& c);
 
+// Model FLOPs of one token's forward pass (docs/llm.md): every matmul exactly (2 per multiply-
+// add: attention projections, feed-forward, output head) plus attention scores and values over
+// the causal half only (a token at position t attends to t + 1 keys: (T + 1) / 2 on average).
+// Training counts 3 x forward (backward = 2 x forward); recomputation is not model work.
+double llama_forward_flops_per_token(const LlamaConfig& c);
+
 }  // namespace dlperf

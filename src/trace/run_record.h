@@ -74,6 +74,14 @@ struct RunInfo {
   std::string loss_scaling;
   int64_t cuda_graph = 0;
   int64_t profile_ops = 0;
+  // Schema 1.3, LLM runs (issue 24; 0 and "" otherwise; docs/llm.md): training model FLOPs per
+  // token (3 x forward, causal attention half), the peak per device and where it came from, and
+  // the run's own tokens/s (all ranks, the measured window) and MFU.
+  double model_flops_per_token = 0;
+  double peak_tflops_per_device = 0;
+  std::string peak_source;
+  double tokens_per_s = 0;
+  double mfu = 0;
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };

@@ -86,6 +86,7 @@ constexpr Applies kModelOptions[] = {
     {"max-predictions", "bert_base"},     {"bert-layers", "bert_base"},       {"bert-hidden", "bert_base"},
     {"bert-heads", "bert_base"},          {"bert-intermediate", "bert_base"}, {"bert-vocab", "bert_base"},
     {"llama-layers", "llama3_8b llama3_2_1b"}, {"llama-hidden", "llama3_8b llama3_2_1b"}, {"llama-heads", "llama3_8b llama3_2_1b"},
+    {"peak-tflops", "llama3_8b llama3_2_1b"},
     {"llama-kv-heads", "llama3_8b llama3_2_1b"}, {"llama-ffn", "llama3_8b llama3_2_1b"}, {"llama-vocab", "llama3_8b llama3_2_1b"},
 };
 
@@ -172,6 +173,7 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   if (o.optimizer != "adamw") throw_usage_error("--model " + o.model + " trains with --optimizer adamw (Llama 3's recipe)");
   if (!o.data.empty()) throw_usage_error("--data: Llama reads synthetic tokens only in this version; drop --data");
   validate_llama(llama_config(o));
+  if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
 }
 
 }  // namespace
@@ -259,6 +261,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("bert-heads", po::value(&o.bert_heads)->default_value(o.bert_heads), "BERT attention heads")
     ("bert-intermediate", po::value(&o.bert_intermediate)->default_value(o.bert_intermediate), "BERT feed-forward size")
     ("bert-vocab", po::value(&o.bert_vocab)->default_value(o.bert_vocab), "BERT vocabulary size")
+    ("peak-tflops", po::value(&o.peak_tflops)->default_value(o.peak_tflops), "Llama: peak TFLOP/s per device for MFU (0: NVIDIA's "
+                                                                              "datasheet figure for the GPU, or a CPU estimate; docs/llm.md)")
     ("llama-layers", po::value(&o.llama_layers)->default_value(o.llama_layers), "Llama layers (-1: the model's)")
     ("llama-hidden", po::value(&o.llama_hidden)->default_value(o.llama_hidden), "Llama hidden size (-1: the model's)")
     ("llama-heads", po::value(&o.llama_heads)->default_value(o.llama_heads), "Llama query heads (-1: the model's)")

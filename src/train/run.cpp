@@ -23,6 +23,7 @@
 #include "train/cluster.h"
 #include "train/data_report.h"
 #include "train/gradient_exchange.h"
+#include "train/llm_measures.h"
 #include "train/loader_only.h"
 #include "train/max_batch.h"
 #include "train/param_store.h"
@@ -414,6 +415,16 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  if (is_llama_model(o.model)) {
+    const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());
+    out << llm_summary(llm);
+    RunInfo& info = rec.record.info;
+    info.model_flops_per_token = llm.flops_per_token;
+    info.peak_tflops_per_device = llm.peak.tflops;
+    info.peak_source = llm.peak.source;
+    info.tokens_per_s = llm.tokens_per_s;
+    info.mfu = llm.mfu;
+  }
   int64_t device_peak = 0;
   for (const auto& t : ranks) device_peak = std::max(device_peak, t.device_memory_peak_bytes);
   if (device_peak > 0) {

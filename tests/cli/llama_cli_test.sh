@@ -47,6 +47,9 @@ if [ "$rc" -ne 0 ]; then echo "FAIL two ranks: exit $rc"; tail -20 "$dir/two.log
 elif ! grep -q 'bit-identical on all 2 ranks' "$dir/two.log"; then echo "FAIL two ranks: replicas differ"; tail -5 "$dir/two.log"; fail=1
 elif ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 1.0) }'; then echo "FAIL two ranks: $loss"; fail=1
 elif [ ! -s "$dir/r.h5" ]; then echo "FAIL two ranks: no run written"; fail=1
+elif ! grep -Eq '^llm: [0-9.]+ tokens/s \([0-9.]+ per device\); [0-9.e+-]+ model TFLOP/s per device; MFU [0-9.]+% of' "$dir/two.log"; then
+  echo "FAIL two ranks: no llm line"; tail -5 "$dir/two.log"; fail=1
+elif ! h5dump -a /runs/run_000001/mfu "$dir/r.h5" >/dev/null 2>&1; then echo "FAIL two ranks: no mfu in the trace"; fail=1
 else echo "ok   two ranks: $loss"; fi
 
 [ "$fail" -eq 0 ] && echo "llama cli ok"

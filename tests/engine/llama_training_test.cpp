@@ -12,6 +12,7 @@
 #include "train/adam.h"
 #include "train/llama_data.h"
 #include "train/param_store.h"
+#include "train/peak_flops.h"
 
 namespace dlperf {
 namespace {
@@ -29,6 +30,35 @@ TEST(LlamaModel, PublishedParameterCounts) {
   for (Layer* l : model->layers())
     for (const auto& p : l->params()) n += product(p.dims);
   EXPECT_EQ(n, 1235814400);
+}
+
+// docs/llm.md: forward FLOPs per token = 2 x every matmul weight + attention's causal half.
+TEST(LlamaModel, ModelFlopsPerToken) {
+  const LlamaConfig c = llama_preset("llama3_8b");
+  EXPECT_DOUBLE_EQ(llama_forward_flops_per_token(c), 17157062656.0);  // at seq 8,192; 3x for training
+  for (const char* m : {"llama3_8b", "llama3_2_1b"}) {
+    LlamaConfig k = llama_preset(m);
+    k.seq_len = 1000;
+    const double head = k.tied ? static_cast<double>(k.vocab * k.hidden) : 0.0;  // the tied table is also the head
+    const double matmul_weights = static_cast<double>(llama_parameter_count(k) - k.vocab * k.hidden - (2 * k.layers + 1) * k.hidden) + head;
+    const double attention = 4.0 * static_cast<double>(k.hidden) * static_cast<double>(k.layers) * 1001.0 / 2.0;  // D x Hq = hidden
+    EXPECT_DOUBLE_EQ(llama_forward_flops_per_token(k), 2.0 * matmul_weights + attention) << m;
+  }
+}
+
+TEST(LlamaModel, PeakTableAndOverride) {
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H100 80GB HBM3", Precision::bf16), 989.4);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H100 PCIe", Precision::bf16), 756.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H200", Precision::fp16), 989.4);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", Precision::tf32), 156.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA B200", Precision::bf16), 2250.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("Tesla V100-SXM2-32GB", Precision::fp16), 0.0);
+  EXPECT_EQ(peak_flops(123.0, BackendKind::cuda, Precision::bf16, "NVIDIA H100 80GB HBM3", "", 1).tflops, 123.0);
+  EXPECT_EQ(peak_flops(0, BackendKind::cuda, Precision::fp16, "Tesla V100", "", 1).tflops, 0.0);
+  const PeakFlops cpu = peak_flops(0, BackendKind::cpu, Precision::fp32, "", "avx512_core", 4);
+  if (cpu.tflops > 0) {
+    EXPECT_NE(cpu.source.find("4 cores x 64"), std::string::npos) << cpu.source;
+  }
 }
 
 TEST(LlamaModel, BadConfigurationsAreUsageErrors) {
