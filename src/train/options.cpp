@@ -156,7 +156,7 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
   // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found
   // when rank 0 indexes it (the same one-line error, exit 2, nothing written).
   std::error_code ec;
-  if (!o.data.empty() && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
+  if (!o.data.empty() && !is_llama_model(o.model) && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
     throw_usage_error("--data " + o.data + ": no such file or directory");
 }
 
@@ -171,7 +171,13 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   if (vm["weight-decay"].defaulted()) o.weight_decay = 0.1f;
   if (vm["clip-grad-norm"].defaulted()) o.clip_grad_norm = 1.0f;
   if (o.optimizer != "adamw") throw_usage_error("--model " + o.model + " trains with --optimizer adamw (Llama 3's recipe)");
-  if (!o.data.empty()) throw_usage_error("--data: Llama reads synthetic tokens only in this version; drop --data");
+  // --data PREFIX: a Megatron indexed dataset, PREFIX.idx and PREFIX.bin (data/indexed_dataset.h).
+  for (const char* ext : {".idx", ".bin"}) {
+    std::error_code ec;
+    if (!o.data.empty() && !std::filesystem::is_regular_file(o.data + ext, ec))
+      throw_usage_error("--data " + o.data + ": no file " + o.data + ext + " (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
+  }
+  if (o.profile_ops > 0) throw_usage_error("--profile-ops does not time Llama's ops yet; drop it");
   validate_llama(llama_config(o));
   if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
 }

@@ -64,13 +64,15 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
   throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16, bert_base, llama3_8b or llama3_2_1b");
 }
 
-std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
+std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank, int world) {
   const uint64_t seed = o.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank);
   if (o.model == "bert_base") {
     const BertDataShape shape{o.batch_size, o.seq_len, o.max_predictions, o.bert_vocab};
     if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank);
     return std::make_unique<SyntheticTokens>(shape, seed);
   }
+  if (is_llama_model(o.model) && !o.data.empty())
+    return std::make_unique<IndexedTokens>(o.data, o.batch_size, o.seq_len, llama_config(o).vocab, o.seed, rank, world);
   if (is_llama_model(o.model)) return std::make_unique<SyntheticLlamaTokens>(o.batch_size, o.seq_len, llama_config(o).vocab, seed);
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed);
 }
@@ -194,7 +196,7 @@ std::string model_title(const TrainOptions& o) {
     const bool same = c.layers == full.layers && c.hidden == full.hidden && c.heads == full.heads && c.kv_heads == full.kv_heads &&
                       c.ffn == full.ffn && c.vocab == full.vocab;
     return std::string(same ? "" : "reduced ") + (o.model == "llama3_8b" ? "Llama 3.1 8B" : "Llama 3.2 1B") + " pretraining, seq " +
-           std::to_string(o.seq_len) + ", synthetic tokens";
+           std::to_string(o.seq_len) + (o.data.empty() ? ", synthetic tokens" : ", indexed dataset " + o.data);
   }
   return o.model;
 }

@@ -3,9 +3,11 @@
 # parameter counts without allocating them (the 8B's 32 GB of f32 weights on any machine), bad
 # combinations are one line and exit 2 with nothing written, and a reduced Llama trains on two
 # MPI ranks with a falling loss, replicas bit-identical, into a complete run.
-# Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC
+# Then the same on a Megatron indexed dataset written by dlperf-make-dataset --tokens, and a
+# corrupt one refused in one line.
+# Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC DLPERF_MAKE_DATASET
 set -u
-train=$1 mpiexec=$2
+train=$1 mpiexec=$2 make_dataset=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
@@ -51,6 +53,29 @@ elif ! grep -Eq '^llm: [0-9.]+ tokens/s \([0-9.]+ per device\); [0-9.e+-]+ model
   echo "FAIL two ranks: no llm line"; tail -5 "$dir/two.log"; fail=1
 elif ! h5dump -a /runs/run_000001/mfu "$dir/r.h5" >/dev/null 2>&1; then echo "FAIL two ranks: no mfu in the trace"; fail=1
 else echo "ok   two ranks: $loss"; fi
+
+# Two ranks on indexed-dataset tokens.
+"$make_dataset" --tokens "$dir/c4" --documents 40 --vocab 128 >/dev/null || { echo "FAIL make-dataset --tokens"; fail=1; }
+timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
+  --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128 --seq-len 48 --batch-size 4 --lr 3e-3 --threads 1 \
+  --iterations 30 --warmup 5 --print-every 10 --data "$dir/c4" --output "$dir/d.h5" >"$dir/data.log" 2>&1
+rc=$?
+loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/data.log")
+if [ "$rc" -ne 0 ]; then echo "FAIL indexed data: exit $rc"; tail -20 "$dir/data.log"; fail=1
+elif ! grep -q 'bit-identical on all 2 ranks' "$dir/data.log"; then echo "FAIL indexed data: replicas differ"; fail=1
+elif ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 0.8) }'; then echo "FAIL indexed data: $loss"; fail=1
+elif ! h5dump -a /runs/run_000001/data_source "$dir/d.h5" | grep -q megatron; then echo "FAIL indexed data: data_source"; fail=1
+else echo "ok   indexed data, two ranks: $loss"; fi
+cp "$dir/c4.bin" "$dir/bad.bin"
+printf 'NOTMEGA!' | cat - <(tail -c +9 "$dir/c4.idx") >"$dir/bad.idx"
+v128=(--model llama3_8b --llama-layers 1 --llama-vocab 128 --llama-ffn 32 --seq-len 16 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2)
+bad "bad.idx: wrong magic" "${v128[@]}" --data "$dir/bad"
+head -c 100 "$dir/c4.bin" >"$dir/bad.bin"
+cp "$dir/c4.idx" "$dir/bad.idx"
+bad "bad.bin: .* truncated or mismatched" "${v128[@]}" --data "$dir/bad"
+cp "$dir/c4.bin" "$dir/bad.bin"
+bad "outside the vocabulary \[0, 64\)" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/bad"
+bad "no file .*nothing.idx" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/nothing"
 
 [ "$fail" -eq 0 ] && echo "llama cli ok"
 exit "$fail"

@@ -3,11 +3,16 @@
 // synthetic token stream with Llama 3's AdamW recipe in fp32 and bf16, untied and tied, and
 // bit-for-bit determinism. (Two MPI ranks: tests/cli/llama_cli_test.sh.)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
+#include <set>
 
 #include "core/error.h"
+#include "data/indexed_dataset.h"
 #include "models/llama.h"
 #include "train/adam.h"
 #include "train/llama_data.h"
@@ -121,6 +126,51 @@ void expect_learns(const std::vector<float>& l, float drop) {
 TEST(LlamaTraining, LowersTheLossFp32) { expect_learns(train(Precision::fp32, false, 25), 1.0f); }
 TEST(LlamaTraining, LowersTheLossBf16Tied) { expect_learns(train(Precision::bf16, true, 25), 1.0f); }
 TEST(LlamaTraining, SameSeedSameLossesBitForBit) { EXPECT_EQ(train(Precision::fp32, false, 3), train(Precision::fp32, false, 3)); }
+
+// Indexed-dataset windows: 2 ranks read disjoint windows of T + 1 consecutive tokens within an
+// epoch, no window twice; the next epoch is another shuffle of the windows; same seed, same
+// batches.
+TEST(LlamaData, IndexedWindowsShuffledPerEpochAndSharedByRanks) {
+  const std::string prefix = (std::filesystem::temp_directory_path() / ("dlperf_win_" + std::to_string(::getpid()))).string();
+  std::vector<std::vector<int32_t>> docs{{}, {}, {}};
+  for (int32_t t = 0; t < 1000; ++t) docs[static_cast<size_t>(t % 3 == 0 ? 0 : t < 500 ? 1 : 2)].push_back(t);
+  std::sort(docs[0].begin(), docs[0].end());
+  std::vector<int32_t> flat;  // ids 0..999 in file order: token i of the concatenation is flat[i]
+  for (auto& d : docs) flat.insert(flat.end(), d.begin(), d.end());
+  data::write_indexed_dataset(prefix, docs);
+  const int64_t T = 16, B = 3;
+  IndexedTokens r0(prefix, B, T, 1000, 5, 0, 2), r1(prefix, B, T, 1000, 5, 1, 2), again(prefix, B, T, 1000, 5, 0, 2);
+  EXPECT_EQ(r0.windows(), 999 / 16);                  // 62
+  EXPECT_EQ(r0.steps_per_epoch(), 62 / (2 * 3));      // 10
+  std::vector<std::set<int32_t>> epochs(2);
+  std::vector<int32_t> order[2];
+  for (int e = 0; e < 2; ++e)
+    for (int64_t s = 0; s < r0.steps_per_epoch(); ++s)
+      for (IndexedTokens* src : {&r0, &r1}) {
+        const auto& tok = src->next().ints.at(kLlamaTokens);
+        if (src == &r0) {
+          EXPECT_EQ(tok, again.next().ints.at(kLlamaTokens));
+        }
+        for (int64_t b = 0; b < B; ++b) {
+          const int32_t first = tok[static_cast<size_t>(b * (T + 1))];
+          const auto at = std::find(flat.begin(), flat.end(), first) - flat.begin();
+          ASSERT_EQ(at % T, 0) << "a window starts at a multiple of T";
+          for (int64_t t = 0; t <= T; ++t) ASSERT_EQ(tok[static_cast<size_t>(b * (T + 1) + t)], flat[static_cast<size_t>(at + t)]);
+          EXPECT_TRUE(epochs[static_cast<size_t>(e)].insert(first).second) << "window read twice in epoch " << e;
+          order[e].push_back(first);
+        }
+      }
+  EXPECT_EQ(epochs[0].size(), 60u);  // 60 of the 62 windows each epoch (the remainder left out) ...
+  EXPECT_EQ(epochs[1].size(), 60u);
+  EXPECT_NE(order[0], order[1]);     // ... in another order
+  try {
+    IndexedTokens too_big(prefix, 40, T, 1000, 5, 0, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than ranks x --batch-size = 80"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(prefix + ".bin"), std::filesystem::remove(prefix + ".idx");
+}
 
 }  // namespace
 }  // namespace dlperf
