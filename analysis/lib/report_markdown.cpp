@@ -26,6 +26,8 @@ std::string point_of(const ConfigResult& c, const ScalePoint& p) { return point_
 void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt) {
   std::vector<std::string> cols = {"node_num", device_column(c), "batch_size_per_device", "samples/s", "speedup", "efficiency"};
   if (opt.reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
+  const bool llm = c.llm.flops_per_token > 0;  // LLM runs: tokens/s and MFU too (docs/llm.md)
+  if (llm) cols.insert(cols.end(), {"tokens/s", "TFLOP/s/device", "MFU"});
   table_header(os, cols);
   for (const auto& p : c.points) {
     if (p.stats.runs == 0) continue;
@@ -44,6 +46,9 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
         os << "  |  |  |";
       }
     }
+    if (const auto l = llm ? llm_point(c, p) : std::nullopt)
+      os << ' ' << fixed(l->tokens_per_s, 1) << " | " << fixed(l->tflops_per_device, 3) << " | " << (l->mfu ? percent(*l->mfu, 2) : "")
+         << " |";
     os << '\n';
   }
 }

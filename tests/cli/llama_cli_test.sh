@@ -5,9 +5,10 @@
 # MPI ranks with a falling loss, replicas bit-identical, into a complete run.
 # Then the same on a Megatron indexed dataset written by dlperf-make-dataset --tokens, and a
 # corrupt one refused in one line.
-# Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC DLPERF_MAKE_DATASET
+# dlperf-reduce shows tokens/s, TFLOP/s per device and MFU for the LLM runs.
+# Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC DLPERF_MAKE_DATASET DLPERF_REDUCE
 set -u
-train=$1 mpiexec=$2 make_dataset=$3
+train=$1 mpiexec=$2 make_dataset=$3 reduce=$4
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
@@ -53,6 +54,12 @@ elif ! grep -Eq '^llm: [0-9.]+ tokens/s \([0-9.]+ per device\); [0-9.e+-]+ model
   echo "FAIL two ranks: no llm line"; tail -5 "$dir/two.log"; fail=1
 elif ! h5dump -a /runs/run_000001/mfu "$dir/r.h5" >/dev/null 2>&1; then echo "FAIL two ranks: no mfu in the trace"; fail=1
 else echo "ok   two ranks: $loss"; fi
+
+"$reduce" "$dir/r.h5" --warmup 5 --window 25 --csv "$dir/r.csv" >"$dir/table" 2>&1
+if ! grep -Eq '^\| 1 \| 2 \| 4 \| [0-9.]+ \|.*\| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|$' "$dir/table" ||
+   ! grep -q 'tokens/s | TFLOP/s/device | MFU' "$dir/table" || ! head -1 "$dir/r.csv" | grep -q ',tokens_per_s,tflops_per_device,mfu$'; then
+  echo "FAIL dlperf-reduce: no tokens/s and MFU columns"; cat "$dir/table"; fail=1
+else echo "ok   dlperf-reduce: $(grep -E '^\| 1 \| 2 ' "$dir/table" | head -1)"; fi
 
 # Two ranks on indexed-dataset tokens.
 "$make_dataset" --tokens "$dir/c4" --documents 40 --vocab 128 >/dev/null || { echo "FAIL make-dataset --tokens"; fail=1; }
