@@ -240,9 +240,11 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   };
   std::map<ConfigKey, std::map<std::pair<int64_t, int64_t>, Acc>> groups;  // key -> (devices, nodes)
   std::map<ConfigKey, std::pair<int64_t, std::string>> fallbacks;  // runs with a reference kernel, the first one
+  std::map<ConfigKey, LlmFacts> llm;
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
+    if (i.model_flops_per_token > 0) llm[config_key(i)] = {i.seq_len, i.model_flops_per_token, i.peak_tflops_per_device};
     Acc& acc = groups[config_key(i)][{i.nodes * i.devices_per_node, i.nodes}];
     acc.point.nodes = i.nodes;
     acc.point.devices_per_node = i.devices_per_node;
@@ -284,6 +286,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     ConfigResult cfg;
     cfg.key = key;
     if (auto f = fallbacks.find(key); f != fallbacks.end()) std::tie(cfg.runs_with_reference_kernels, cfg.reference_kernel) = f->second;
+    if (const auto it = llm.find(key); it != llm.end()) cfg.llm = it->second;
     for (auto& [where, acc] : points) {
       ScalePoint& p = acc.point;
       p.stats = repeat_stats(p.throughputs);
@@ -311,6 +314,15 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   }
   name_configs(out.configs);
   return out;
+}
+
+std::optional<LlmPoint> llm_point(const ConfigResult& c, const ScalePoint& p) {
+  if (c.llm.flops_per_token <= 0 || p.stats.runs == 0) return std::nullopt;
+  LlmPoint l;
+  l.tokens_per_s = p.stats.median * static_cast<double>(c.llm.seq_len);
+  l.tflops_per_device = l.tokens_per_s / static_cast<double>(p.devices()) * c.llm.flops_per_token / 1e12;
+  if (c.llm.peak_tflops > 0) l.mfu = l.tflops_per_device / c.llm.peak_tflops;
+  return l;
 }
 
 }  // namespace dlperf::analysis

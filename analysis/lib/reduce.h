@@ -95,8 +95,17 @@ struct ScalePoint {
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
 };
 
+// LLM configurations (trace schema 1.3, docs/llm.md): what tokens/s and MFU follow from; zeros
+// for other models.
+struct LlmFacts {
+  int64_t seq_len = 0;
+  double flops_per_token = 0;  // training model FLOPs per token
+  double peak_tflops = 0;      // per device; 0: unknown
+};
+
 struct ConfigResult {
   ConfigKey key;
+  LlmFacts llm;
   // The details that tell this configuration apart from another with the same model,
   // precision, batch, backend and variant, and those that differ from the benchmark's own
   // (nonstandard, below), and the label and title that show them:
@@ -131,5 +140,13 @@ struct Reduction {
 };
 
 Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt);
+
+// An LLM point's median tokens/s (all devices), model TFLOP/s per device and MFU; empty for
+// other models or a point without runs (MFU also when the peak is unknown).
+struct LlmPoint {
+  double tokens_per_s = 0, tflops_per_device = 0;
+  std::optional<double> mfu;
+};
+std::optional<LlmPoint> llm_point(const ConfigResult& c, const ScalePoint& p);
 
 }  // namespace dlperf::analysis

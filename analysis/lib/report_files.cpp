@@ -38,7 +38,7 @@ void write_csv(std::ostream& os, const Reduction& r) {
   // device: "gpu", or "cpu_rank" on the CPU backend (one rank stands for one device there).
   // settings: the details that tell this configuration apart from another with the same label base.
   os << "config,model,precision,backend,variant,batch_size_per_device,node_num,devices_per_node,device_num,device,runs,"
-        "excluded,median_speed,average_speed,min_speed,max_speed,cv,speedup,efficiency,settings\n";
+        "excluded,median_speed,average_speed,min_speed,max_speed,cv,speedup,efficiency,settings,tokens_per_s,tflops_per_device,mfu\n";
   for (const auto& c : r.configs) {
     std::string settings;
     for (const auto& [name, v] : c.shown) settings += (settings.empty() ? "" : ";") + name + "=" + v;
@@ -54,7 +54,10 @@ void write_csv(std::ostream& os, const Reduction& r) {
       else
         os << ",,,,,";
       os << ',' << (p.speedup ? exact(*p.speedup) : "") << ',' << (p.efficiency ? exact(*p.efficiency) : "") << ','
-         << csv_field(settings) << '\n';
+         << csv_field(settings);
+      const auto l = llm_point(c, p);  // LLM runs only (docs/llm.md); empty otherwise
+      os << ',' << (l ? exact(l->tokens_per_s) : "") << ',' << (l ? exact(l->tflops_per_device) : "") << ','
+         << (l && l->mfu ? exact(*l->mfu) : "") << '\n';
     }
   }
 }
@@ -71,7 +74,11 @@ void write_json(std::ostream& os, const Reduction& r) {
       os << (first ? "\n    " : ",\n    ") << json_string(point_name(c.key.backend, p.nodes, p.devices_per_node))
          << ": {\"average_speed\": " << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
-         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null") << "}";
+         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null");
+      if (const auto l = llm_point(c, p))
+        os << ", \"tokens_per_s\": " << exact(l->tokens_per_s) << ", \"tflops_per_device\": " << exact(l->tflops_per_device)
+           << ", \"mfu\": " << (l->mfu ? exact(*l->mfu) : "null");
+      os << "}";
       first = false;
     }
     os << (first ? "}" : "\n  }");

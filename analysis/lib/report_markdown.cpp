@@ -51,6 +51,8 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
                     differences(c, true) + (differences(c, true).empty() || differences(c, false).empty() ? "" : ", ") +
                     differences(c, false) + ")");
   if (reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
+  const bool llm = c.llm.flops_per_token > 0;  // LLM runs: tokens/s and MFU too (docs/llm.md)
+  if (llm) cols.insert(cols.end(), {"tokens/s", "TFLOP/s/device", "MFU"});
   table_header(os, cols);
   for (const auto& p : c.points) {
     if (p.stats.runs == 0) continue;
@@ -69,6 +71,9 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
         os << "  |  |  |";
       }
     }
+    if (const auto l = llm ? llm_point(c, p) : std::nullopt)
+      os << ' ' << fixed(l->tokens_per_s, 1) << " | " << fixed(l->tflops_per_device, 3) << " | " << (l->mfu ? percent(*l->mfu, 2) : "")
+         << " |";
     os << '\n';
   }
 }

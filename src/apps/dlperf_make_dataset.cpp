@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "data/indexed_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "dlperf_version.h"
 
@@ -15,7 +16,8 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
   using namespace dlperf;
   data::SyntheticDatasetSpec s;
-  std::string output, layout = "both";
+  std::string output, layout = "both", tokens;
+  int64_t documents = 64, doc_tokens = 256, vocab = 512;
   s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description opts(
       "dlperf-make-dataset: writes a synthetic ImageNet-like JPEG dataset as a folder tree (OUTPUT/train/<class>/*.JPEG) and as "
@@ -35,7 +37,12 @@ int main(int argc, char** argv) {
     ("shard-size", po::value(&s.shard_size)->default_value(s.shard_size), "samples per tar shard")
     ("greyscale-every", po::value(&s.greyscale_every)->default_value(0), "make every k-th image a greyscale JPEG (0: none)")
     ("cmyk-every", po::value(&s.cmyk_every)->default_value(0), "make every k-th image a CMYK JPEG (0: none)")
-    ("threads", po::value(&s.threads)->default_value(s.threads), "encoding threads");
+    ("threads", po::value(&s.threads)->default_value(s.threads), "encoding threads")
+    ("tokens", po::value(&tokens), "instead of images: write a Megatron indexed token dataset PREFIX.bin + PREFIX.idx (dlperf-train "
+                                   "--model llama* --data PREFIX): learnable documents, each an arithmetic progression of ids")
+    ("documents", po::value(&documents)->default_value(documents), "--tokens: documents")
+    ("document-tokens", po::value(&doc_tokens)->default_value(doc_tokens), "--tokens: mean tokens per document (lengths vary +-50%)")
+    ("vocab", po::value(&vocab)->default_value(vocab), "--tokens: ids in [0, vocab)");
   // clang-format on
   try {
     po::variables_map vm;
@@ -52,6 +59,30 @@ int main(int argc, char** argv) {
     }
     if (vm.count("version")) {
       std::cout << "dlperf-make-dataset " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
+      return 0;
+    }
+    if (!tokens.empty()) {
+      if (documents <= 0 || doc_tokens <= 1 || vocab <= 1 || vocab > (int64_t{1} << 31) - 1)
+        throw_usage_error("--documents must be positive, --document-tokens above 1, --vocab in [2, 2^31)");
+      uint64_t state = s.seed;  // SplitMix64 (this program links no engine)
+      const auto next = [&state] {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+      };
+      std::vector<std::vector<int32_t>> docs(static_cast<size_t>(documents));
+      int64_t total = 0;
+      for (auto& d : docs) {
+        const int64_t n = doc_tokens / 2 + static_cast<int64_t>(next() % static_cast<uint64_t>(doc_tokens));
+        const auto start = static_cast<int64_t>(next() % static_cast<uint64_t>(vocab));
+        const int64_t step = 1 + static_cast<int64_t>(next() % 4);
+        for (int64_t t = 0; t < n; ++t) d.push_back(static_cast<int32_t>((start + step * t) % vocab));
+        total += n;
+      }
+      data::write_indexed_dataset(tokens, docs);
+      std::cout << "dlperf-make-dataset: " << documents << " documents, " << total << " tokens, vocab " << vocab << "\n  " << tokens
+                << ".bin\n  " << tokens << ".idx\n";
       return 0;
     }
     if (output.empty()) throw_usage_error("--output is required: the folder to write the dataset to");

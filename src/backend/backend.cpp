@@ -80,6 +80,23 @@ std::unique_ptr<GraphSegment> Backend::end_capture() {
   throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs");
 }
 
+namespace {
+[[noreturn]] void no_llama_ops(const Backend& be, const char* op) {
+  throw_usage_error(std::string("--model llama*: the ") + to_string(be.kind()) + " backend has no " + op +
+                    " op yet (Llama runs on --backend cpu)");
+}
+}  // namespace
+
+std::unique_ptr<RmsNorm> Backend::rms_norm(const RmsNormSpec&, const Tensor&) { no_llama_ops(*this, "RMSNorm"); }
+std::unique_ptr<Rope> Backend::rope(const RopeSpec&, const Tensor&) { no_llama_ops(*this, "RoPE"); }
+std::unique_ptr<SwiGlu> Backend::swiglu(const Tensor&) { no_llama_ops(*this, "SwiGLU"); }
+std::unique_ptr<CausalAttention> Backend::causal_attention(const AttentionSpec&, const Tensor&) {
+  no_llama_ops(*this, "causal attention");
+}
+std::unique_ptr<SoftmaxCrossEntropy> Backend::token_cross_entropy(const CrossEntropySpec&, const Tensor&) {
+  no_llama_ops(*this, "token cross-entropy");
+}
+
 #ifndef DLPERF_CUDA_BACKEND
 int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }

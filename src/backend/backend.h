@@ -205,6 +205,16 @@ class Backend {
   // embedding so that its own backward, which must come later in the step, adds to it: the
   // gradient is the sum of both uses.
   virtual std::unique_ptr<Linear> tied_linear(const LinearSpec& spec, Embedding& tied, const Tensor& x) = 0;
+  // Llama's ops (backend/ops.h). The defaults refuse with one line naming the backend: a
+  // backend that has not implemented them cannot run --model llama*.
+  virtual std::unique_ptr<RmsNorm> rms_norm(const RmsNormSpec& spec, const Tensor& x);
+  virtual std::unique_ptr<Rope> rope(const RopeSpec& spec, const Tensor& x);
+  virtual std::unique_ptr<SwiGlu> swiglu(const Tensor& a);
+  virtual std::unique_ptr<CausalAttention> causal_attention(const AttentionSpec& spec, const Tensor& q);
+  // Cross-entropy over a large vocabulary (next-token prediction): streams the logits row by
+  // row in f32, keeping one log-sum-exp per row, never an f32 copy of the (M, K) logits; its
+  // backward may write dlogits over the logits themselves. Label smoothing 0.
+  virtual std::unique_ptr<SoftmaxCrossEntropy> token_cross_entropy(const CrossEntropySpec& spec, const Tensor& logits);
 
   // Low-precision runs: rebuild the compute copies (f16/bf16, channels-last filters) of every
   // layer's weights from the f32 master values; once per step, before forward. The CUDA

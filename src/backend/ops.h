@@ -245,4 +245,66 @@ class RowGather {
   virtual void backward(const Tensor& idx, const Tensor& dy, Tensor& dx) = 0;
 };
 
+// ---- decoder-only transformer ops (Llama) ----------------------------------------------------
+
+struct RmsNormSpec {
+  std::string name;
+  int64_t features = 0;
+  float eps = 1e-5f;
+};
+// x (M, C) -> y (M, C) = x / sqrt(mean(x^2) + eps) * weight, weight (C) (Zhang & Sennrich 2019,
+// Llama's RMSNorm: the statistic in f32 whatever the data's dtype). backward writes dx and dweight.
+class RmsNorm : public Layer {
+ public:
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+};
+
+// Rotary position embedding (Su et al. 2021) as Llama applies it: pairs (x[2i], x[2i+1]) of each
+// head rotated by angle pos * freq_i, freq_i = theta^(-2i/D), with Llama 3.1's long-context
+// rescaling of the frequencies (factor, low/high frequency factors, original context; factor
+// 0: none). Positions restart at 0 for every sequence.
+struct RopeSpec {
+  int64_t batch = 0, seq_len = 0, heads = 0, head_dim = 0;
+  float theta = 500000.0f;
+  float scale_factor = 8.0f, low_freq_factor = 1.0f, high_freq_factor = 4.0f;
+  int64_t original_context = 8192;
+};
+// x (B*T, heads*D) -> y, same dims (y may alias x). backward: dx = R^T dy (dx may alias dy).
+class Rope {
+ public:
+  virtual ~Rope() = default;
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+};
+
+// SwiGLU (Shazeer 2020): y = silu(a) * b, a = x W1^T (gate), b = x W3^T (up); any same dims.
+// backward: da = dy * b * silu'(a), db = dy * silu(a).
+class SwiGlu {
+ public:
+  virtual ~SwiGlu() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  virtual void backward(const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da, Tensor& db) = 0;
+};
+
+// Grouped-query causal self-attention, computed blockwise with an online softmax (Dao 2022,
+// FlashAttention-2): never a (heads, T, T) buffer; forward saves only each row's log-sum-exp.
+struct AttentionSpec {
+  int64_t batch = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+// q (B*T, heads*D), k and v (B*T, kv_heads*D) as the projections write them ((B, T, H, D)
+// row-major) -> o (B*T, heads*D) = softmax(q k^T / sqrt(D) + causal mask) v, query head h
+// reading key/value head h / (heads / kv_heads). backward recomputes the probabilities from the
+// saved log-sum-exp of the last forward and writes dq, dk, dv.
+class CausalAttention {
+ public:
+  virtual ~CausalAttention() = default;
+  virtual TensorPtr make_output() const = 0;
+  virtual void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) = 0;
+  virtual void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq,
+                        Tensor& dk, Tensor& dv) = 0;
+};
+
 }  // namespace dlperf

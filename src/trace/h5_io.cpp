@@ -127,6 +127,13 @@ void write_attr(hid_t obj, const char* name, int64_t value) {
   DLPERF_CHECK_HDF5(H5Awrite(a, H5T_NATIVE_INT64, &value));
 }
 
+void write_attr(hid_t obj, const char* name, double value) {
+  delete_attr_if(obj, name);
+  Handle space = DLPERF_H5(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a = DLPERF_H5(H5Acreate2(obj, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DLPERF_CHECK_HDF5(H5Awrite(a, H5T_NATIVE_DOUBLE, &value));
+}
+
 void write_attr(hid_t obj, const char* name, const std::vector<std::string>& values) {
   delete_attr_if(obj, name);
   const size_t width = width_of(values);
@@ -163,6 +170,19 @@ int64_t read_int_attr(hid_t obj, const char* name, int64_t fallback) {
     throw_usage_error(std::string("attribute ") + name + " is not a single integer");
   int64_t v = 0;
   DLPERF_CHECK_HDF5(H5Aread(a, H5T_NATIVE_INT64, &v));
+  return v;
+}
+
+double read_double_attr(hid_t obj, const char* name, double fallback) {
+  if (!has_attr(obj, name)) return fallback;
+  Handle a = DLPERF_H5(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Handle ftype = DLPERF_H5(H5Aget_type(a), H5Tclose);
+  Handle space = DLPERF_H5(H5Aget_space(a), H5Sclose);
+  const H5T_class_t c = H5Tget_class(ftype);
+  if ((c != H5T_FLOAT && c != H5T_INTEGER) || point_count(space) != 1)
+    throw_usage_error(std::string("attribute ") + name + " is not a single number");
+  double v = 0;
+  DLPERF_CHECK_HDF5(H5Aread(a, H5T_NATIVE_DOUBLE, &v));
   return v;
 }
 

@@ -18,11 +18,13 @@ namespace dlperf::h5 {
 // Attributes. Writing replaces an existing attribute of the same name.
 void write_attr(hid_t obj, const char* name, const std::string& value);
 void write_attr(hid_t obj, const char* name, int64_t value);
+void write_attr(hid_t obj, const char* name, double value);  // f64 scalar
 void write_attr(hid_t obj, const char* name, const std::vector<std::string>& values);  // (n,)
 bool has_attr(hid_t obj, const char* name);
 std::string read_string_attr(hid_t obj, const char* name);  // throws when absent or not a string
 std::optional<std::string> read_string_attr_if(hid_t obj, const char* name);
 int64_t read_int_attr(hid_t obj, const char* name, int64_t fallback);
+double read_double_attr(hid_t obj, const char* name, double fallback);  // any numeric scalar
 std::vector<std::string> attr_names(hid_t obj);
 
 // Datasets of shape (rows, dims...): chunked, first dimension unlimited so a flush can grow it.

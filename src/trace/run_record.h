@@ -80,6 +80,14 @@ struct RunInfo {
   int64_t grad_accum = 1;
   int64_t global_batch = 0;
   int64_t zero_stage = 0;  // --zero: 0 replicated, 1 sharded optimizer state
+  // Schema 1.3, LLM runs (issue 24; 0 and "" otherwise; docs/llm.md): training model FLOPs per
+  // token (3 x forward, causal attention half), the peak per device and where it came from, and
+  // the run's own tokens/s (all ranks, the measured window) and MFU.
+  double model_flops_per_token = 0;
+  double peak_tflops_per_device = 0;
+  std::string peak_source;
+  double tokens_per_s = 0;
+  double mfu = 0;
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };

@@ -179,6 +179,7 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_attr(group, "hosts", distinct);
   write_kernels(group, record.kernels);
   write_step_fields(group, record);
+  write_llm_fields(group, record.info);
   // A dataset, not an attribute: a long --data path repeated at the fixed string width could
   // pass HDF5's 64 KiB limit on compact attributes.
   h5::write_strings(group, "settings", info.settings);
@@ -250,6 +251,7 @@ RunRecord read_run_group(hid_t group) {
     for (const char* name : {"iteration_start", "phase_seconds", "loss", "rank_host"})
       if (h5::has_link(group, name)) throw_usage_error(std::string("dataset iteration_end is missing beside ") + name);
     read_step_fields(group, record);
+    read_llm_fields(group, record.info);
     return record;
   }
 
@@ -307,6 +309,7 @@ RunRecord read_run_group(hid_t group) {
     }
   }
   read_step_fields(group, record);
+  read_llm_fields(group, record.info);
   return record;
 }
 

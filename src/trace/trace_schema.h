@@ -12,7 +12,7 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 3;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields; 1.3: issue 25's grad_accum, global_batch
+inline constexpr int kMinor = 3;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields; 1.3: issue 25's grad_accum, global_batch, zero_stage, comm_bytes and issue 24's LLM measures
 inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.3"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";
@@ -40,5 +40,8 @@ RunRecord read_run_group(hid_t group);
 // The 1.2 additions of issue 13 (trace_schema_step.cpp), called by the two above.
 void write_step_fields(hid_t group, const RunRecord& record);
 void read_step_fields(hid_t group, RunRecord& record);
+// The 1.3 LLM measures of issue 24 (trace_schema_llm.cpp).
+void write_llm_fields(hid_t group, const RunInfo& info);
+void read_llm_fields(hid_t group, RunInfo& info);
 
 }  // namespace dlperf::trace_schema

@@ -9,7 +9,7 @@ namespace dlperf {
 
 void describe_data(const TrainOptions& o, const WorldInfo& w, const data::Dataset* dataset, RunInfo& info) {
   info.data_path = o.data;
-  info.data_source = o.data.empty() ? "synthetic" : dataset ? to_string(dataset->layout()) : "hdf5";
+  info.data_source = o.data.empty() ? "synthetic" : dataset ? to_string(dataset->layout()) : o.model.rfind("llama", 0) == 0 ? "megatron" : "hdf5";
   if (dataset) {
     info.decoder = to_string(o.decoder);
     info.loader_threads = loader_threads(o, w);
@@ -17,8 +17,9 @@ void describe_data(const TrainOptions& o, const WorldInfo& w, const data::Datase
 }
 
 std::string data_banner(const TrainOptions& o, const WorldInfo& w, const data::Dataset* dataset, const Model& model) {
-  if (!dataset) return o.data.empty() ? (o.model == "bert_base" ? "synthetic tokens" : "synthetic images (generated once, cycled)")
-                                      : "BERT pretraining shards " + o.data;
+  if (!dataset) return o.data.empty() ? (o.model == "bert_base" || o.model.rfind("llama", 0) == 0 ? "synthetic tokens" : "synthetic images (generated once, cycled)")
+                                      : o.model.rfind("llama", 0) == 0 ? "Megatron indexed dataset " + o.data
+                                                                       : "BERT pretraining shards " + o.data;
   const InputSpec in = *model.raw_input("images");
   char line[512];
   std::snprintf(line, sizeof line,

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/parse_number.h"
 #include "dlperf_version.h"
+#include "models/llama_config.h"
+#include "train/llama_options.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
 #include "train/size_limits.h"
@@ -94,9 +96,12 @@ struct Applies {
 constexpr Applies kModelOptions[] = {
     {"image-size", "resnet50 vgg16"},     {"num-classes", "resnet50 vgg16"},  {"label-smoothing", "resnet50 vgg16"},
     {"resnet-blocks", "resnet50"},        {"resnet-width", "resnet50"},       {"vgg-width", "vgg16"},
-    {"vgg-hidden", "vgg16"},              {"dropout", "vgg16 bert_base"},     {"seq-len", "bert_base"},
+    {"vgg-hidden", "vgg16"},              {"dropout", "vgg16 bert_base"},     {"seq-len", "bert_base llama3_8b llama3_2_1b"},
     {"max-predictions", "bert_base"},     {"bert-layers", "bert_base"},       {"bert-hidden", "bert_base"},
     {"bert-heads", "bert_base"},          {"bert-intermediate", "bert_base"}, {"bert-vocab", "bert_base"},
+    {"llama-layers", "llama3_8b llama3_2_1b"}, {"llama-hidden", "llama3_8b llama3_2_1b"}, {"llama-heads", "llama3_8b llama3_2_1b"},
+    {"peak-tflops", "llama3_8b llama3_2_1b"},
+    {"llama-kv-heads", "llama3_8b llama3_2_1b"}, {"llama-ffn", "llama3_8b llama3_2_1b"}, {"llama-vocab", "llama3_8b llama3_2_1b"},
 };
 
 bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
@@ -130,7 +135,7 @@ std::string value_text(const std::string& name, const boost::any& v) {
 
 // The real-image options: checked here, before MPI starts, so bad input never starts a job.
 void validate_image_options(const po::variables_map& vm, const std::string& decoder, const std::string& max_bad, TrainOptions& o) {
-  const bool is_bert = o.model == "bert_base";
+  const bool is_bert = o.model == "bert_base" || is_llama_model(o.model);
   if (decoder == "cpu") o.decoder = ImageDecoder::cpu;
   else if (decoder == "gpu") o.decoder = ImageDecoder::gpu;
   else throw_usage_error("--decoder '" + decoder + "' is unknown: use cpu or gpu");
@@ -161,8 +166,30 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
   // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found
   // when rank 0 indexes it (the same one-line error, exit 2, nothing written).
   std::error_code ec;
-  if (!o.data.empty() && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
+  if (!o.data.empty() && !is_llama_model(o.model) && o.data.find('{') == std::string::npos && !std::filesystem::exists(o.data, ec))
     throw_usage_error("--data " + o.data + ": no such file or directory");
+}
+
+// Llama 3's pretraining recipe (Grattafiori et al. 2024, section 3.4.1): AdamW, beta2 0.95,
+// weight decay 0.1 on matrices (never on norms), clip 1.0, cosine after a linear warm-up; lr
+// 3e-4 as given (not scaled with the batch). --seq-len defaults to MLPerf's 8,192 tokens,
+// --batch-size to 1 sequence.
+void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
+  if (vm["seq-len"].defaulted()) o.seq_len = 8192;
+  if (vm["batch-size"].defaulted()) o.batch_size = 1;  // one 8,192-token sequence per device
+  if (vm["lr"].defaulted()) o.lr = 3e-4f;
+  if (vm["weight-decay"].defaulted()) o.weight_decay = 0.1f;
+  if (vm["clip-grad-norm"].defaulted()) o.clip_grad_norm = 1.0f;
+  if (o.optimizer != "adamw") throw_usage_error("--model " + o.model + " trains with --optimizer adamw (Llama 3's recipe)");
+  // --data PREFIX: a Megatron indexed dataset, PREFIX.idx and PREFIX.bin (data/indexed_dataset.h).
+  for (const char* ext : {".idx", ".bin"}) {
+    std::error_code ec;
+    if (!o.data.empty() && !std::filesystem::is_regular_file(o.data + ext, ec))
+      throw_usage_error("--data " + o.data + ": no file " + o.data + ext + " (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
+  }
+  if (o.profile_ops > 0) throw_usage_error("--profile-ops does not time Llama's ops yet; drop it");
+  validate_llama(llama_config(o));
+  if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
 }
 
 }  // namespace
@@ -262,6 +289,14 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("bert-heads", po::value(&o.bert_heads)->default_value(o.bert_heads), "BERT attention heads")
     ("bert-intermediate", po::value(&o.bert_intermediate)->default_value(o.bert_intermediate), "BERT feed-forward size")
     ("bert-vocab", po::value(&o.bert_vocab)->default_value(o.bert_vocab), "BERT vocabulary size")
+    ("peak-tflops", po::value(&o.peak_tflops)->default_value(o.peak_tflops), "Llama: peak TFLOP/s per device for MFU (0: NVIDIA's "
+                                                                              "datasheet figure for the GPU, or a CPU estimate; docs/llm.md)")
+    ("llama-layers", po::value(&o.llama_layers)->default_value(o.llama_layers), "Llama layers (-1: the model's)")
+    ("llama-hidden", po::value(&o.llama_hidden)->default_value(o.llama_hidden), "Llama hidden size (-1: the model's)")
+    ("llama-heads", po::value(&o.llama_heads)->default_value(o.llama_heads), "Llama query heads (-1: the model's)")
+    ("llama-kv-heads", po::value(&o.llama_kv_heads)->default_value(o.llama_kv_heads), "Llama key/value heads (-1: the model's)")
+    ("llama-ffn", po::value(&o.llama_ffn)->default_value(o.llama_ffn), "Llama feed-forward size (-1: the model's)")
+    ("llama-vocab", po::value(&o.llama_vocab)->default_value(o.llama_vocab), "Llama vocabulary size (-1: the model's)")
     ("vgg-width", po::value(&o.vgg_width)->default_value(o.vgg_width), "VGG channels of the first block (blocks: 1x, 2x, 4x, 8x, 8x)")
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on
@@ -296,9 +331,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     return ParseOutcome::exit_ok;
   }
 
-  if (o.model != "resnet50" && o.model != "vgg16" && o.model != "bert_base")
-    throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16 or bert_base");
-  const bool is_bert = o.model == "bert_base", is_vgg = o.model == "vgg16";
+  if (o.model != "resnet50" && o.model != "vgg16" && o.model != "bert_base" && !is_llama_model(o.model))
+    throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16, bert_base, llama3_8b or llama3_2_1b");
+  const bool is_bert = o.model == "bert_base", is_vgg = o.model == "vgg16", is_llama = is_llama_model(o.model);
   if (backend == "cpu") o.backend = BackendKind::cpu;
   else if (backend == "cuda") o.backend = BackendKind::cuda;
   else throw_usage_error("--backend '" + backend + "' is unknown: use cpu or cuda");
@@ -326,7 +361,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   require_positive("vgg-hidden", o.vgg_hidden);
   if (is_vgg && (o.image_size < kVggMinImageSize || o.image_size % 32 != 0))
     throw_usage_error("--image-size " + std::to_string(o.image_size) + " does not suit vgg16's five 2x2 pools: use a multiple of 32");
-  if (!is_bert && o.image_size < kResNetMinImageSize)
+  if (!is_bert && !is_llama && o.image_size < kResNetMinImageSize)
     throw_usage_error("--image-size " + std::to_string(o.image_size) + " is too small for " + o.model + ": use " +
                       std::to_string(kResNetMinImageSize) + " or more");
   if (!(o.lr > 0)) throw_usage_error("--lr must be positive");
@@ -343,7 +378,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (const auto v = parse_uint64(seed)) o.seed = *v;
   else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");
   // BERT: optimizer and recipe defaults (NVIDIA's phase-1 LAMB; the BERT paper's AdamW).
-  if (o.optimizer.empty()) o.optimizer = is_bert ? "lamb" : "sgd";
+  if (o.optimizer.empty()) o.optimizer = is_bert ? "lamb" : is_llama ? "adamw" : "sgd";
   if (o.optimizer != "sgd" && o.optimizer != "adamw" && o.optimizer != "lamb")
     throw_usage_error("--optimizer '" + o.optimizer + "' is unknown: use sgd, adamw or lamb");
   // VGG16: the recipe of the VGG paper (Simonyan & Zisserman 2014, section 3.1): batch 256,
@@ -359,6 +394,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     if (vm["lr"].defaulted()) o.lr = o.optimizer == "lamb" ? 3.75e-4f : o.optimizer == "adamw" ? 1e-4f : 0.01f;
     if (vm["weight-decay"].defaulted()) o.weight_decay = 0.01f;
   }
+  if (is_llama) validate_llama_options(vm, o);
   if (!(o.clip_grad_norm >= 0)) throw_usage_error("--clip-grad-norm must be 0 (off) or positive");
   if (!(o.dropout >= 0 && o.dropout < 1)) throw_usage_error("--dropout must be in [0, 1)");
   require_positive("seq-len", o.seq_len);

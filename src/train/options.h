@@ -45,6 +45,9 @@ struct TrainOptions {
   std::string data;             // BERT: pretraining shards; CNNs: image folder tree or tar shards; "": synthetic data
   float dropout = 0.1f;          // BERT's hidden/attention dropout; VGG's classifier dropout (default 0.5)
   int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
+  // Llama (--model llama3_8b, llama3_2_1b): reduced sizes; -1 keeps the preset's value
+  double peak_tflops = 0;  // MFU's peak per device; 0: the GPU table or the CPU estimate (train/peak_flops.h)
+  int64_t llama_layers = -1, llama_hidden = -1, llama_heads = -1, llama_kv_heads = -1, llama_ffn = -1, llama_vocab = -1;
   // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
   int64_t vgg_width = 64, vgg_hidden = 4096;
   // Real images (--data with resnet50 / vgg16)

@@ -7,10 +7,13 @@
 #include "comm/topology.h"
 #include "core/error.h"
 #include "models/bert.h"
+#include "models/llama.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
 #include "train/adam.h"
 #include "train/bert_data.h"
+#include "train/llama_options.h"
+#include "train/llama_data.h"
 
 namespace dlperf {
 
@@ -57,10 +60,11 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
     return make_vgg(be, vc);
   }
   if (o.model == "bert_base") return make_bert(be, bert_config(o));
-  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16 or bert_base");
+  if (is_llama_model(o.model)) return make_llama(be, llama_config(o));
+  throw_usage_error("--model '" + o.model + "' is unknown: use resnet50, vgg16, bert_base, llama3_8b or llama3_2_1b");
 }
 
-std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
+std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank, int world) {
   const uint64_t seed = o.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank);
   // Generated batches: 4 steps' worth, so --batch-size b --grad-accum n cycles the same samples
   // as --batch-size b*n (the pool is drawn sample by sample from one stream).
@@ -70,10 +74,13 @@ std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank) {
     if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank);
     return std::make_unique<SyntheticTokens>(shape, seed, pool);
   }
+  if (is_llama_model(o.model) && !o.data.empty())
+    return std::make_unique<IndexedTokens>(o.data, o.batch_size, o.seq_len, llama_config(o).vocab, o.seed, rank, world);
+  if (is_llama_model(o.model)) return std::make_unique<SyntheticLlamaTokens>(o.batch_size, o.seq_len, llama_config(o).vocab, seed);
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed, pool);
 }
 
-bool uses_image_files(const TrainOptions& o) { return !o.data.empty() && o.model != "bert_base"; }
+bool uses_image_files(const TrainOptions& o) { return !o.data.empty() && o.model != "bert_base" && !is_llama_model(o.model); }
 
 namespace {
 
@@ -148,7 +155,9 @@ InputSpec cnn_image_input(const TrainOptions& o) {
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, ParamStore& store, const OptimizerShard* shard) {
   std::unique_ptr<Optimizer> opt;
-  const AdamConfig adam{0.9f, 0.999f, 1e-6f, o.weight_decay};  // NVIDIA's BERT betas and eps
+  // NVIDIA's BERT betas and eps; Llama 3's (beta2 0.95, eps 1e-8 as torchtitan and Meta's recipe).
+  const AdamConfig adam = is_llama_model(o.model) ? AdamConfig{0.9f, 0.95f, 1e-8f, o.weight_decay}
+                                                  : AdamConfig{0.9f, 0.999f, 1e-6f, o.weight_decay};
   DLPERF_ASSERT(!shard || o.optimizer != "lamb", "LAMB is not sharded (options refuse it)");
   if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(be, store, adam, shard);
   else if (o.optimizer == "lamb") opt = std::make_unique<Lamb>(be, store, adam);
@@ -161,11 +170,13 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, Pa
 // by the square root (the LAMB paper's rule). BERT's default warm-up is NVIDIA's phase-1
 // proportion, 28.43% of the iterations; ResNet's 10%.
 LrSchedule make_lr_schedule(const TrainOptions& o, int world_size) {
-  const float ratio = static_cast<float>(o.batch_size * o.grad_accum * world_size) / 256.0f;  // the global batch
-  const float lr = o.optimizer == "sgd" ? o.lr * ratio : o.lr * std::sqrt(ratio);
   const int64_t warmup = o.lr_warmup >= 0              ? o.lr_warmup
                          : o.model == "bert_base" ? static_cast<int64_t>(0.2843 * static_cast<double>(o.iterations))
                                                   : o.iterations / 10;
+  const float ratio = static_cast<float>(o.batch_size * o.grad_accum * world_size) / 256.0f;  // the global batch
+  const float lr = is_llama_model(o.model) ? o.lr  // Llama: the recipe's rate as given
+                   : o.optimizer == "sgd"    ? o.lr * ratio
+                                             : o.lr * std::sqrt(ratio);
   return {o.lr_schedule, lr, warmup, o.iterations};
 }
 
@@ -183,6 +194,13 @@ std::string model_title(const TrainOptions& o) {
                       o.bert_vocab == 30522;
     return std::string(full ? "BERT-base" : "reduced BERT") + " pretraining, seq " + std::to_string(o.seq_len) + ", " +
            std::to_string(o.max_predictions) + " predictions, " + o.optimizer + (o.data.empty() ? ", synthetic tokens" : ", " + o.data);
+  }
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o), full = llama_preset(o.model);
+    const bool same = c.layers == full.layers && c.hidden == full.hidden && c.heads == full.heads && c.kv_heads == full.kv_heads &&
+                      c.ffn == full.ffn && c.vocab == full.vocab;
+    return std::string(same ? "" : "reduced ") + (o.model == "llama3_8b" ? "Llama 3.1 8B" : "Llama 3.2 1B") + " pretraining, seq " +
+           std::to_string(o.seq_len) + (o.data.empty() ? ", synthetic tokens" : ", indexed dataset " + o.data);
   }
   return o.model;
 }

@@ -17,7 +17,8 @@ namespace dlperf {
 std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be);
 // rank: data differs per rank (each replica sees its own samples), same seed -> same data.
 // Generated data, or BERT's pretraining shards (image files: make_image_data).
-std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank);
+// world: ranks sharing an indexed token dataset's windows (Llama --data).
+std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank, int world = 1);
 // Whether the run reads image files (--data with a CNN).
 bool uses_image_files(const TrainOptions& o);
 // The image loader of this rank for `input` (the model's raw_input("images")): threads,

@@ -18,12 +18,14 @@
 #include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "models/llama_config.h"
 #include "trace/async_writer.h"
 #include "train/agreement.h"
 #include "train/cluster.h"
 #include "train/data_report.h"
 #include "train/gradient_exchange.h"
 #include "train/parallel/zero.h"
+#include "train/llm_measures.h"
 #include "train/loader_only.h"
 #include "train/max_batch.h"
 #include "train/memory_plan.h"
@@ -51,11 +53,11 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   info.zero_stage = o.zero;
   info.global_batch = o.batch_size * o.grad_accum * w.size;
   // What changes the work of an iteration (dlperf-reduce groups runs by all of it).
-  const bool images = o.model != "bert_base";
+  const bool images = o.model != "bert_base" && !is_llama_model(o.model);
   info.image_size = images ? o.image_size : 0;
   info.num_classes = images ? o.num_classes : 0;
   info.seq_len = images ? 0 : o.seq_len;
-  info.max_predictions = images ? 0 : o.max_predictions;
+  info.max_predictions = images || is_llama_model(o.model) ? 0 : o.max_predictions;
   info.optimizer = o.optimizer;
   info.parameter_count = parameters;
   for (const auto& [name, value] : o.settings) info.settings.push_back(name + "=" + value);
@@ -375,7 +377,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     // The input shape: images for the CNNs; BERT's title already names its sequence length and
     // predictions per sequence.
     out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device";
-    if (o.model != "bert_base") out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
+    if (o.model != "bert_base" && !is_llama_model(o.model)) out << ", " << o.image_size << "x" << o.image_size << ", " << o.num_classes << " classes";
     out << "\n";
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
@@ -497,6 +499,16 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
   out << line;
+  if (is_llama_model(o.model)) {
+    const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());
+    out << llm_summary(llm);
+    RunInfo& info = rec.record.info;
+    info.model_flops_per_token = llm.flops_per_token;
+    info.peak_tflops_per_device = llm.peak.tflops;
+    info.peak_source = llm.peak.source;
+    info.tokens_per_s = llm.tokens_per_s;
+    info.mfu = llm.mfu;
+  }
   int64_t device_peak = 0;
   for (const auto& t : ranks) device_peak = std::max(device_peak, t.device_memory_peak_bytes);
   if (device_peak > 0) {

@@ -37,7 +37,7 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
 void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset) {
   s.model->init_params(o.seed);
   if (dataset) s.data = make_image_data(o, w, dataset, *s.model->raw_input("images"), *s.backend);
-  else s.data = make_data(o, w.rank);
+  else s.data = make_data(o, w.rank, w.size);
 }
 
 size_t bucket_bytes(const TrainOptions& o) { return static_cast<size_t>(o.bucket_mb * 1024 * 1024); }

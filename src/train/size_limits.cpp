@@ -4,6 +4,10 @@
 //   VGG16        input 3 x H x H; block 1 convs -> width x H x H (the largest).
 //   BERT         (S, intermediate) feed-forward, (heads, S, S) attention scores,
 //                (P, vocab) masked-LM logits.
+//   Llama        (T, vocab) logits, (T, ffn) feed-forward; per block it keeps at least x, the
+//                norms' outputs, q, o (6 x hidden) and the feed-forward's three (T, ffn), in the
+//                compute dtype (2 bytes at least), plus 16 bytes per parameter of training
+//                state (f32 weights, gradients, AdamW's two moments).
 #include "train/size_limits.h"
 
 #include <unistd.h>
@@ -14,13 +18,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "train/llama_options.h"
 
 namespace dlperf {
 namespace {
 
 constexpr double kMaxTensorElements = 2147483647.0;  // 2^31 - 1
 
-bool is_cnn(const TrainOptions& o) { return o.model != "bert_base"; }
+bool is_cnn(const TrainOptions& o) { return o.model != "bert_base" && !is_llama_model(o.model); }
 
 std::string human(double v) {
   char buf[32];
@@ -52,6 +57,10 @@ double largest_activation_elements(const TrainOptions& o) {
     const double h = static_cast<double>(o.image_size), w = static_cast<double>(o.vgg_width);
     return b * std::max(3.0, w) * h * h;
   }
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o);
+    return b * static_cast<double>(o.seq_len) * static_cast<double>(std::max({c.vocab, c.ffn, c.hidden}));
+  }
   const double s = static_cast<double>(o.seq_len);
   return b * std::max({s * static_cast<double>(o.bert_intermediate), static_cast<double>(o.bert_heads) * s * s,
                        static_cast<double>(o.max_predictions) * static_cast<double>(o.bert_vocab)});
@@ -66,6 +75,13 @@ double min_activation_bytes(const TrainOptions& o) {
   if (o.model == "vgg16") {
     const double h = static_cast<double>(o.image_size), w = static_cast<double>(o.vgg_width);
     return elem * b * (3 * h * h + 4 * w * h * h);  // input; block 1's two convs and their ReLUs
+  }
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o);
+    const double tokens = b * static_cast<double>(o.seq_len);
+    const double per_block = 6.0 * static_cast<double>(c.hidden) + 3.0 * static_cast<double>(c.ffn);
+    return 2.0 * tokens * (static_cast<double>(c.layers) * per_block + static_cast<double>(c.vocab)) +
+           16.0 * static_cast<double>(llama_parameter_count(c));
   }
   const double s = static_cast<double>(o.seq_len), hid = static_cast<double>(o.bert_hidden);
   return elem * b * static_cast<double>(o.bert_layers) * (4 * s * hid + static_cast<double>(o.bert_heads) * s * s);

@@ -120,6 +120,37 @@ TEST(TraceStepFields, AbsentWhereNotMeasured) {
   }
 }
 
+// Schema 1.3 (issue 24): an LLM run's measures survive write then read; other runs have none.
+TEST(TraceStepFields, LlmMeasuresSurviveWriteAndRead) {
+  test::TempDir dir;
+  const std::string path = dir.file("results.h5");
+  RunRecord in = test::small_run(1, 3);
+  in.info.model_flops_per_token = 51471187968.0;
+  in.info.peak_tflops_per_device = 989.4;
+  in.info.peak_source = "NVIDIA H100 SXM datasheet, dense bf16";
+  in.info.tokens_per_s = 12345.678;
+  in.info.mfu = 0.4213;
+  {
+    TraceWriter w(path, in.info);
+    w.finish(in, RunStatus::complete);
+  }
+  RunRecord plain = test::small_run(1, 3);
+  {
+    TraceWriter w(path, plain.info);
+    w.finish(plain, RunStatus::complete);
+  }
+  const auto runs = read_runs(path);
+  ASSERT_EQ(runs.size(), 2u);
+  const RunInfo& o = runs[0].info;
+  EXPECT_EQ(o.model_flops_per_token, 51471187968.0);
+  EXPECT_EQ(o.peak_tflops_per_device, 989.4);
+  EXPECT_EQ(o.peak_source, "NVIDIA H100 SXM datasheet, dense bf16");
+  EXPECT_EQ(o.tokens_per_s, 12345.678);
+  EXPECT_EQ(o.mfu, 0.4213);
+  EXPECT_EQ(runs[1].info.model_flops_per_token, 0.0);
+  EXPECT_EQ(runs[1].info.peak_source, "");
+}
+
 // A 1.0 file: appending raises the root version to 1.2, and the 1.0 run (without the new
 // datasets) reads back with the defaults.
 TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
@@ -149,7 +180,7 @@ TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
   w.finish(next, RunStatus::complete);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.3");
+  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), trace_schema::version_string());
   H5Fclose(f);
   const auto runs = read_runs(path);
   ASSERT_EQ(runs.size(), 2u);

@@ -143,6 +143,15 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override {
     return make_tied_linear(ctx_, s, tied, x);
   }
+  std::unique_ptr<RmsNorm> rms_norm(const RmsNormSpec& s, const Tensor& x) override { return make_rms_norm(ctx_, s, x); }
+  std::unique_ptr<Rope> rope(const RopeSpec& s, const Tensor& x) override { return make_rope(ctx_, s, x); }
+  std::unique_ptr<SwiGlu> swiglu(const Tensor& a) override { return make_swiglu(ctx_, a); }
+  std::unique_ptr<CausalAttention> causal_attention(const AttentionSpec& s, const Tensor& q) override {
+    return make_causal_attention(ctx_, s, q);
+  }
+  std::unique_ptr<SoftmaxCrossEntropy> token_cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override {
+    return make_token_cross_entropy(ctx_, s, logits);
+  }
 
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override {
     DLPERF_ASSERT(w.size() == g.size() && w.size() == m.size(), "sgd ranges of one size");

@@ -17,12 +17,12 @@ namespace {
 class CpuTiedLinear final : public WithParams<Linear> {
  public:
   CpuTiedLinear(Ctx ctx, const LinearSpec& s, Embedding& tied, const CpuTensor& x)
-      : ctx_(std::move(ctx)), dtype_(x.dtype()), table_(share_embedding_weight(tied)) {
+      : ctx_(std::move(ctx)), dtype_(x.dtype()), bias_(s.bias), table_(share_embedding_weight(tied)) {
     const Dims& e = tied.params().at(0).dims;  // (V, C)
     m_ = x.dims().at(0), v_ = e[0], c_ = e[1];
-    if (x.dims().size() != 2 || x.dims()[1] != c_ || s.in_features != c_ || s.out_features != v_ || !s.bias)
+    if (x.dims().size() != 2 || x.dims()[1] != c_ || s.in_features != c_ || s.out_features != v_)
       throw_usage_error("tied_linear " + s.name + ": input " + to_string(x.dims()) + " and spec must match the tied table " +
-                        to_string(e) + " (with a bias)");
+                        to_string(e));
     const dt t = to_dnnl(dtype_);
     view_ = table_.add_view(md({v_, c_}, t, tag::ab));
     x_md_ = md({m_, c_}, t, tag::ab);
@@ -32,7 +32,8 @@ class CpuTiedLinear final : public WithParams<Linear> {
     dyt_md_ = md({v_, m_}, t, dnnl::memory::dims{1, v_});  // dy^T over dy's storage
     de_md_ = md({v_, c_}, dt::f32, tag::ab);
     b_md_ = md({1, v_}, dt::f32, tag::ab);
-    const auto fwd_pd = compat::matmul(ctx_->engine, x_md_, et_md_, b_md_, y_md_);
+    // Llama 3.2's tied head has no bias (BERT's has).
+    const auto fwd_pd = compat::matmul(ctx_->engine, x_md_, et_md_, bias_ ? b_md_ : compat::md{}, y_md_);
     const auto bwd_e_pd = compat::matmul(ctx_->engine, dyt_md_, x_md_, de_md_);
     const auto bwd_x_pd = compat::matmul(ctx_->engine, y_md_, e_md_, x_md_);
     fwd_ = dnnl::matmul(fwd_pd);
@@ -42,17 +43,18 @@ class CpuTiedLinear final : public WithParams<Linear> {
     record_kernel(*ctx_, s.name, "forward", shape, fwd_pd);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_e_pd);
     record_kernel(*ctx_, s.name, "backward_data", shape, bwd_x_pd);
-    add_param(ctx_, s.name + ".bias", ParamRole::bias, {v_}, plain_md({v_}, DType::f32));
+    if (bias_) add_param(ctx_, s.name + ".bias", ParamRole::bias, {v_}, plain_md({v_}, DType::f32));
   }
 
   TensorPtr make_output() const override { return std::make_unique<CpuTensor>(ctx_, Dims{m_, v_}, dtype_, y_md_); }
 
   void forward(const Tensor& x, Tensor& y) override {
     const auto& eng = ctx_->engine;
-    fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, cpu(x).mem()},
-                                {DNNL_ARG_WEIGHTS, dnnl::memory(et_md_, eng, table_.view(view_).get_data_handle())},
-                                {DNNL_ARG_BIAS, dnnl::memory(b_md_, eng, params_[0].value().get_data_handle())},
-                                {DNNL_ARG_DST, cpu(y).mem()}});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, cpu(x).mem()},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(et_md_, eng, table_.view(view_).get_data_handle())},
+                                               {DNNL_ARG_DST, cpu(y).mem()}};
+    if (bias_) args.emplace(DNNL_ARG_BIAS, dnnl::memory(b_md_, eng, params_[0].value().get_data_handle()));
+    fwd_.execute(ctx_->stream, args);
   }
 
   void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
@@ -64,6 +66,7 @@ class CpuTiedLinear final : public WithParams<Linear> {
       bwd_x_.execute(ctx_->stream, {{DNNL_ARG_SRC, cpu(dy).mem()},
                                     {DNNL_ARG_WEIGHTS, dnnl::memory(e_md_, eng, table_.view(view_).get_data_handle())},
                                     {DNNL_ARG_DST, cpu(*dx).mem()}});
+    if (!bias_) return;
     // db (V) = column sums of dy (M, V); threads split the columns.
     auto* db = static_cast<float*>(params_[0].grad().get_data_handle());
     dispatch_float(dtype_, [&](auto tag) {
@@ -83,6 +86,7 @@ class CpuTiedLinear final : public WithParams<Linear> {
  private:
   Ctx ctx_;
   DType dtype_;
+  bool bias_;
   Param& table_;  // the embedding's (V, C) table
   size_t view_ = 0;
   int64_t m_ = 0, v_ = 0, c_ = 0;

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Llama pretraining tokens/s of dlperf-train against plain PyTorch (bench/llama_pytorch_train.py:
+# the golden fixture's reference model with F.scaled_dot_product_attention where PyTorch has it),
+# side by side on the CPU, same threads, same shapes, same recipe (AdamW beta2 0.95, clip 1.0),
+# synthetic tokens, fp32 and bf16 (PyTorch: torch.autocast). Default shape, issue 24's: 4 layers,
+# hidden 1,024, 16/4 heads, feed-forward 3,584, vocabulary 32,000, sequence 1,024, batch 2.
+#
+# Method: every measurement a fresh process (--warmup untimed steps, --iterations timed ones, as
+# each tool prints `throughput X samples/s`); the two tools interleaved within each repeat, the
+# order reversed every other repeat; the table gives the median over --repeats and the ratio
+# dlperf / PyTorch, plus dlperf's MFU line. The load average is printed with each measurement:
+# the machine must be idle for the figures to mean anything.
+#
+# Usage: bench/llama_vs_pytorch.sh [--quick] [--repeats N] [--threads T] [--precision fp32,bf16]
+#   --quick: 2 layers, hidden 256, 4/2 heads, ffn 704, vocab 2,048, seq 256 (proves the script works)
+# Exit: 0 done, 1 a measurement failed (its log is named), 2 bad usage or a missing tool.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TRAIN=${DLPERF_TRAIN:-$ROOT/build/src/dlperf-train}
+PYTHON=${PYTHON:-/usr/bin/python3}
+repeats=3 threads=$(nproc) precisions=fp32,bf16 iters=10 warmup=3
+shape=(4 1024 16 4 3584 32000 1024 2)  # layers hidden heads kv ffn vocab seq batch
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) shape=(2 256 4 2 704 2048 256 2); iters=4; warmup=1 ;;
+    --repeats) repeats=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    --precision) precisions=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -x "$TRAIN" ] || { echo "no dlperf-train at $TRAIN (build it, or set DLPERF_TRAIN)" >&2; exit 2; }
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "$PYTHON has no torch (apt-get install python3-torch)" >&2; exit 2; }
+read -r L H NH KV F V T B <<<"${shape[*]}"
+log=$(mktemp -d)
+echo "# Llama $L layers, hidden $H, $NH/$KV heads, ffn $F, vocab $V, seq $T, batch $B; $threads threads; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+run() {  # tool precision repeat -> prints samples/s
+  local tool=$1 p=$2 r=$3 out="$log/$1.$2.$3.log"
+  if [ "$tool" = dlperf ]; then
+    OMP_NUM_THREADS=$threads "$TRAIN" --model llama3_8b --llama-layers "$L" --llama-hidden "$H" --llama-heads "$NH" --llama-kv-heads "$KV" \
+      --llama-ffn "$F" --llama-vocab "$V" --seq-len "$T" --batch-size "$B" --precision "$p" --threads "$threads" \
+      --iterations $((iters + warmup)) --warmup "$warmup" --print-every 0 >"$out" 2>&1 || { echo "FAILED: $out" >&2; return 1; }
+  else
+    OMP_NUM_THREADS=$threads "$PYTHON" "$ROOT/bench/llama_pytorch_train.py" --layers "$L" --hidden "$H" --heads "$NH" --kv-heads "$KV" \
+      --ffn "$F" --vocab "$V" --seq-len "$T" --batch-size "$B" --precision "$p" --threads "$threads" --iterations "$iters" \
+      --warmup "$warmup" >"$out" 2>&1 || { echo "FAILED: $out" >&2; return 1; }
+  fi
+  echo "  $tool $p repeat $r: $(grep -o 'throughput [0-9.]*' "$out") samples/s (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  grep -o 'throughput [0-9.]*' "$out" | cut -d' ' -f2
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+echo "| precision | dlperf tokens/s | PyTorch tokens/s | ratio | dlperf MFU |"
+echo "|---|---|---|---|---|"
+for p in ${precisions//,/ }; do
+  : >"$log/d.$p" && : >"$log/t.$p"
+  for r in $(seq "$repeats"); do
+    if [ $((r % 2)) -eq 1 ]; then run dlperf "$p" "$r" >>"$log/d.$p"; run torch "$p" "$r" >>"$log/t.$p"
+    else run torch "$p" "$r" >>"$log/t.$p"; run dlperf "$p" "$r" >>"$log/d.$p"; fi
+  done
+  d=$(median <"$log/d.$p") t=$(median <"$log/t.$p")
+  mfu=$(grep -ho 'MFU [0-9.]*% of [0-9.]* TFLOP/s' "$log"/dlperf."$p".*.log | tail -1)
+  awk -v d="$d" -v t="$t" -v T="$T" -v p="$p" -v m="$mfu" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s |\n", p, d * T, t * T, d / t, m }'
+done
+echo "# logs: $log"

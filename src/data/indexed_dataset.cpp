@@ -1,0 +1,178 @@
+// Megatron/NeMo indexed datasets (see indexed_dataset.h).
+#include "data/indexed_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace dlperf::data {
+namespace {
+
+constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+constexpr size_t kHeader = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, S, D
+
+size_t item_size(int code) {
+  switch (code) {
+    case 1:
+    case 2: return 1;
+    case 3:
+    case 8: return 2;
+    case 4: return 4;
+    case 5: return 8;
+    default: return 0;  // 6 float64, 7 float32: not token ids; anything else unknown
+  }
+}
+
+template <class T>
+T read_le(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);  // x86-64 and aarch64 are little-endian, as the format
+  return v;
+}
+
+[[noreturn]] void fault(const std::string& file, const std::string& what) { throw_usage_error(file + ": " + what); }
+
+}  // namespace
+
+IndexedDataset::Mapping::Mapping(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fault(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fault(path, "cannot stat");
+  }
+  bytes = static_cast<size_t>(st.st_size);
+  if (bytes > 0) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      fault(path, std::string("cannot map (") + std::strerror(errno) + ")");
+    }
+    data = p;
+  }
+  ::close(fd);
+}
+
+IndexedDataset::Mapping::~Mapping() {
+  if (data) ::munmap(data, bytes);
+}
+
+IndexedDataset::IndexedDataset(const std::string& prefix, int64_t vocab)
+    : idx_(prefix + ".idx"), bin_(prefix + ".bin") {
+  const std::string idx = prefix + ".idx", bin = prefix + ".bin";
+  check_index(idx);
+  if (static_cast<size_t>(tokens_) * item_ != bin_.bytes)
+    fault(bin, std::to_string(bin_.bytes) + " bytes, but " + idx + " describes " + std::to_string(tokens_) + " tokens of " +
+                   std::to_string(item_) + " bytes (" + std::to_string(static_cast<size_t>(tokens_) * item_) + "): truncated or mismatched");
+  if (vocab > 0) check_tokens(bin, vocab);
+}
+
+void IndexedDataset::check_index(const std::string& idx) {
+  const auto* p = static_cast<const unsigned char*>(idx_.data);
+  if (idx_.bytes < kHeader) fault(idx, std::to_string(idx_.bytes) + " bytes, shorter than the " + std::to_string(kHeader) + "-byte header: truncated");
+  if (std::memcmp(p, kMagic, sizeof kMagic) != 0) fault(idx, "wrong magic (want MMIDIDX\\0\\0: not a Megatron indexed dataset)");
+  const auto version = read_le<uint64_t>(p + 9);
+  if (version != 1) fault(idx, "version " + std::to_string(version) + " (this reader knows version 1)");
+  dtype_ = p[17];
+  item_ = item_size(dtype_);
+  if (item_ == 0)
+    fault(idx, "dtype code " + std::to_string(dtype_) + (dtype_ == 6 || dtype_ == 7 ? " is a float type, not token ids" : " is unknown") +
+                   " (want 1-5 or 8)");
+  const auto s = read_le<uint64_t>(p + 18), d = read_le<uint64_t>(p + 26);
+  const uint64_t body = idx_.bytes - kHeader;
+  if (s > body / 12 || d > body / 8 || s * 12 + d * 8 > body)
+    fault(idx, std::to_string(s) + " sequences and " + std::to_string(d) + " document indices do not fit its " + std::to_string(idx_.bytes) +
+                   " bytes: truncated");
+  const uint64_t rest = body - s * 12 - d * 8;
+  if (rest != 0 && rest != s) fault(idx, std::to_string(rest) + " bytes after the document indices (want 0, or one mode byte per sequence)");
+  if (d < 1) fault(idx, "no document indices (want documents + 1, starting at 0)");
+  sequences_ = static_cast<int64_t>(s), documents_ = static_cast<int64_t>(d - 1);
+  const unsigned char* lengths = p + kHeader;
+  const unsigned char* pointers = lengths + s * 4;
+  const unsigned char* docs = pointers + s * 8;
+  int64_t offset = 0;
+  for (uint64_t i = 0; i < s; ++i) {
+    const auto len = read_le<int32_t>(lengths + 4 * i);
+    const auto ptr = read_le<int64_t>(pointers + 8 * i);
+    if (len < 0) fault(idx, "sequence " + std::to_string(i) + " has length " + std::to_string(len));
+    if (ptr != offset)
+      fault(idx, "sequence " + std::to_string(i) + " starts at byte " + std::to_string(ptr) + ", want " + std::to_string(offset) +
+                     " (the lengths before it)");
+    offset += static_cast<int64_t>(len) * static_cast<int64_t>(item_);
+    tokens_ += len;
+  }
+  int64_t prev = -1;
+  for (uint64_t i = 0; i < d; ++i) {
+    const auto v = read_le<int64_t>(docs + 8 * i);
+    if ((i == 0 && v != 0) || v < prev || v > static_cast<int64_t>(s) || (i + 1 == d && v != static_cast<int64_t>(s)))
+      fault(idx, "document index " + std::to_string(i) + " is " + std::to_string(v) + " (want non-decreasing from 0 to " + std::to_string(s) + ")");
+    prev = v;
+  }
+}
+
+int64_t IndexedDataset::token(int64_t i) const {
+  const auto* p = static_cast<const unsigned char*>(bin_.data) + static_cast<size_t>(i) * item_;
+  switch (dtype_) {
+    case 1: return *p;
+    case 2: return static_cast<int8_t>(*p);
+    case 3: return read_le<int16_t>(p);
+    case 4: return read_le<int32_t>(p);
+    case 5: return read_le<int64_t>(p);
+    default: return read_le<uint16_t>(p);  // 8
+  }
+}
+
+void IndexedDataset::check_tokens(const std::string& bin, int64_t vocab) const {
+  for (int64_t i = 0; i < tokens_; ++i) {
+    const int64_t t = token(i);
+    if (t < 0 || t >= vocab)
+      fault(bin, "token " + std::to_string(i) + " is id " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) +
+                     ") (--llama-vocab)");
+  }
+}
+
+void write_indexed_dataset(const std::string& prefix, const std::vector<std::vector<int32_t>>& documents) {
+  bool small = true;
+  for (const auto& d : documents)
+    for (int32_t t : d) small = small && t >= 0 && t < 65536;
+  const uint8_t code = small ? 8 : 4;
+  const size_t item = small ? 2 : 4;
+  std::ofstream b(prefix + ".bin", std::ios::binary), x(prefix + ".idx", std::ios::binary);
+  if (!b || !x) throw_usage_error(prefix + ".bin/.idx: cannot write");
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> pointers, doc_index{0};
+  int64_t offset = 0;
+  for (const auto& d : documents) {
+    for (int32_t t : d) {
+      if (small) {
+        const auto v = static_cast<uint16_t>(t);
+        b.write(reinterpret_cast<const char*>(&v), 2);
+      } else {
+        b.write(reinterpret_cast<const char*>(&t), 4);
+      }
+    }
+    lengths.push_back(static_cast<int32_t>(d.size()));
+    pointers.push_back(offset);
+    offset += static_cast<int64_t>(d.size() * item);
+    doc_index.push_back(static_cast<int64_t>(lengths.size()));
+  }
+  const uint64_t version = 1, s = lengths.size(), n = doc_index.size();
+  x.write(kMagic, sizeof kMagic);
+  x.write(reinterpret_cast<const char*>(&version), 8);
+  x.write(reinterpret_cast<const char*>(&code), 1);
+  x.write(reinterpret_cast<const char*>(&s), 8);
+  x.write(reinterpret_cast<const char*>(&n), 8);
+  x.write(reinterpret_cast<const char*>(lengths.data()), static_cast<std::streamsize>(lengths.size() * 4));
+  x.write(reinterpret_cast<const char*>(pointers.data()), static_cast<std::streamsize>(pointers.size() * 8));
+  x.write(reinterpret_cast<const char*>(doc_index.data()), static_cast<std::streamsize>(doc_index.size() * 8));
+  if (!b.flush() || !x.flush()) throw_usage_error(prefix + ".bin/.idx: write failed (disk full?)");
+}
+
+}  // namespace dlperf::data

@@ -1,0 +1,148 @@
+// Llama 3 Transformer (see llama.h), written once above the op interface:
+//
+//   tokens (B, T + 1) -> ids = tokens[:, :T], labels = tokens[:, 1:]      (M = B*T) s32
+//   x0 = tok_embeddings(ids)                                              (M, H)
+//   x_l = TransformerBlock_l(x_{l-1}), l = 1..L (llama_block.h)           (M, H)
+//   n = norm(x_L)                                                         (M, H) RMSNorm
+//   logits = output(n) = n W^T (untied) or n E^T (tied to tok_embeddings) (M, V)
+//   loss = mean next-token cross-entropy(logits, labels)                  streamed row by row in f32
+#include "models/llama.h"
+
+#include "core/error.h"
+#include "models/init.h"
+#include "models/llama_block.h"
+
+namespace dlperf {
+
+namespace {
+
+class Llama final : public Model {
+ public:
+  Llama(Backend& be, const LlamaConfig& c) : cfg_(c), cache_(be) {
+    validate_llama(c);
+    const int64_t M = c.batch * c.seq_len, D = c.hidden / c.heads;
+    ids_ = be.tensor({M}, DType::s32);
+    labels_ = be.tensor({M}, DType::s32);
+    tok_ = be.embedding({"tok_embeddings", c.vocab, c.hidden}, *ids_);
+    x0_ = tok_->make_output();
+    const RopeSpec rope{c.batch, c.seq_len, c.heads, D, c.rope_theta, c.rope_factor, c.rope_low_freq, c.rope_high_freq,
+                        c.rope_original_context};
+    RopeSpec rope_k = rope;
+    rope_k.heads = c.kv_heads;
+    const Tensor* cur = x0_.get();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      blocks_.push_back(std::make_unique<llama::TransformerBlock>(be, c, "layers." + std::to_string(l), *cur, cache_));
+      cur = blocks_.back()->out.get();
+    }
+    const llama::TransformerBlock& b0 = *blocks_.front();
+    ops_.rope_q = be.rope(rope, *b0.attn->q);
+    ops_.rope_k = be.rope(rope_k, *b0.attn->k);
+    ops_.swiglu = be.swiglu(*b0.ffn->g1);
+    ops_.add = be.add(*x0_, false);
+    norm_ = be.rms_norm({"norm", c.hidden, c.norm_eps}, *cur);
+    n_ = norm_->make_output();
+    output_ = c.tied ? be.tied_linear({"output", c.hidden, c.vocab, false}, *tok_, *n_)
+                     : be.linear({"output", c.hidden, c.vocab, false}, *n_);
+    logits_ = output_->make_output();
+    xent_ = be.token_cross_entropy({c.vocab, 0.0f, -1}, *logits_);
+  }
+
+  std::string name() const override { return "llama"; }
+  int64_t samples_per_step() const override { return cfg_.batch; }
+
+  std::vector<Layer*> layers() override {
+    std::vector<Layer*> v{tok_.get()};
+    for (auto& b : blocks_) b->collect(v);
+    v.push_back(norm_.get());
+    if (!cfg_.tied) v.push_back(output_.get());  // tied: the head owns no parameter
+    return v;
+  }
+
+  std::vector<Tensor*> inputs() override { return {ids_.get(), labels_.get()}; }
+
+  // tokens (B * (T + 1)) -> ids (B*T) = each window's first T, labels (B*T) = its last T.
+  void load_into(const HostBatch& batch, std::span<Tensor* const> dst) override {
+    const int64_t B = cfg_.batch, T = cfg_.seq_len;
+    const auto it = batch.ints.find(kLlamaTokens);
+    DLPERF_ASSERT(it != batch.ints.end() && static_cast<int64_t>(it->second.size()) == B * (T + 1), "batch tokens of the planned size");
+    const std::vector<int32_t>& tok = it->second;
+    std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int32_t x = tok[static_cast<size_t>(b * (T + 1) + t)], y = tok[static_cast<size_t>(b * (T + 1) + t + 1)];
+        if (x < 0 || x >= cfg_.vocab || y < 0 || y >= cfg_.vocab)
+          throw_usage_error("tokens: sequence " + std::to_string(b) + " holds id " + std::to_string(x < 0 || x >= cfg_.vocab ? x : y) +
+                            " outside the vocabulary [0, " + std::to_string(cfg_.vocab) + ")");
+        ids[static_cast<size_t>(b * T + t)] = x;
+        labels[static_cast<size_t>(b * T + t)] = y;
+      }
+    dst[0]->write_indices(ids);
+    dst[1]->write_indices(labels);
+  }
+
+  void forward() override {
+    tok_->forward(*ids_, *x0_);
+    const Tensor* cur = x0_.get();
+    for (auto& b : blocks_) {
+      b->forward(*cur, ops_);
+      cur = b->out.get();
+    }
+    norm_->forward(*cur, *n_);
+    output_->forward(*n_, *logits_);
+    xent_->forward(*logits_, *labels_);
+  }
+
+  float loss() override { return xent_->loss(); }
+  std::vector<const float*> loss_terms() override { return {xent_->loss_location()}; }
+
+  void backward(const LossGradScale& scale, const GradReadyFn& ready) override {
+    xent_->backward(*logits_, scale);  // the gradient over the logits: no second (M, V) tensor
+    const Tensor& last = *blocks_.back()->out;
+    Tensor& dn = cache_.like("d_n", *n_);
+    Tensor* dout = &cache_.like("d_io0", last);
+    output_->backward(*n_, *logits_, &dn);
+    if (!cfg_.tied) ready(*output_);
+    norm_->backward(last, dn, *dout);
+    ready(*norm_);
+    for (size_t l = blocks_.size(); l-- > 0;) {
+      const Tensor& x = l > 0 ? *blocks_[l - 1]->out : *x0_;
+      Tensor* dx = &cache_.like(dout == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x);
+      blocks_[l]->backward(x, *dout, *dx, ops_, cache_, ready);
+      dout = dx;
+    }
+    tok_->backward(*ids_, *dout);  // tied: adds to the head's part
+    ready(*tok_);
+  }
+
+  // N(0, init_std) for every matrix and the embeddings (as torchtitan's and HuggingFace's
+  // Llama initialise them), RMSNorm weights 1.
+  void init_params(uint64_t seed) override {
+    Rng rng(seed);
+    for (Layer* l : layers())
+      for (size_t i = 0; i < l->params().size(); ++i) {
+        const ParamSpec& p = l->params()[i];
+        std::vector<float> v(static_cast<size_t>(product(p.dims)));
+        if (p.role == ParamRole::norm_scale) fill(v, 1.0f);
+        else normal_init(v, cfg_.init_std, rng);
+        l->write_param(i, v);
+      }
+  }
+
+ private:
+  LlamaConfig cfg_;
+  TensorCache cache_;
+  TensorPtr ids_, labels_;  // (M) s32
+  std::unique_ptr<Embedding> tok_;
+  std::vector<std::unique_ptr<llama::TransformerBlock>> blocks_;
+  llama::SharedOps ops_;
+  std::unique_ptr<RmsNorm> norm_;
+  std::unique_ptr<Linear> output_;
+  std::unique_ptr<SoftmaxCrossEntropy> xent_;
+  TensorPtr x0_, n_, logits_;  // (M, H), (M, H), (M, V)
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama(Backend& be, const LlamaConfig& config) { return std::make_unique<Llama>(be, config); }
+
+}  // namespace dlperf

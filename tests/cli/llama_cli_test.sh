@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Llama through dlperf-train as a user meets it (issue 24): --plan-only prints the published
+# parameter counts without allocating them (the 8B's 32 GB of f32 weights on any machine), bad
+# combinations are one line and exit 2 with nothing written, and a reduced Llama trains on two
+# MPI ranks with a falling loss, replicas bit-identical, into a complete run.
+# Then the same on a Megatron indexed dataset written by dlperf-make-dataset --tokens, and a
+# corrupt one refused in one line.
+# dlperf-reduce shows tokens/s, TFLOP/s per device and MFU for the LLM runs.
+# Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC DLPERF_MAKE_DATASET DLPERF_REDUCE
+set -u
+train=$1 mpiexec=$2 make_dataset=$3 reduce=$4
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+
+for want in "llama3_8b 8,030,261,248" "llama3_2_1b 1,235,814,400"; do
+  set -- $want
+  if ! timeout 120 "$train" --model "$1" --plan-only --threads 1 >"$dir/plan.log" 2>&1; then echo "FAIL plan $1"; cat "$dir/plan.log"; fail=1
+  elif ! grep -q "$2 parameters" "$dir/plan.log"; then echo "FAIL plan $1: no '$2 parameters'"; cat "$dir/plan.log"; fail=1
+  elif ! grep -Eq '^kernels: [0-9]+ planned .*, 0 reference' "$dir/plan.log"; then echo "FAIL plan $1: reference kernels"; grep kernels "$dir/plan.log"; fail=1
+  else echo "ok   plan $1: $(head -1 "$dir/plan.log" | grep -o '[0-9,]* parameters')"; fi
+done
+
+bad() {  # want-regex, arguments...
+  local want=$1
+  shift
+  "$train" --threads 1 --iterations 3 --warmup 1 --output "$dir/bad.h5" "$@" >"$dir/bad.log" 2>&1
+  local rc=$? lines
+  lines=$(wc -l <"$dir/bad.log")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -Eq -- "$want" "$dir/bad.log" || [ -e "$dir/bad.h5" ]; then
+    echo "FAIL bad $*: exit $rc, $lines lines, want 2, 1 line matching '$want', no file"; cat "$dir/bad.log"; fail=1
+  else echo "ok   bad: $(cat "$dir/bad.log")"; fi
+}
+small=(--model llama3_8b --llama-layers 1 --llama-vocab 64 --llama-ffn 32 --seq-len 16)
+bad 'multiple of --llama-heads' "${small[@]}" --llama-hidden 64 --llama-heads 5
+bad 'multiple of --llama-kv-heads' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 3
+bad 'must be even' "${small[@]}" --llama-hidden 36 --llama-heads 4 --llama-kv-heads 2
+bad '--dropout does not apply' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --dropout 0.1
+bad '--llama-layers does not apply' --model bert_base --llama-layers 2
+bad 'optimizer adamw' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --optimizer lamb
+bad 'needs at least .* GiB' --model llama3_8b
+
+# Two ranks, fp32: the loss falls and the replicas stay bit-identical.
+timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
+  --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128 --seq-len 48 --batch-size 4 --lr 3e-3 --threads 1 \
+  --iterations 30 --warmup 5 --print-every 10 --output "$dir/r.h5" >"$dir/two.log" 2>&1
+rc=$?
+loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/two.log")
+if [ "$rc" -ne 0 ]; then echo "FAIL two ranks: exit $rc"; tail -20 "$dir/two.log"; fail=1
+elif ! grep -q 'bit-identical on all 2 ranks' "$dir/two.log"; then echo "FAIL two ranks: replicas differ"; tail -5 "$dir/two.log"; fail=1
+elif ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 1.0) }'; then echo "FAIL two ranks: $loss"; fail=1
+elif [ ! -s "$dir/r.h5" ]; then echo "FAIL two ranks: no run written"; fail=1
+elif ! grep -Eq '^llm: [0-9.]+ tokens/s \([0-9.]+ per device\); [0-9.e+-]+ model TFLOP/s per device; MFU [0-9.]+% of' "$dir/two.log"; then
+  echo "FAIL two ranks: no llm line"; tail -5 "$dir/two.log"; fail=1
+elif ! h5dump -a /runs/run_000001/mfu "$dir/r.h5" >/dev/null 2>&1; then echo "FAIL two ranks: no mfu in the trace"; fail=1
+else echo "ok   two ranks: $loss"; fi
+
+"$reduce" "$dir/r.h5" --warmup 5 --window 25 --csv "$dir/r.csv" >"$dir/table" 2>&1
+if ! grep -Eq '^\| 1 \| 2 \| 4 \| [0-9.]+ \|.*\| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|$' "$dir/table" ||
+   ! grep -q 'tokens/s | TFLOP/s/device | MFU' "$dir/table" || ! head -1 "$dir/r.csv" | grep -q ',tokens_per_s,tflops_per_device,mfu$'; then
+  echo "FAIL dlperf-reduce: no tokens/s and MFU columns"; cat "$dir/table"; fail=1
+else echo "ok   dlperf-reduce: $(grep -E '^\| 1 \| 2 ' "$dir/table" | head -1)"; fi
+
+# Two ranks on indexed-dataset tokens.
+"$make_dataset" --tokens "$dir/c4" --documents 40 --vocab 128 >/dev/null || { echo "FAIL make-dataset --tokens"; fail=1; }
+timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
+  --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128 --seq-len 48 --batch-size 4 --lr 3e-3 --threads 1 \
+  --iterations 30 --warmup 5 --print-every 10 --data "$dir/c4" --output "$dir/d.h5" >"$dir/data.log" 2>&1
+rc=$?
+loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/data.log")
+if [ "$rc" -ne 0 ]; then echo "FAIL indexed data: exit $rc"; tail -20 "$dir/data.log"; fail=1
+elif ! grep -q 'bit-identical on all 2 ranks' "$dir/data.log"; then echo "FAIL indexed data: replicas differ"; fail=1
+elif ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 0.8) }'; then echo "FAIL indexed data: $loss"; fail=1
+elif ! h5dump -a /runs/run_000001/data_source "$dir/d.h5" | grep -q megatron; then echo "FAIL indexed data: data_source"; fail=1
+else echo "ok   indexed data, two ranks: $loss"; fi
+cp "$dir/c4.bin" "$dir/bad.bin"
+printf 'NOTMEGA!' | cat - <(tail -c +9 "$dir/c4.idx") >"$dir/bad.idx"
+v128=(--model llama3_8b --llama-layers 1 --llama-vocab 128 --llama-ffn 32 --seq-len 16 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2)
+bad "bad.idx: wrong magic" "${v128[@]}" --data "$dir/bad"
+head -c 100 "$dir/c4.bin" >"$dir/bad.bin"
+cp "$dir/c4.idx" "$dir/bad.idx"
+bad "bad.bin: .* truncated or mismatched" "${v128[@]}" --data "$dir/bad"
+cp "$dir/c4.bin" "$dir/bad.bin"
+bad "outside the vocabulary \[0, 64\)" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/bad"
+bad "no file .*nothing.idx" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/nothing"
+
+[ "$fail" -eq 0 ] && echo "llama cli ok"
+exit "$fail"

@@ -1,0 +1,176 @@
+// Llama end to end on the CPU backend: the published parameter counts (counted, and planned
+// for the 1B without touching its memory), configuration errors, a reduced model learning the
+// synthetic token stream with Llama 3's AdamW recipe in fp32 and bf16, untied and tied, and
+// bit-for-bit determinism. (Two MPI ranks: tests/cli/llama_cli_test.sh.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "data/indexed_dataset.h"
+#include "models/llama.h"
+#include "train/adam.h"
+#include "train/llama_data.h"
+#include "train/param_store.h"
+#include "train/peak_flops.h"
+
+namespace dlperf {
+namespace {
+
+TEST(LlamaModel, PublishedParameterCounts) {
+  EXPECT_EQ(llama_parameter_count(llama_preset("llama3_8b")), 8030261248);
+  EXPECT_EQ(llama_parameter_count(llama_preset("llama3_2_1b")), 1235814400);
+  // The planned model declares exactly those (the 1B: 4.9 GB of f32 never touched, a 16-token
+  // sequence keeps the activations small).
+  auto be = make_backend(BackendKind::cpu, {Precision::fp32, 2, 0});
+  LlamaConfig c = llama_preset("llama3_2_1b");
+  c.seq_len = 16;
+  auto model = make_llama(*be, c);
+  int64_t n = 0;
+  for (Layer* l : model->layers())
+    for (const auto& p : l->params()) n += product(p.dims);
+  EXPECT_EQ(n, 1235814400);
+}
+
+// docs/llm.md: forward FLOPs per token = 2 x every matmul weight + attention's causal half.
+TEST(LlamaModel, ModelFlopsPerToken) {
+  const LlamaConfig c = llama_preset("llama3_8b");
+  EXPECT_DOUBLE_EQ(llama_forward_flops_per_token(c), 17157062656.0);  // at seq 8,192; 3x for training
+  for (const char* m : {"llama3_8b", "llama3_2_1b"}) {
+    LlamaConfig k = llama_preset(m);
+    k.seq_len = 1000;
+    const double head = k.tied ? static_cast<double>(k.vocab * k.hidden) : 0.0;  // the tied table is also the head
+    const double matmul_weights = static_cast<double>(llama_parameter_count(k) - k.vocab * k.hidden - (2 * k.layers + 1) * k.hidden) + head;
+    const double attention = 4.0 * static_cast<double>(k.hidden) * static_cast<double>(k.layers) * 1001.0 / 2.0;  // D x Hq = hidden
+    EXPECT_DOUBLE_EQ(llama_forward_flops_per_token(k), 2.0 * matmul_weights + attention) << m;
+  }
+}
+
+TEST(LlamaModel, PeakTableAndOverride) {
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H100 80GB HBM3", Precision::bf16), 989.4);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H100 PCIe", Precision::bf16), 756.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H200", Precision::fp16), 989.4);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", Precision::tf32), 156.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA B200", Precision::bf16), 2250.0);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("Tesla V100-SXM2-32GB", Precision::fp16), 0.0);
+  EXPECT_EQ(peak_flops(123.0, BackendKind::cuda, Precision::bf16, "NVIDIA H100 80GB HBM3", "", 1).tflops, 123.0);
+  EXPECT_EQ(peak_flops(0, BackendKind::cuda, Precision::fp16, "Tesla V100", "", 1).tflops, 0.0);
+  const PeakFlops cpu = peak_flops(0, BackendKind::cpu, Precision::fp32, "", "avx512_core", 4);
+  if (cpu.tflops > 0) {
+    EXPECT_NE(cpu.source.find("4 cores x 64"), std::string::npos) << cpu.source;
+  }
+}
+
+TEST(LlamaModel, BadConfigurationsAreUsageErrors) {
+  const auto expect_usage = [](LlamaConfig c, const char* flag) {
+    try {
+      validate_llama(c);
+      ADD_FAILURE() << "no error for " << flag;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  LlamaConfig c = llama_preset("llama3_8b");
+  c.heads = 30;  // does not divide 4096
+  expect_usage(c, "--llama-heads");
+  c = llama_preset("llama3_8b"), c.kv_heads = 5;  // does not divide 32
+  expect_usage(c, "--llama-kv-heads");
+  c = llama_preset("llama3_8b"), c.hidden = 96, c.heads = 32;  // head dim 3: RoPE needs pairs
+  expect_usage(c, "even");
+  c = llama_preset("llama3_8b"), c.seq_len = 0;
+  expect_usage(c, "--seq-len");
+}
+
+LlamaConfig reduced(bool tied) {
+  LlamaConfig c = llama_preset(tied ? "llama3_2_1b" : "llama3_8b");
+  c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 176, c.vocab = 128;
+  c.batch = 4, c.seq_len = 48;
+  return c;
+}
+
+std::vector<float> train(Precision prec, bool tied, int steps) {
+  auto be = make_backend(BackendKind::cpu, {prec, 2, 0});
+  const LlamaConfig c = reduced(tied);
+  auto model = make_llama(*be, c);
+  ParamStore store(*be, model->layers());
+  model->init_params(7);
+  std::unique_ptr<Optimizer> opt = std::make_unique<AdamW>(*be, store, AdamConfig{0.9f, 0.95f, 1e-8f, 0.1f});
+  opt = std::make_unique<ClipGradNorm>(*be, store, std::move(opt), 1.0f);
+  SyntheticLlamaTokens data(c.batch, c.seq_len, c.vocab, 11);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    model->load(data.next());
+    for (Layer* l : model->layers()) l->refresh_compute_weights();
+    model->forward();
+    losses.push_back(model->loss());
+    model->backward(1.0f, [](const Layer&) {});
+    opt->step(3e-3f, 1.0f);
+  }
+  return losses;
+}
+
+void expect_learns(const std::vector<float>& l, float drop) {
+  const auto mean = [&](size_t a, size_t b) { return std::accumulate(l.begin() + long(a), l.begin() + long(b), 0.0f) / float(b - a); };
+  const float first = mean(0, 3), last = mean(l.size() - 3, l.size());
+  for (float x : l) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_NEAR(l[0], std::log(128.0f), 0.3f);  // N(0, 0.02) weights: near-uniform predictions at first
+  EXPECT_LT(last, first - drop) << "loss " << first << " -> " << last;
+}
+
+TEST(LlamaTraining, LowersTheLossFp32) { expect_learns(train(Precision::fp32, false, 25), 1.0f); }
+TEST(LlamaTraining, LowersTheLossBf16Tied) { expect_learns(train(Precision::bf16, true, 25), 1.0f); }
+TEST(LlamaTraining, SameSeedSameLossesBitForBit) { EXPECT_EQ(train(Precision::fp32, false, 3), train(Precision::fp32, false, 3)); }
+
+// Indexed-dataset windows: 2 ranks read disjoint windows of T + 1 consecutive tokens within an
+// epoch, no window twice; the next epoch is another shuffle of the windows; same seed, same
+// batches.
+TEST(LlamaData, IndexedWindowsShuffledPerEpochAndSharedByRanks) {
+  const std::string prefix = (std::filesystem::temp_directory_path() / ("dlperf_win_" + std::to_string(::getpid()))).string();
+  std::vector<std::vector<int32_t>> docs{{}, {}, {}};
+  for (int32_t t = 0; t < 1000; ++t) docs[static_cast<size_t>(t % 3 == 0 ? 0 : t < 500 ? 1 : 2)].push_back(t);
+  std::sort(docs[0].begin(), docs[0].end());
+  std::vector<int32_t> flat;  // ids 0..999 in file order: token i of the concatenation is flat[i]
+  for (auto& d : docs) flat.insert(flat.end(), d.begin(), d.end());
+  data::write_indexed_dataset(prefix, docs);
+  const int64_t T = 16, B = 3;
+  IndexedTokens r0(prefix, B, T, 1000, 5, 0, 2), r1(prefix, B, T, 1000, 5, 1, 2), again(prefix, B, T, 1000, 5, 0, 2);
+  EXPECT_EQ(r0.windows(), 999 / 16);                  // 62
+  EXPECT_EQ(r0.steps_per_epoch(), 62 / (2 * 3));      // 10
+  std::vector<std::set<int32_t>> epochs(2);
+  std::vector<int32_t> order[2];
+  for (int e = 0; e < 2; ++e)
+    for (int64_t s = 0; s < r0.steps_per_epoch(); ++s)
+      for (IndexedTokens* src : {&r0, &r1}) {
+        const auto& tok = src->next().ints.at(kLlamaTokens);
+        if (src == &r0) {
+          EXPECT_EQ(tok, again.next().ints.at(kLlamaTokens));
+        }
+        for (int64_t b = 0; b < B; ++b) {
+          const int32_t first = tok[static_cast<size_t>(b * (T + 1))];
+          const auto at = std::find(flat.begin(), flat.end(), first) - flat.begin();
+          ASSERT_EQ(at % T, 0) << "a window starts at a multiple of T";
+          for (int64_t t = 0; t <= T; ++t) ASSERT_EQ(tok[static_cast<size_t>(b * (T + 1) + t)], flat[static_cast<size_t>(at + t)]);
+          EXPECT_TRUE(epochs[static_cast<size_t>(e)].insert(first).second) << "window read twice in epoch " << e;
+          order[e].push_back(first);
+        }
+      }
+  EXPECT_EQ(epochs[0].size(), 60u);  // 60 of the 62 windows each epoch (the remainder left out) ...
+  EXPECT_EQ(epochs[1].size(), 60u);
+  EXPECT_NE(order[0], order[1]);     // ... in another order
+  try {
+    IndexedTokens too_big(prefix, 40, T, 1000, 5, 0, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than ranks x --batch-size = 80"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(prefix + ".bin"), std::filesystem::remove(prefix + ".idx");
+}
+
+}  // namespace
+}  // namespace dlperf
