@@ -447,6 +447,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   set("label-smoothing", float_text(o.label_smoothing));
   set("dropout", float_text(o.dropout));
   set("comm", o.comm == CommBackend::nccl ? "nccl" : "mpi");
+  // Llama's recipe defaults (validate_llama_options) change these from the parser's defaults.
+  set("seq-len", std::to_string(o.seq_len));
+  set("batch-size", std::to_string(o.batch_size));
+  set("clip-grad-norm", float_text(o.clip_grad_norm));
   return ParseOutcome::run;
 }
 

@@ -1,5 +1,5 @@
 // Golden parity of the Llama model with PyTorch (tests/golden/make_llama_fixture.py, after Meta's
-// llama/model.py; tests/golden/README.md): a 2-layer Llama 3.1, hidden 64, 4/2 heads, feed-forward
+// llama/model.py; tests/golden/README.md; also its --tied variant, Llama 3.2's tied head): a 2-layer Llama 3.1, hidden 64, 4/2 heads, feed-forward
 // 176, vocabulary 512, seq 32, batch 2, loaded with the fixture's weights and tokens; the loss,
 // every parameter gradient and three steps of Llama 3's optimizer (clip 1.0, AdamW beta2 0.95,
 // weight decay 0.1 on matrices) must match. fp32: per-tensor tolerances from the fixture's own
@@ -20,7 +20,8 @@
 namespace dlperf {
 namespace {
 
-const std::string kFixture = std::string(DLPERF_GOLDEN_DIR) + "/llama_reduced.h5";
+// Untied (Llama 3.1) and tied (Llama 3.2: head = embedding table, RoPE factor 32) fixtures.
+std::string fixture(bool tied) { return std::string(DLPERF_GOLDEN_DIR) + (tied ? "/llama_tied_reduced.h5" : "/llama_reduced.h5"); }
 
 double max_abs(const std::vector<float>& v) {
   double m = 0;
@@ -29,8 +30,8 @@ double max_abs(const std::vector<float>& v) {
 }
 
 struct Golden {
-  explicit Golden(Precision p) : be(make_backend(BackendKind::cpu, {p, 2, 0})) {
-    LlamaConfig c = llama_preset("llama3_8b");
+  explicit Golden(Precision p, bool tied = false) : fx(fixture(tied)), be(make_backend(BackendKind::cpu, {p, 2, 0})) {
+    LlamaConfig c = llama_preset(tied ? "llama3_2_1b" : "llama3_8b");
     c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 176, c.vocab = 512, c.batch = 2, c.seq_len = 32;
     model = make_llama(*be, c);
     store = std::make_unique<ParamStore>(*be, model->layers());
@@ -43,7 +44,7 @@ struct Golden {
     model->forward();
   }
 
-  testing::H5Fixture fx{kFixture};
+  testing::H5Fixture fx;
   std::unique_ptr<Backend> be;
   std::unique_ptr<Model> model;
   std::unique_ptr<ParamStore> store;
@@ -92,6 +93,17 @@ TEST(LlamaGolden, LossAndEveryGradientFollowInBf16) {
   EXPECT_NEAR(g.model->loss(), loss, 1e-2 * std::abs(loss));
   g.model->backward(1.0f, [](const Layer&) {});
   expect_gradients(g, 0.05, 0);
+}
+
+TEST(LlamaGolden, TiedHeadLossAndEveryGradientMatchFp32) {
+  Golden g(Precision::fp32, true);
+  EXPECT_EQ(g.store->parameter_count(), 125248);  // the table once
+  EXPECT_EQ(g.store->entries().size(), 2u * 9u + 2u);
+  g.forward();
+  const double loss = g.fx.scalar("/loss");
+  EXPECT_NEAR(g.model->loss(), loss, 2e-5 * std::abs(loss));
+  g.model->backward(1.0f, [](const Layer&) {});
+  expect_gradients(g, 1e-4, 20);  // tok_embeddings.weight: the head's and the lookup's gradients summed
 }
 
 TEST(LlamaGolden, Llama3OptimizerStepLossesMatch) {

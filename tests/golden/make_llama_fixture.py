@@ -68,7 +68,7 @@ def rope_tables(cfg):
     """cos, sin (T, D/2) in float64."""
     d = cfg.hidden // cfg.heads
     freqs = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    freqs = apply_scaling(freqs, 8.0, 1.0, 4.0, 8192.0)
+    freqs = apply_scaling(freqs, cfg.rope_factor, 1.0, 4.0, 8192.0)
     angles = torch.outer(torch.arange(cfg.seq_len, dtype=torch.float64), freqs)
     return torch.cos(angles), torch.sin(angles)
 
@@ -138,6 +138,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        if cfg.tied:  # Llama 3.2: the head is the embedding table (one parameter, both gradients summed)
+            self.output.weight = self.tok_embeddings.weight
         self.cos, self.sin = rope_tables(cfg)
 
     def forward(self, tokens):
@@ -178,7 +180,7 @@ def run(model, window, cfg):
 
 def count(layers, hidden, heads, kv_heads, ffn, vocab, tied):
     cfg = argparse.Namespace(layers=1, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn, vocab=8, seq_len=1,
-                             norm_eps=1e-5, rope_theta=500000.0)
+                             norm_eps=1e-5, rope_theta=500000.0, rope_factor=8.0, tied=False)
     block = sum(p.numel() for p in TransformerBlock(cfg).parameters())
     return vocab * hidden * (1 if tied else 2) + layers * block + hidden
 
@@ -201,8 +203,13 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--tied", action="store_true", help="Llama 3.2's tied head and RoPE factor 32 "
+                    "(writes data/llama_tied_reduced.h5 unless --output is given)")
     cfg = ap.parse_args()
     cfg.norm_eps, cfg.rope_theta = 1e-5, 500000.0
+    cfg.rope_factor = 32.0 if cfg.tied else 8.0
+    if cfg.tied and cfg.output == os.path.join(here, "data", "llama_reduced.h5"):
+        cfg.output = os.path.join(here, "data", "llama_tied_reduced.h5")
     torch.set_num_threads(1)
 
     # The published sizes through the same block class (one block instantiated, multiplied).
@@ -227,8 +234,8 @@ def main():
     # RoPE regimes at this head dim: kept, blended and divided frequencies all occur.
     d = cfg.hidden // cfg.heads
     f0 = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    f = apply_scaling(f0, 8.0, 1.0, 4.0, 8192.0)
-    kept, divided = int((f == f0).sum()), int((f == f0 / 8).sum())
+    f = apply_scaling(f0, cfg.rope_factor, 1.0, 4.0, 8192.0)
+    kept, divided = int((f == f0).sum()), int((f == f0 / cfg.rope_factor).sum())
     assert kept > 0 and divided > 0 and kept + divided < len(f), (kept, divided)
 
     r = run(model64, window, cfg)
@@ -237,11 +244,13 @@ def main():
         gc.common_attrs(
             h5,
             f"Llama 3.1 golden fixture: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads, "
-            f"feed-forward {cfg.ffn}, vocab {cfg.vocab}, seq {cfg.seq_len}, batch {cfg.batch}, untied head; one "
+            f"feed-forward {cfg.ffn}, vocab {cfg.vocab}, seq {cfg.seq_len}, batch {cfg.batch}, "
+            f"{'head tied to the embeddings (Llama 3.2)' if cfg.tied else 'untied head'}; one "
             f"forward/backward of the next-token loss and {cfg.steps} AdamW steps, computed by PyTorch",
             layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, kv_heads=cfg.kv_heads, ffn=cfg.ffn,
             vocab=cfg.vocab, seq_len=cfg.seq_len, batch=cfg.batch, norm_eps=cfg.norm_eps,
-            rope_theta=cfg.rope_theta, rope_scaling="factor 8, low 1, high 4, original context 8192",
+            rope_theta=cfg.rope_theta, rope_scaling=f"factor {cfg.rope_factor:g}, low 1, high 4, original context 8192",
+            tied=int(cfg.tied),
             init_std=cfg.init_std, seed=cfg.seed, lr=cfg.lr, beta1=0.9, beta2=0.95, adam_eps=1e-8,
             weight_decay=cfg.weight_decay, steps=cfg.steps, clip_grad_norm=1.0,
             weight_decay_on="matrices and the embedding table, not the RMSNorm weights")
