@@ -12,15 +12,15 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 2;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields
-inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.2"
+inline constexpr int kMinor = 3;  // 1.2: local rank, checksum, settings, kernels, loader, issue 13's step fields; 1.3: rank_binding
+inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.3"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";
 inline constexpr const char* kRunsGroup = "runs";                      // /runs/run_000001, ...
 inline constexpr const char* kRunPrefix = "run_";
 inline constexpr const char* kVersionPrefix = "version_";              // version_onednn = "3.1.1"
 
-std::string version_string();  // "1.2"
+std::string version_string();  // "1.3"
 
 // Writes the root attributes of a new trace file.
 void write_root(hid_t file);

@@ -42,7 +42,7 @@ for layout in folder tar; do
   grep -q "^loader: .* images/s decoded" "$dir/out" || fail "$layout: no loader summary"
   h5dump -a /runs/run_000001/data_source "$dir/$layout.h5" | grep -q "\"$layout\"" || fail "$layout: trace data_source"
   h5dump -a /runs/run_000001/decoder "$dir/$layout.h5" | grep -q '"cpu"' || fail "$layout: trace decoder"
-  h5dump -a /dlperf_schema_version "$dir/$layout.h5" | grep -q '"1.2"' || fail "$layout: schema version"
+  h5dump -a /dlperf_schema_version "$dir/$layout.h5" | grep -q '"1.3"' || fail "$layout: schema version"
   # data_images of the last iteration, rank 0: at least 6 batches of 4
   last=$(h5dump -d /runs/run_000001/data_images "$dir/$layout.h5" | grep -oE '\(5,0\): [0-9]+' | awk '{print $2}')
   [ "${last:-0}" -ge 24 ] || fail "$layout: data_images[5] = '${last:-}', expected >= 24"

@@ -140,7 +140,7 @@ TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
   w.finish(next, RunStatus::complete);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.2");
+  EXPECT_EQ(h5::read_string_attr(f, trace_schema::kVersionAttr), "1.3");
   H5Fclose(f);
   const auto runs = read_runs(path);
   ASSERT_EQ(runs.size(), 2u);
