@@ -11,6 +11,7 @@
 //     local_rank       i64 (R)       since 1.2     param_checksum u64 (R)  since 1.2, 0 = none
 //     data_queue_depth i64 (I, R)    data_images i64 (I, R)   data_bytes_read i64 (I, R)   since 1.2
 //     data_bad_samples i64 (R)       rows past a rank's count are -1; absent in older files: zeros
+//     rank_binding     str (R)       since 1.3: cores, GPU, NIC and their NUMA nodes per rank
 #include "trace/trace_schema.h"
 
 #include <algorithm>
@@ -220,6 +221,9 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "comm_seconds", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR}, comm.data());
   h5::write_rows(group, "loss", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {hI, hR}, loss.data());
   h5::write_strings(group, "rank_host", rank_host);
+  std::vector<std::string> binding(R);
+  for (size_t r = 0; r < R; ++r) binding[r] = record.ranks[r].binding;
+  h5::write_strings(group, "rank_binding", binding);
   h5::write_rows(group, "clock_offset", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hR}, offset.data());
   h5::write_rows(group, "peak_memory_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, peak.data());
   h5::write_rows(group, "iterations_completed", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, completed.data());
@@ -285,6 +289,9 @@ RunRecord read_run_group(hid_t group) {
   for (size_t f = 0; f < std::size(kLoaderFields); ++f)
     if (h5::has_link(group, kLoaderFields[f].name)) h5::read_all(group, kLoaderFields[f].name, H5T_NATIVE_INT64, {hI, hR}, loader[f].data());
   if (h5::has_link(group, "data_bad_samples")) h5::read_all(group, "data_bad_samples", H5T_NATIVE_INT64, {hR}, bad.data());
+  // Schema 1.3; older files: "" (not recorded).
+  const std::vector<std::string> binding =
+      h5::has_link(group, "rank_binding") ? h5::read_strings(group, "rank_binding", hR) : std::vector<std::string>(R);
 
   record.ranks.resize(R);
   for (size_t r = 0; r < R; ++r) {
@@ -295,6 +302,7 @@ RunRecord read_run_group(hid_t group) {
     rank.local_rank = local_rank[r];
     rank.param_checksum = checksum[r];
     rank.data_bad_samples = bad[r];
+    rank.binding = binding[r];
     if (completed[r] < 0 || static_cast<size_t>(completed[r]) > I)
       throw_usage_error("iterations_completed of rank " + std::to_string(r) + " is out of range");
     rank.iterations.resize(static_cast<size_t>(completed[r]));

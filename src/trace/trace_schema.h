@@ -12,7 +12,7 @@
 namespace dlperf::trace_schema {
 
 inline constexpr int kMajor = 1;
-inline constexpr int kMinor = 3;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields; 1.3: issue 25's grad_accum, global_batch, zero_stage, comm_bytes and issue 24's LLM measures
+inline constexpr int kMinor = 3;  // 1.2: local rank, checksum, settings, kernels, loader, and issue 13's step fields; 1.3: issue 25's grad_accum, global_batch, zero_stage, comm_bytes, issue 24's LLM measures, issue 27's rank_binding
 inline constexpr const char* kVersionAttr = "dlperf_schema_version";  // root attribute, "1.3"
 inline constexpr const char* kFormatAttr = "dlperf_format";           // root attribute, "dlperf-trace"
 inline constexpr const char* kFormatName = "dlperf-trace";

@@ -31,6 +31,7 @@
 #include "train/memory_plan.h"
 #include "train/param_store.h"
 #include "train/registry.h"
+#include "train/rank_binding.h"
 #include "train/setup.h"
 
 namespace dlperf {
@@ -109,6 +110,7 @@ struct Recorder {
   std::unique_ptr<AsyncTraceWriter> writer;
   RunRecord record;
   double seconds = 0;
+  std::vector<std::string> bindings;  // rank 0: every rank's binding (rank_binding.h), by rank
 
   void collect(MPI_Comm comm, const RankTrace& mine, const WorldInfo& w) {
     const double t0 = steady_seconds();
@@ -117,6 +119,7 @@ struct Recorder {
       for (size_t r = 0; r < ranks.size(); ++r) {
         ranks[r].host = w.hosts.at(r);
         ranks[r].local_rank = w.local_ranks.at(r);
+        if (r < bindings.size()) ranks[r].binding = bindings[r];
       }
       record.ranks = std::move(ranks);
     }
@@ -298,6 +301,20 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   } else {
     refuse_unless_fits(o, plan_memory(o, w.size), memory_limit);
   }
+  // The binding each rank got (cores after pinning, its GPU, its NIC): in the trace, and a
+  // warning when its GPU or NIC sits on another NUMA node than its cores (issue 27 item 1).
+  std::vector<std::string> bindings;
+  {
+    std::string gpu;
+    if (o.backend == BackendKind::cuda)
+      if (const auto ids = cuda_pci_bus_ids(); !ids.empty()) gpu = ids[static_cast<size_t>(w.local_rank) % ids.size()];
+    const RankBinding mine = read_rank_binding(current_cpus(), gpu);
+    if (const std::string warn = binding_warning(mine, w.rank, w.this_host); !warn.empty())
+      std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
+    auto phase = watch.collective("binding");
+    bindings = gather_strings(world, to_string(mine));
+  }
+
   TrainingStack stack = build_stack(o, w);
   Backend& be = stack.be();
   ParamStore& store = *stack.store;
@@ -323,6 +340,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   RunSummary s;
   s.parameter_count = store.parameter_count();
   Recorder rec;
+  rec.bindings = std::move(bindings);
   if (root) {
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
     if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be.isa();  // a GPU's sm_XX is in its kernel lines

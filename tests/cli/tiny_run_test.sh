@@ -19,4 +19,6 @@ grep -q '| 1 | 1 | 2 |' "$dir/table"  # two runs in the repeats table
 "$reduce" "$dir/r.h5" >"$dir/own"
 grep -q "samples in iterations 3-6 (each run's own recorded warm-up and length)" "$dir/own"
 grep -Eq '^\| 1 \| 1 \| 4 \| [0-9.]+ \| 1\.00 \|' "$dir/own"
+# Issue 27 item 1: each rank's binding is in the trace (schema 1.3): its cores and their NUMA node.
+h5dump -d /runs/run_000001/rank_binding "$dir/r.h5" | grep -Eq '"cpus [0-9][0-9,-]* \(numa [0-9?,]+\)' 
 echo "tiny run ok"

@@ -44,6 +44,9 @@ RunRecord full_run() {
     r.ranks[k].local_rank = local[k];
     r.ranks[k].param_checksum = 0xfedcba9876543210ull - k;  // above INT64_MAX: unsigned all the way
   }
+  // Schema 1.3: the binding per rank (rank 2 recorded none).
+  r.ranks[0].binding = "cpus 0-3 (numa 0); gpu 0000:17:00.0 (numa 0); nic mlx5_0 (numa 0)";
+  r.ranks[1].binding = "cpus 4-7 (numa 1); gpu 0000:65:00.0 (numa 1)";
   return r;
 }
 
@@ -104,6 +107,7 @@ TEST(TraceRoundTrip, EveryFieldSurvives) {
     EXPECT_EQ(y.peak_memory_bytes, x.peak_memory_bytes);
     EXPECT_EQ(y.local_rank, x.local_rank);
     EXPECT_EQ(y.param_checksum, x.param_checksum);
+    EXPECT_EQ(y.binding, x.binding);
     ASSERT_EQ(y.iterations.size(), x.iterations.size());
     for (size_t i = 0; i < x.iterations.size(); ++i) {
       EXPECT_EQ(y.iterations[i].start, x.iterations[i].start);
