@@ -136,6 +136,15 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
     os << "\n## " << c.title << "\n\n";
+    // How the data parallelism ran (issue 25): the optimizer's sharding and the accumulation;
+    // the exposed communication is the phase table's "comm exposed" column.
+    const auto detail = [&](const char* name) {
+      const auto it = c.key.details.find(name);
+      return it == c.key.details.end() ? std::string() : it->second;
+    };
+    if (!detail("zero").empty() || !detail("grad-accum").empty())
+      os << "Data parallelism: zero stage " << (detail("zero").empty() ? "0" : detail("zero")) << ", grad-accum "
+         << (detail("grad-accum").empty() ? "1" : detail("grad-accum")) << " micro-batch(es) per step (throughput counts every one)\n\n";
     main_table(os, c, opt, notes);
     os << "\nRepeats (samples/s):\n\n";
     repeat_table(os, c, opt, notes);

@@ -1,6 +1,8 @@
 // dlperf-comm: allreduce benchmark over the communicator training uses (MPI or NCCL), with
 // nccl-tests' options and output (all_reduce_perf), so scripts written for one read the other:
 //   mpirun -np 2 dlperf-comm -b 8 -e 64M -f 2 -n 20 -w 5 -d float --backend mpi
+// --op reduce_scatter | all_gather measures the sharded optimizer's collectives instead
+// (reduce_scatter_perf, all_gather_perf: busbw = algbw (n-1)/n).
 // One row per message size: size, count, type, redop, root, then time, algbw, busbw and #wrong
 // out of place and in place; then "# Out of bounds values", "# Avg bus bandwidth" and one
 // "# dlperf-comm result: key=value ..." line for scripts and ReFrame (method, formulas and the
@@ -79,10 +81,11 @@ void check_fits_memory(const Config& c) {
 
 // Returns false when --help was printed.
 bool parse(int argc, char** argv, bool print, Config& c) {
-  std::string min_b = "8", max_b = "32M", backend = "mpi", type = "float";
+  std::string min_b = "8", max_b = "32M", backend = "mpi", type = "float", op = "allreduce";
   double timeout_s = 60;
   po::options_description visible("dlperf-comm options (the one-letter ones are nccl-tests')");
   visible.add_options()("help,h", "print this help")
+      ("op", po::value(&op)->default_value(op), "allreduce, reduce_scatter or all_gather (float)")
       ("min-bytes,b", po::value(&min_b)->default_value(min_b), "smallest message (bytes; K, M, G suffixes)")
       ("max-bytes,e", po::value(&max_b)->default_value(max_b), "largest message")
       ("factor,f", po::value(&c.bench.factor)->default_value(c.bench.factor), "size multiplier between rows (> 1)")
@@ -107,6 +110,12 @@ bool parse(int argc, char** argv, bool print, Config& c) {
     if (print) std::cout << visible << '\n';
     return false;
   }
+  if (op == "allreduce") c.bench.op = dlperf::CommOp::allreduce_sum;
+  else if (op == "reduce_scatter") c.bench.op = dlperf::CommOp::reduce_scatter_sum;
+  else if (op == "all_gather") c.bench.op = dlperf::CommOp::all_gather;
+  else dlperf::throw_usage_error("--op must be allreduce, reduce_scatter or all_gather (got '" + op + "')");
+  if (c.bench.op != dlperf::CommOp::allreduce_sum && type != "float" && type != "float32")
+    dlperf::throw_usage_error("--op " + op + " measures float only (the sharded optimizer's type); drop --datatype (-d)");
   c.bench.min_bytes = parse_bytes("--min-bytes (-b)", min_b);
   c.bench.max_bytes = parse_bytes("--max-bytes (-e)", max_b);
   if (!dlperf::parse_data_type(type, c.bench.type))
@@ -149,9 +158,11 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
     std::fprintf(stderr, "dlperf-comm: 1 rank: nothing crosses a link (bus bandwidth is 0 by definition); the result is status=NO_PEERS: "
                          "run 2 or more ranks (mpirun -np 2, srun -n 2)\n");
   if (root) dlperf::print_bench_header(std::cout, *comm, world.node_count, config.bench);
-  const auto rows = dlperf::run_allreduce_bench(*comm, config.bench, [&](const dlperf::BenchRow& row) {
+  const auto print = [&](const dlperf::BenchRow& row) {
     if (root) dlperf::print_bench_row(std::cout, row, config.bench.type), std::cout.flush();
-  });
+  };
+  const auto rows = config.bench.op == dlperf::CommOp::allreduce_sum ? dlperf::run_allreduce_bench(*comm, config.bench, print)
+                                                                     : dlperf::run_sharded_bench(*comm, config.bench, print);
   uint64_t wrong = 0;
   for (const auto& row : rows) wrong += row.out_of_place.wrong + row.in_place.wrong;
   if (root) dlperf::print_bench_footer(std::cout, *comm, world.node_count, config.bench, rows);

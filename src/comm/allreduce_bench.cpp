@@ -28,6 +28,20 @@ std::vector<size_t> bench_sizes(const BenchConfig& c) {
 
 double bus_bandwidth(double algbw, int ranks) { return ranks > 0 ? algbw * 2.0 * (ranks - 1) / ranks : 0.0; }
 
+double bus_factor(CommOp op, int ranks) {
+  if (ranks <= 0) return 0.0;
+  const double n = ranks;
+  return op == CommOp::allreduce_sum ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+const char* op_name(CommOp op) {
+  switch (op) {
+    case CommOp::reduce_scatter_sum: return "reduce_scatter";
+    case CommOp::all_gather: return "all_gather";
+    default: return "allreduce";
+  }
+}
+
 float check_value(int rank, size_t i) { return static_cast<float>((static_cast<size_t>(rank) + i) % 13 + 1); }
 
 float expected_sum(int ranks, size_t i) {
@@ -203,24 +217,33 @@ std::vector<BenchRow> run_allreduce_bench(Communicator& comm, const BenchConfig&
 }
 
 double average_bus_bandwidth(const std::vector<BenchRow>& rows) {
-  if (rows.empty()) return 0.0;
   double sum = 0;
-  for (const auto& r : rows) sum += r.out_of_place.busbw_gbs + r.in_place.busbw_gbs;
-  return sum / static_cast<double>(2 * rows.size());
+  size_t n = 0;
+  for (const auto& r : rows)
+    for (const BenchResult* x : {&r.out_of_place, &r.in_place})
+      if (x->measured) sum += x->busbw_gbs, ++n;
+  return n ? sum / static_cast<double>(n) : 0.0;
 }
 
 void print_bench_header(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& c) {
   char line[320];
-  std::snprintf(line, sizeof line, "# dlperf-comm: allreduce, backend %s, %d ranks on %d node(s)\n", to_string(comm.backend()),
+  std::snprintf(line, sizeof line, "# dlperf-comm: %s, backend %s, %d ranks on %d node(s)\n", op_name(c.op), to_string(comm.backend()),
                 comm.size(), node_count);
   os << line;
   std::snprintf(line, sizeof line, "# minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
                 c.min_bytes, c.max_bytes, c.factor, c.warmup, c.iters);
   os << line;
-  os << "# time: mean per allreduce of the timed iterations, after the warm-up and a barrier, averaged over ranks\n"
-        "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests' allreduce definition); GB = 1e9 bytes\n"
-        "# #wrong: elements differing from the exact sum of crafted small-integer inputs, over all ranks\n"
-        "#\n";
+  if (c.op == CommOp::allreduce_sum)
+    os << "# time: mean per allreduce of the timed iterations, after the warm-up and a barrier, averaged over ranks\n"
+          "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests' allreduce definition); GB = 1e9 bytes\n"
+          "# #wrong: elements differing from the exact sum of crafted small-integer inputs, over all ranks\n"
+          "#\n";
+  else
+    os << "# time: mean per " << op_name(c.op) << " of the timed iterations, after the warm-up and a barrier, averaged over ranks\n"
+       << "# size: the whole buffer (every rank's block of size/n); algbw = size / time; busbw = algbw * (n-1)/n (nccl-tests' "
+       << op_name(c.op) << " definition); GB = 1e9 bytes\n"
+       << "# #wrong: elements differing from the exact result of crafted small-integer inputs, over all ranks; n/a: not measured\n"
+       << "#\n";
   std::snprintf(line, sizeof line, "# %76s %33s\n", "out-of-place", "in-place");
   os << line;
   std::snprintf(line, sizeof line, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
@@ -233,10 +256,11 @@ void print_bench_header(std::ostream& os, const Communicator& comm, int node_cou
 
 void print_bench_row(std::ostream& os, const BenchRow& r, DataType type) {
   char line[320];
-  int n = std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, to_string(type), "sum", -1);
+  int n = std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, to_string(type), r.redop, -1);
   for (const BenchResult* x : {&r.out_of_place, &r.in_place})
-    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %7.2f  %6.2f  %6.2f  %6llu", x->time_us, x->algbw_gbs,
-                       x->busbw_gbs, static_cast<unsigned long long>(x->wrong));
+    n += x->measured ? std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %7.2f  %6.2f  %6.2f  %6llu", x->time_us,
+                                     x->algbw_gbs, x->busbw_gbs, static_cast<unsigned long long>(x->wrong))
+                     : std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %7s  %6s  %6s  %6s", "n/a", "n/a", "n/a", "n/a");
   os << line << '\n';
 }
 
@@ -248,7 +272,7 @@ void print_bench_footer(std::ostream& os, const Communicator& comm, int node_cou
   for (const auto& r : rows) {
     wrong += r.out_of_place.wrong + r.in_place.wrong;
     for (const BenchResult* x : {&r.out_of_place, &r.in_place})
-      if (x->busbw_gbs > peak) peak = x->busbw_gbs, peak_bytes = r.bytes;
+      if (x->measured && x->busbw_gbs > peak) peak = x->busbw_gbs, peak_bytes = r.bytes;
   }
   const double avg = average_bus_bandwidth(rows);
   char line[512];
@@ -256,9 +280,9 @@ void print_bench_footer(std::ostream& os, const Communicator& comm, int node_cou
                 static_cast<unsigned long long>(wrong), wrong ? "FAILED" : "OK", avg);
   os << line;
   std::snprintf(line, sizeof line,
-                "# dlperf-comm result: op=allreduce backend=%s type=%s redop=sum ranks=%d nodes=%d sizes=%zu min_bytes=%zu "
+                "# dlperf-comm result: op=%s backend=%s type=%s redop=%s ranks=%d nodes=%d sizes=%zu min_bytes=%zu "
                 "max_bytes=%zu avg_busbw_gbs=%.4f peak_busbw_gbs=%.4f peak_bytes=%zu wrong=%llu status=%s\n",
-                to_string(comm.backend()), to_string(c.type), comm.size(), node_count, rows.size(),
+                op_name(c.op), to_string(comm.backend()), to_string(c.type), c.op == CommOp::all_gather ? "none" : "sum", comm.size(), node_count, rows.size(),
                 rows.empty() ? size_t{0} : rows.front().bytes, rows.empty() ? size_t{0} : rows.back().bytes, avg, peak, peak_bytes,
                 static_cast<unsigned long long>(wrong), wrong ? "FAIL" : comm.size() < 2 ? "NO_PEERS" : "PASS");
   os << line;

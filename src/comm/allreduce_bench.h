@@ -24,6 +24,7 @@
 namespace dlperf {
 
 struct BenchConfig {
+  CommOp op = CommOp::allreduce_sum;         // --op: allreduce_sum, reduce_scatter_sum, all_gather
   size_t min_bytes = 8;                      // -b
   size_t max_bytes = size_t{32} << 20;       // -e
   double factor = 2.0;                       // -f
@@ -34,6 +35,7 @@ struct BenchConfig {
 };
 
 struct BenchResult {
+  bool measured = true;    // false: this placement is not measured (MPI's in-place reduce-scatter)
   double time_us = 0;      // mean per allreduce, averaged over ranks
   double algbw_gbs = 0;    // GB/s, 1e9 bytes
   double busbw_gbs = 0;
@@ -41,6 +43,7 @@ struct BenchResult {
 };
 
 struct BenchRow {
+  const char* redop = "sum";  // "none" for all_gather, as nccl-tests prints it
   size_t bytes = 0;
   size_t count = 0;  // elements of the type
   BenchResult out_of_place, in_place;
@@ -49,6 +52,21 @@ struct BenchRow {
 // Sizes from min to max bytes, times factor each step, whole elements (at least one).
 std::vector<size_t> bench_sizes(const BenchConfig& config);
 double bus_bandwidth(double algbw, int ranks);  // algbw * 2(n-1)/n
+// nccl-tests' bus-bandwidth factor of an operation: allreduce 2(n-1)/n, reduce-scatter and
+// all-gather (n-1)/n (algbw counting the whole buffer, all ranks' blocks).
+double bus_factor(CommOp op, int ranks);
+const char* op_name(CommOp op);  // "allreduce", "reduce_scatter", "all_gather"
+
+// dlperf-comm --op reduce_scatter | all_gather (collective_bench.cpp): the same sizes, method and
+// rows, float only. A row's size and count are the whole buffer (every rank's block; each rank's
+// block is count / n elements), as nccl-tests' reduce_scatter_perf and all_gather_perf print
+// them; algbw = size / time, busbw = algbw (n-1)/n. In place: reduce-scatter into the rank's
+// block of its own send buffer (NCCL only: MPI's in-place reduce-scatter puts the result at the
+// buffer's start, so the MPI row says n/a); all-gather from the rank's block of the receive buffer.
+// #wrong: reduce-scatter, block elements differing from the exact sum of the check pattern;
+// all-gather, elements differing from their owner's pattern.
+std::vector<BenchRow> run_sharded_bench(Communicator& comm, const BenchConfig& config,
+                                        const std::function<void(const BenchRow&)>& on_row = {});
 
 // The check pattern for float32 on n ranks: rank r, element i holds (r + i) % 13 + 1; the sum
 // is at most 13n, an integer float32 represents exactly whatever the reduction order.

@@ -75,7 +75,7 @@ CommRequest Communicator::reduce_scatter_start(const float*, float*, std::span<c
   throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no reduce-scatter (use nccl on cuda, mpi on cpu)");
 }
 
-CommRequest Communicator::all_gather_start(float*, std::span<const size_t>) {
+CommRequest Communicator::all_gather_start(const float*, float*, std::span<const size_t>) {
   throw Error(ErrorKind::usage, std::string("the ") + to_string(backend()) + " communicator here has no all-gather (use nccl on cuda, mpi on cpu)");
 }
 

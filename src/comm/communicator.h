@@ -150,10 +150,12 @@ class Communicator {
   // Counts may differ (a bucket need not divide by the ranks); equal counts are nccl-tests'
   // reduce_scatter. send and recv must not overlap, nor be touched until done.
   virtual CommRequest reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts);
-  // Non-blocking, in place: data holds sum(counts) floats, blocks as above; on completion block r
-  // on every rank holds rank r's block (equal counts: nccl-tests' all_gather). Not to be touched
-  // until done. The defaults throw Error(usage): a communicator without them (the staged one).
-  virtual CommRequest all_gather_start(float* data, std::span<const size_t> counts);
+  // Non-blocking all-gather: send holds this rank's block (counts[rank] floats); on completion
+  // recv (sum(counts) floats, blocks as above) holds rank r's block at block r on every rank
+  // (equal counts: nccl-tests' all_gather). In place when send is recv's block `rank`. Not to be
+  // touched until done. The defaults throw Error(usage): a communicator without them (the
+  // staged one).
+  virtual CommRequest all_gather_start(const float* send, float* recv, std::span<const size_t> counts);
   // True once the request has completed; throws Error(fault) if it failed.
   virtual bool test(CommRequest& request) = 0;
   // Blocks until complete; throws Error(fault) on failure or after options().timeout.

@@ -152,14 +152,16 @@ CommRequest MpiCommunicator::reduce_scatter_start(const float* send, float* recv
   });
 }
 
-CommRequest MpiCommunicator::all_gather_start(float* data, std::span<const size_t> counts) {
+CommRequest MpiCommunicator::all_gather_start(const float* send, float* recv, std::span<const size_t> counts) {
   size_t total = 0;
   for (size_t n : counts) total += n;
   return start(CommOp::all_gather, total * sizeof(float), [&](State& st) {
     int_blocks(counts, size_, st.counts, st.displs);
     st.parts.push_back(MPI_REQUEST_NULL);
-    return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, st.counts.data(), st.displs.data(), MPI_FLOAT, comm_.get(),
-                           &st.parts.back());
+    const auto me = static_cast<size_t>(rank_);
+    const bool in_place = send == recv + st.displs[me];
+    return MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, in_place ? 0 : st.counts[me], in_place ? MPI_DATATYPE_NULL : MPI_FLOAT, recv,
+                           st.counts.data(), st.displs.data(), MPI_FLOAT, comm_.get(), &st.parts.back());
   });
 }
 

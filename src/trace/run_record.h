@@ -88,6 +88,7 @@ struct RunInfo {
   std::string peak_source;
   double tokens_per_s = 0;
   double mfu = 0;
+  int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (a lower bound: train/memory_plan.h); 0: none
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };

@@ -40,6 +40,7 @@ constexpr IntField kStepInts[] = {
     {"grad_accum", &RunInfo::grad_accum},      // schema 1.3 (issue 25); 0 in older files
     {"global_batch", &RunInfo::global_batch},  // schema 1.3
     {"zero_stage", &RunInfo::zero_stage},      // schema 1.3
+    {"memory_plan_bytes", &RunInfo::memory_plan_bytes},  // schema 1.3
 };
 constexpr const char* kOpsGroup = "ops";
 

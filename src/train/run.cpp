@@ -412,7 +412,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 
   const TrainConfig tc = train_config(o, w.size, stack.profiler.get());
   Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads(), &store);
-  if (root) rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
+  if (root) {
+    rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
+    rec.record.info.memory_plan_bytes = static_cast<int64_t>(plan_memory(o, w.size).total());
+  }
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
   const auto boundary = [&](const BoundaryFlags& local) {
@@ -512,10 +515,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   char line[320];
   std::snprintf(line, sizeof line,
                 "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
-                "loss %.4f -> %.4f; peak memory %.0f MiB\n",
+                "loss %.4f -> %.4f; peak memory %.0f MiB (plan >= %.0f MiB)\n",
                 s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
-                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
+                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), plan_memory(o, w.size).total() / (1024.0 * 1024.0));
   out << line;
   if (is_llama_model(o.model)) {
     const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());

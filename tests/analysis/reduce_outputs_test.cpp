@@ -38,6 +38,18 @@ TEST(ReduceOutputs, MarkdownHasTheDlperfTable) {
   EXPECT_NE(md.find("warning: noisy group resnet50_fp32_b32_cpu 1n1r"), std::string::npos) << md;
 }
 
+// Issue 25: a run with --zero 1 --grad-accum 2 says so, and its throughput counts both
+// micro-batches (2 x 32 samples per 0.1 s step = 640/s on one rank).
+TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
+  RunRecord r = run_at("resnet50", 1, 1, 0.1);
+  r.info.grad_accum = 2;
+  r.info.settings = {"zero=1", "grad-accum=2"};
+  std::ostringstream os;
+  write_markdown(os, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(os.str().find("Data parallelism: zero stage 1, grad-accum 2"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("| 1 | 1 | 32 | 640.00 |"), std::string::npos) << os.str();
+}
+
 TEST(ReduceOutputs, MissingBaselineNote) {
   std::ostringstream os;
   write_markdown(os, reduce_runs({run_at("vgg16", 1, 2, 0.1)}, MethodOptions{}), MethodOptions{}, ReportOptions{});

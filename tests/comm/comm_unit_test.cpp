@@ -25,6 +25,9 @@ TEST(BusBandwidth, NcclTestsDefinition) {
   EXPECT_DOUBLE_EQ(bus_bandwidth(10.0, 2), 10.0);  // 2(n-1)/n = 1
   EXPECT_DOUBLE_EQ(bus_bandwidth(10.0, 4), 15.0);  // 1.5
   EXPECT_DOUBLE_EQ(bus_bandwidth(10.0, 1), 0.0);   // nothing crosses a link
+  EXPECT_DOUBLE_EQ(bus_factor(CommOp::allreduce_sum, 4), 1.5);  // nccl-tests: 2(n-1)/n
+  EXPECT_DOUBLE_EQ(bus_factor(CommOp::reduce_scatter_sum, 4), 0.75);  // (n-1)/n
+  EXPECT_DOUBLE_EQ(bus_factor(CommOp::all_gather, 2), 0.5);
 }
 
 TEST(CheckPattern, SumIsExactSmallInteger) {

@@ -91,7 +91,7 @@ TEST(MpiCommunicator, ReduceScatterAndAllGatherAreExact) {
     std::vector<float> gathered(total, -1.0f);
     for (size_t i = 0; i < counts[me]; ++i) gathered[mine + i] = static_cast<float>(me * 100'000 + i);  // this rank's block
     CommRequest rs = comm.reduce_scatter_start(send.data(), recv.data(), counts);
-    CommRequest ag = comm.all_gather_start(gathered.data(), counts);
+    CommRequest ag = comm.all_gather_start(gathered.data() + mine, gathered.data(), counts);  // in place
     comm.wait(rs);
     comm.wait(ag);
     size_t wrong = 0;
@@ -102,7 +102,14 @@ TEST(MpiCommunicator, ReduceScatterAndAllGatherAreExact) {
     size_t off = 0;
     for (size_t r = 0; r < ranks; ++r)
       for (size_t i = 0; i < counts[r]; ++i) wrong += gathered[off++] != static_cast<float>(r * 100'000 + i);
-    EXPECT_EQ(wrong, 0u) << "all-gather";
+    EXPECT_EQ(wrong, 0u) << "all-gather in place";
+    // Out of place: from a separate block into a fresh buffer.
+    const std::vector<float> block(gathered.begin() + static_cast<std::ptrdiff_t>(mine),
+                                   gathered.begin() + static_cast<std::ptrdiff_t>(mine + counts[me]));
+    std::vector<float> out(total, -1.0f);
+    CommRequest ag2 = comm.all_gather_start(block.data(), out.data(), counts);
+    comm.wait(ag2);
+    EXPECT_EQ(out, gathered) << "all-gather out of place";
     EXPECT_EQ(rs.op(), CommOp::reduce_scatter_sum);
     EXPECT_EQ(rs.bytes(), total * sizeof(float));
   }

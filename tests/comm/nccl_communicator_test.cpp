@@ -1,6 +1,7 @@
 // NcclCommunicator under mpirun: runs only where every local rank has its own GPU (NCCL does
 // not allow two ranks on one device); skips cleanly elsewhere, identically on every rank.
 #include <cuda_runtime_api.h>
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "comm/allreduce_bench.h"
@@ -56,6 +57,50 @@ TEST(NcclCommunicator, AllreduceBroadcastAndCorruptCheck) {
     c.type = t;
     c.corrupt_rank = -1;
     for (const BenchRow& row : run_allreduce_bench(comm, c)) EXPECT_EQ(row.out_of_place.wrong + row.in_place.wrong, 0u) << to_string(t);
+  }
+}
+
+// Reduce-scatter and all-gather (issue 25): exact, equal blocks (ncclReduceScatter/AllGather)
+// and unequal ones (grouped ncclReduce/ncclBroadcast), all-gather in place and out of place.
+TEST(NcclCommunicator, ReduceScatterAndAllGatherAreExact) {
+  if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per local rank";
+  select_device_by_local_rank(test::world());
+  NcclCommunicator comm(MPI_COMM_WORLD, test::world(), nullptr, test::fast_options());
+  const auto ranks = static_cast<size_t>(comm.size()), me = static_cast<size_t>(comm.rank());
+  std::vector<std::vector<size_t>> layouts{std::vector<size_t>(ranks, 4096), {}};
+  for (size_t r = 0; r < ranks; ++r) layouts[1].push_back(r == 0 ? 0 : 1000 + 7 * r);
+  for (const auto& counts : layouts) {
+    size_t total = 0, mine = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      if (r < me) mine += counts[r];
+      total += counts[r];
+    }
+    std::vector<float> host(total);
+    for (size_t i = 0; i < total; ++i) host[i] = check_value(comm.rank(), i);
+    auto send = comm.make_buffer(total), recv = comm.make_buffer(std::max<size_t>(1, counts[me]));
+    send->upload(host);
+    CommRequest rs = comm.reduce_scatter_start(send->data(), recv->data(), counts);
+    comm.wait(rs);
+    std::vector<float> got(std::max<size_t>(1, counts[me]));
+    recv->download(got);
+    size_t wrong = 0;
+    for (size_t i = 0; i < counts[me]; ++i) wrong += got[i] != expected_sum(comm.size(), mine + i);
+    EXPECT_EQ(wrong, 0u) << "reduce-scatter";
+    // all-gather in place: every rank's block of `host` is its check values; the result is the
+    // whole `host` pattern of each block's owner.
+    std::vector<float> want(total);
+    size_t off = 0;
+    for (size_t r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < counts[r]; ++i, ++off) want[off] = check_value(static_cast<int>(r), off);
+    std::vector<float> start(total, -1.0f);
+    std::copy(want.begin() + static_cast<std::ptrdiff_t>(mine), want.begin() + static_cast<std::ptrdiff_t>(mine + counts[me]),
+              start.begin() + static_cast<std::ptrdiff_t>(mine));
+    auto data = comm.make_buffer(total);
+    data->upload(start);
+    CommRequest ag = comm.all_gather_start(data->data() + mine, data->data(), counts);
+    comm.wait(ag);
+    data->download(start);
+    EXPECT_EQ(start, want) << "all-gather in place";
   }
 }
 

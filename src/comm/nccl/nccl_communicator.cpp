@@ -186,20 +186,20 @@ CommRequest NcclCommunicator::reduce_scatter_start(const float* send, float* rec
   return CommRequest(s);
 }
 
-CommRequest NcclCommunicator::all_gather_start(float* data, std::span<const size_t> counts) {
+CommRequest NcclCommunicator::all_gather_start(const float* send, float* recv, std::span<const size_t> counts) {
   DLPERF_ASSERT(counts.size() == static_cast<size_t>(size_), "one block per rank");
   size_t total = 0;
   for (size_t n : counts) total += n;
   auto s = begin(CommOp::all_gather, total * sizeof(float));
   if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
-    const size_t n = counts[0];  // in place: this rank's block is at rank x n
-    settle(ncclAllGather(data + static_cast<size_t>(rank_) * n, data, n, ncclFloat, comm_, stream_.get()), "all-gather", s->seq);
+    settle(ncclAllGather(send, recv, counts[0], ncclFloat, comm_, stream_.get()), "all-gather", s->seq);  // in place when send = recv + rank x count
   } else {
     DLPERF_CHECK(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < size_; ++r) {
       const size_t n = counts[static_cast<size_t>(r)];
-      DLPERF_CHECK(ncclBroadcast(data + off, data + off, n, ncclFloat, r, comm_, stream_.get()));
+      const float* from = r == rank_ ? send : recv + off;  // read on the root only
+      DLPERF_CHECK(ncclBroadcast(from, recv + off, n, ncclFloat, r, comm_, stream_.get()));
       off += n;
     }
     settle(ncclGroupEnd(), "all-gather", s->seq);

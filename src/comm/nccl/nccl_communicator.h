@@ -55,7 +55,7 @@ class NcclCommunicator final : public Communicator {
   bool supports(DataType) const override { return true; }
   CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;  // device buffers
   CommRequest reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts) override;
-  CommRequest all_gather_start(float* data, std::span<const size_t> counts) override;
+  CommRequest all_gather_start(const float* send, float* recv, std::span<const size_t> counts) override;
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
   void join(CommRequest& request) override;

@@ -94,8 +94,12 @@ void ZeroExchange::finish() {
 void ZeroExchange::gather_params() {
   act([this] {
     auto& g = requests(step_).gather;
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      g[b] = comm_.all_gather_start(store_.values().data() + buckets_[b].range.begin, shard_.counts[b]);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      float* bucket = store_.values().data() + buckets_[b].range.begin;
+      size_t mine = 0;  // this rank's block's offset in the bucket: in place
+      for (int r = 0; r < shard_.rank; ++r) mine += shard_.counts[b][static_cast<size_t>(r)];
+      g[b] = comm_.all_gather_start(bucket + mine, bucket, shard_.counts[b]);
+    }
     for (auto& r : g) comm_.join(r);
   });
 }
