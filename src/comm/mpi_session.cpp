@@ -131,7 +131,7 @@ void MpiSession::bound_exit(std::chrono::milliseconds bound, std::string program
     while (!exited_) {
       if (exit_cv_.wait_until(held, exit_deadline_, [&] { return exited_; })) return;
       if (std::chrono::steady_clock::now() < exit_deadline_) continue;  // restarted meanwhile
-      std::fprintf(stderr, "%s: rank %d (%s): phase finalize not finished after %.1f s (--timeout): a peer stopped, died or "
+      std::fprintf(stderr, "%s: rank %d (%s): phase finalize: not finished after %.1f s (--timeout): a peer stopped, died or "
                            "was cut off after the last collective; ending this rank\n",
                    program.c_str(), world_.rank, world_.this_host.c_str(), std::chrono::duration<double>(bound).count());
       std::fflush(stderr);

@@ -104,7 +104,7 @@ void Watchdog::run() {
 
 void Watchdog::fire(const Phase& p, const Heartbeat* heartbeat, const std::string& why) {
   const std::string diagnosis = heartbeat ? heartbeat->diagnose(p.seq) : "no peer to diagnose yet";
-  std::fprintf(stderr, "%s: rank %d (%s): phase %s %s: %s; aborting the job\n", program_.c_str(), rank_, host_.c_str(), p.name.c_str(),
+  std::fprintf(stderr, "%s: rank %d (%s): phase %s: %s: %s; aborting the job\n", program_.c_str(), rank_, host_.c_str(), p.name.c_str(),
                why.c_str(), diagnosis.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, kExitError);

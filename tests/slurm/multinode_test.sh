@@ -430,8 +430,8 @@ INI
   awk -v s="$secs" -v b="$bound" 'BEGIN { exit !(s <= b) }'
   # The allreduce's timeout, or the watchdog's line when a silent heartbeat is noticed first
   # (src/comm/watchdog.h): either names a rank of the cut node.
-  grep -E "(allreduce|phase [a-z-]+) .*rank [23] \($host2\)" "$out" | head -3
-  grep -Eq "(allreduce|phase [a-z-]+) .*rank [23] \($host2\)" "$out"
+  grep -E "(allreduce|phase [a-z-]+:) .*rank [23] \($host2\)" "$out" | head -3
+  grep -Eq "(allreduce|phase [a-z-]+:) .*rank [23] \($host2\)" "$out"
 
   # The rank killed in start-up took repeat 1 of the first job down before any run was
   # registered; the other two faulted repeats left a run that is not complete.
