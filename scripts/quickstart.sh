@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a fresh Debian 12 machine, about 10 minutes on 2 cores: install what is
+# The main job on a fresh Debian 12 or 13 machine, about 10 minutes on 2 cores: install what is
 # missing, configure, build, then benchmark ResNet-50 v1.5 (full depth, CPU backend,
 # synthetic data) the DLPerf way at a size that fits a laptop: 1 rank and 2 MPI ranks,
 # 3 repeated runs each, every run appended to results.h5, and dlperf-reduce prints the

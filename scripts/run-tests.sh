@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README; CI runs exactly this, in a fresh Debian 12 root built by
+# The test command (README; CI runs exactly this, in fresh Debian 13 and 12 roots built by
 # scripts/check-fresh-machine.sh): install what is missing, configure with warnings as errors
 # (the CUDA backend too, whenever CUDA, cuDNN and NCCL are found), build everything, run the
 # whole CTest suite.

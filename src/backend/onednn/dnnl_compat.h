@@ -43,13 +43,6 @@ inline dnnl::memory::data_type md_data_type(const md& d) {
 #endif
 }
 
-// Whether an execution of pd takes argument arg (DNNL_ARG_*). The lists differ between
-// versions: batch normalisation backward with use_shift wants DNNL_ARG_SHIFT on 2.x and
-// rejects the call ("bad number of inputs") when it is given on 3.x.
-inline bool takes_arg(const dnnl::primitive_desc_base& pd, int arg) {
-  return !pd.query_md(dnnl::query::exec_arg_md, arg).is_zero();
-}
-
 // ---- attributes -----------------------------------------------------------------------------
 // A post-op eltwise (ReLU after a convolution, ...) with the given alpha and beta.
 inline void append_eltwise(dnnl::post_ops& po, dnnl::algorithm alg, float alpha = 0.0f, float beta = 0.0f) {
