@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/llama_kernels.h"
 
 namespace dlperf::cuda {
 namespace {
@@ -122,6 +123,24 @@ TEST(KernelLimits, RowAndElementGrids) {
   // batched matmul pointer arrays: 3 * B * heads pointers, grid-stride
   expect_x(grid_for(3 * kImages * kHeads), "batch pointers");
   (void)kSeq;
+}
+
+TEST(KernelLimits, LlamaGrids) {
+  // Llama 3.1 8B at 8192 tokens x batch 1024 (8M rows), 32 query heads, head dim 128.
+  constexpr int64_t kLlamaTokens = 8192LL * 1024, kQueryHeads = 32;
+  for (int64_t rows : {int64_t{1}, kLlamaTokens, int64_t{1} << 40})
+    for (int sms : {1, kSms, 1000}) {
+      const unsigned b = rms_norm_backward_blocks(rows, sms);
+      expect_x(b, "rms norm backward blocks");
+      EXPECT_LE(int64_t{b}, rows > 0 ? rows : 1);
+      EXPECT_LE(int64_t{b}, 4 * int64_t{sms});  // its (blocks, C) partial buffer stays small
+    }
+  expect_x(rows_grid(kLlamaTokens), "rms norm forward and token cross-entropy rows");
+  expect_x(grid_for(kLlamaTokens * kQueryHeads * 64), "rope pairs");
+  expect_x(grid_for(kLlamaTokens * 14336), "swiglu elements");
+  expect_x(attention_blocks(kLlamaTokens * kQueryHeads), "attention query rows");
+  expect_x(attention_blocks(int64_t{1} << 50), "attention rows, huge (looped)");
+  expect_x(attention_blocks(1), "one attention row");
 }
 
 }  // namespace

@@ -218,6 +218,15 @@ std::unique_ptr<LayerNorm> CudaBackend::layer_norm(const LayerNormSpec& s, const
 std::unique_ptr<DropoutAddNorm> CudaBackend::dropout_add_norm(const AddNormSpec& s, const Tensor& a) {
   return make_dropout_add_norm(ctx_, s, a);
 }
+std::unique_ptr<RmsNorm> CudaBackend::rms_norm(const RmsNormSpec& s, const Tensor& x) { return make_rms_norm(ctx_, s, x); }
+std::unique_ptr<Rope> CudaBackend::rope(const RopeSpec& s, const Tensor& x) { return make_rope(ctx_, s, x); }
+std::unique_ptr<SwiGlu> CudaBackend::swiglu(const Tensor& a) { return make_swiglu(ctx_, a); }
+std::unique_ptr<CausalAttention> CudaBackend::causal_attention(const AttentionSpec& s, const Tensor& q) {
+  return make_causal_attention(ctx_, s, q);
+}
+std::unique_ptr<SoftmaxCrossEntropy> CudaBackend::token_cross_entropy(const CrossEntropySpec& s, const Tensor& logits) {
+  return make_token_cross_entropy(ctx_, s, logits);
+}
 std::unique_ptr<Embedding> CudaBackend::embedding(const EmbeddingSpec& s, const Tensor& ids) {
   ctx_->record_kernel(s.name, "forward", shape_str(ids.dims(), ids.dtype()) + " -> " + std::to_string(s.features), "dlperf:gather");
   ctx_->record_kernel(s.name, "backward", shape_str(ids.dims(), ids.dtype()) + " -> " + std::to_string(s.features),

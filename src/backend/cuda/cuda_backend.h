@@ -70,6 +70,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) override;
   std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) override;
   std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override;
+  // Llama's ops (llama_ops.cpp).
+  std::unique_ptr<RmsNorm> rms_norm(const RmsNormSpec& s, const Tensor& x) override;
+  std::unique_ptr<Rope> rope(const RopeSpec& s, const Tensor& x) override;
+  std::unique_ptr<SwiGlu> swiglu(const Tensor& a) override;
+  std::unique_ptr<CausalAttention> causal_attention(const AttentionSpec& s, const Tensor& q) override;  // causal_attention.cpp
+  std::unique_ptr<SoftmaxCrossEntropy> token_cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override;
 
   // One launch converts every compute copy (f16/bf16 weights, channels-last filters, the fused
   // convolutions' biases) from the f32 master values; the table is built on the first call.

@@ -26,6 +26,12 @@ std::unique_ptr<BatchedMatmul> make_batched_matmul(Ctx ctx, const BatchedMatmulS
 std::unique_ptr<MaskedSoftmax> make_masked_softmax(Ctx ctx, const Tensor& x);
 std::unique_ptr<RowGather> make_gather_rows(Ctx ctx, const Tensor& x, const Tensor& idx);
 std::unique_ptr<Linear> make_tied_linear(Ctx ctx, const LinearSpec& s, Embedding& tied, const Tensor& x);
+// llama_ops.cpp
+std::unique_ptr<RmsNorm> make_rms_norm(Ctx ctx, const RmsNormSpec& s, const Tensor& x);
+std::unique_ptr<Rope> make_rope(Ctx ctx, const RopeSpec& s, const Tensor& x);
+std::unique_ptr<SwiGlu> make_swiglu(Ctx ctx, const Tensor& a);
+std::unique_ptr<CausalAttention> make_causal_attention(Ctx ctx, const AttentionSpec& s, const Tensor& q);  // causal_attention.cpp
+std::unique_ptr<SoftmaxCrossEntropy> make_token_cross_entropy(Ctx ctx, const CrossEntropySpec& s, const Tensor& logits);
 // The embedding's table for a tied decoder; the embedding's backward then accumulates.
 Param& share_embedding_weight(Embedding& e);
 

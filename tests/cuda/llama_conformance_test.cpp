@@ -1,0 +1,195 @@
+// Llama's ops on the CUDA backend (fp32, tf32, fp16, bf16) against the CPU backend in f32
+// (relative L2 tolerances per precision, conformance_util.h): RMSNorm forward/backward with its
+// weight gradient; RoPE with Llama 3.1's frequency scaling, both ways and in place; SwiGLU;
+// the token cross-entropy with ignored rows, its gradient written over the logits, with a
+// device-side loss scale; grouped-query causal attention forward and backward (4 query heads
+// on 2 key/value heads). Then a reduced Llama trained 6 steps on both backends from the same
+// initial parameters and tokens: the losses agree step by step. Without a GPU every test skips.
+#include <cmath>
+
+#include "conformance_util.h"
+#include "models/llama.h"
+#include "train/adam.h"
+#include "train/llama_data.h"
+#include "train/param_store.h"
+
+namespace dlperf {
+namespace {
+
+using namespace cuda_test;
+
+constexpr Precision kPrecisions[] = {Precision::fp32, Precision::tf32, Precision::fp16, Precision::bf16};
+
+class LlamaConformance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLPERF_NEED_GPU();
+    cpu = make_backend(BackendKind::cpu, {});
+  }
+  static std::unique_ptr<Backend> gpu(Precision p) {
+    BackendOptions o;
+    o.precision = p;
+    return make_backend(BackendKind::cuda, o);
+  }
+  using Results = std::vector<std::vector<float>>;
+  // f(backend, dtype) on the CPU in f32 and on the GPU in each precision, compared.
+  template <class F>
+  void compare(F&& f, const std::vector<std::string>& names, double extra = 1.0) {
+    const Results want = f(*cpu, DType::f32);
+    for (Precision p : kPrecisions) {
+      SCOPED_TRACE(name(p));
+      auto g = gpu(p);
+      const Results got = f(*g, g->dtype());
+      ASSERT_EQ(want.size(), got.size());
+      for (size_t i = 0; i < want.size(); ++i) expect_rel(want[i], got[i], extra * 2 * tolerance(p) + 1e-5, names.at(i));
+    }
+  }
+  std::unique_ptr<Backend> cpu;
+};
+
+TEST_F(LlamaConformance, RmsNorm) {
+  const Dims d{12, 80};
+  const size_t n = static_cast<size_t>(product(d));
+  compare(
+      [&](Backend& be, DType t) -> Results {
+        auto x = input(be, d, t, Layout::canonical, randoms(n, 1, 2.0f));
+        auto dy = input(be, d, t, Layout::canonical, randoms(n, 2));
+        auto norm = be.rms_norm({"norm", 80, 1e-5f}, *x);
+        auto keep = bind(be, *norm, 3);
+        auto y = norm->make_output();
+        norm->forward(*x, *y);
+        auto dx = be.tensor_like(*x);
+        norm->backward(*x, *dy, *dx);
+        be.synchronize();
+        return {read(*y), read(*dx), grad(*norm, 0)};
+      },
+      {"y", "dx", "dweight"});
+}
+
+TEST_F(LlamaConformance, RopeWithLlama31Scaling) {
+  RopeSpec s;
+  s.batch = 2, s.seq_len = 24, s.heads = 3, s.head_dim = 16;
+  s.theta = 10000.0f, s.original_context = 16;  // short original context: all three frequency bands occur
+  const Dims d{s.batch * s.seq_len, s.heads * s.head_dim};
+  const size_t n = static_cast<size_t>(product(d));
+  compare(
+      [&](Backend& be, DType t) -> Results {
+        auto x = input(be, d, t, Layout::canonical, randoms(n, 4));
+        auto rope = be.rope(s, *x);
+        auto y = be.tensor_like(*x);
+        rope->forward(*x, *y);
+        auto back = input(be, d, t, Layout::canonical, randoms(n, 5));
+        rope->backward(*back, *back);  // in place, as the model calls it
+        be.synchronize();
+        return {read(*y), read(*back)};
+      },
+      {"y", "dx (in place)"});
+}
+
+TEST_F(LlamaConformance, SwiGlu) {
+  const Dims d{10, 36};
+  const size_t n = static_cast<size_t>(product(d));
+  compare(
+      [&](Backend& be, DType t) -> Results {
+        auto a = input(be, d, t, Layout::canonical, randoms(n, 6, 4.0f));
+        auto b = input(be, d, t, Layout::canonical, randoms(n, 7));
+        auto dy = input(be, d, t, Layout::canonical, randoms(n, 8));
+        auto op = be.swiglu(*a);
+        auto y = op->make_output();
+        op->forward(*a, *b, *y);
+        auto da = be.tensor_like(*a);
+        auto db = be.tensor_like(*a);
+        op->backward(*a, *b, *dy, *da, *db);
+        be.synchronize();
+        return {read(*y), read(*da), read(*db)};
+      },
+      {"y", "da", "db"});
+}
+
+TEST_F(LlamaConformance, TokenCrossEntropyInPlace) {
+  const int64_t rows = 9, k = 1003;  // a vocabulary that is not a multiple of the block
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) labels[static_cast<size_t>(i)] = static_cast<int32_t>((i * 331) % k);
+  labels[4] = -1;  // ignored
+  compare(
+      [&](Backend& be, DType t) -> Results {
+        auto x = input(be, {rows, k}, t, Layout::canonical, randoms(static_cast<size_t>(rows * k), 9, 8.0f));
+        auto lab = be.tensor({rows}, DType::s32);
+        lab->write_indices(labels);
+        auto xent = be.token_cross_entropy({k, 0.0f, -1}, *x);
+        xent->forward(*x, *lab);
+        const float loss = xent->loss();
+        xent->backward(*x, LossGradScale(4.0f));  // over the logits
+        be.synchronize();
+        return {{loss}, read(*x)};
+      },
+      {"loss", "dlogits * 4"});
+}
+
+TEST_F(LlamaConformance, GroupedQueryCausalAttention) {
+  AttentionSpec s;
+  s.batch = 2, s.seq_len = 19, s.heads = 4, s.kv_heads = 2, s.head_dim = 40;  // head dim not a multiple of 32
+  const Dims dq{s.batch * s.seq_len, s.heads * s.head_dim}, dkv{s.batch * s.seq_len, s.kv_heads * s.head_dim};
+  const auto nq = static_cast<size_t>(product(dq)), nkv = static_cast<size_t>(product(dkv));
+  compare(
+      [&](Backend& be, DType t) -> Results {
+        auto q = input(be, dq, t, Layout::canonical, randoms(nq, 10, 2.0f));
+        auto k = input(be, dkv, t, Layout::canonical, randoms(nkv, 11, 2.0f));
+        auto v = input(be, dkv, t, Layout::canonical, randoms(nkv, 12));
+        auto dout = input(be, dq, t, Layout::canonical, randoms(nq, 13));
+        auto att = be.causal_attention(s, *q);
+        auto o = att->make_output();
+        att->forward(*q, *k, *v, *o);
+        auto gq = be.tensor_like(*q);
+        auto gk = be.tensor_like(*k);
+        auto gv = be.tensor_like(*v);
+        att->backward(*q, *k, *v, *o, *dout, *gq, *gk, *gv);
+        be.synchronize();
+        return {read(*o), read(*gq), read(*gk), read(*gv)};
+      },
+      {"o", "dq", "dk", "dv"});
+}
+
+// A reduced Llama (untied) trained with Llama 3's AdamW recipe on both backends.
+std::vector<float> train_llama(BackendKind kind, Precision p) {
+  BackendOptions o;
+  o.precision = p;
+  o.threads = 2;
+  auto be = make_backend(kind, o);
+  LlamaConfig c = llama_preset("llama3_8b");
+  c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 176, c.vocab = 128;
+  c.batch = 2, c.seq_len = 32;
+  auto model = make_llama(*be, c);
+  ParamStore store(*be, model->layers());
+  model->init_params(7);
+  AdamW opt(*be, store, AdamConfig{0.9f, 0.95f, 1e-8f, 0.1f});
+  SyntheticLlamaTokens data(c.batch, c.seq_len, c.vocab, 11);
+  const float scale = p == Precision::fp16 ? 1024.0f : 1.0f;
+  const auto layers = model->layers();
+  std::vector<float> losses;
+  for (int s = 0; s < 6; ++s) {
+    model->load(data.next());
+    be->refresh_compute_weights(layers);
+    model->forward();
+    losses.push_back(model->loss());
+    model->backward(scale, [](const Layer&) {});
+    opt.step(3e-3f, 1.0f / scale);
+  }
+  be->synchronize();
+  return losses;
+}
+
+TEST(LlamaTrainConformance, LossesAgreeWithTheCpuBackend) {
+  DLPERF_NEED_GPU();
+  const auto want = train_llama(BackendKind::cpu, Precision::fp32);
+  for (float l : want) ASSERT_TRUE(std::isfinite(l));
+  for (Precision p : kPrecisions) {
+    const auto got = train_llama(BackendKind::cuda, p);
+    ASSERT_EQ(got.size(), want.size());
+    const double tol = p == Precision::fp32 ? 1e-3 : p == Precision::bf16 ? 6e-2 : 3e-2;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::fabs(want[i])) << name(p) << " step " << i;
+  }
+}
+
+}  // namespace
+}  // namespace dlperf
