@@ -88,6 +88,9 @@ struct RunInfo {
   std::string peak_source;
   double tokens_per_s = 0;
   double mfu = 0;
+  // --zero 1: the smallest and largest shard (parameter elements a rank owns, over all ranks;
+  // balanced: within one element per bucket); 0 otherwise.
+  int64_t zero_shard_min = 0, zero_shard_max = 0;
   int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (a lower bound: train/memory_plan.h); 0: none
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete

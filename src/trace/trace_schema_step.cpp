@@ -41,6 +41,8 @@ constexpr IntField kStepInts[] = {
     {"global_batch", &RunInfo::global_batch},  // schema 1.3
     {"zero_stage", &RunInfo::zero_stage},      // schema 1.3
     {"memory_plan_bytes", &RunInfo::memory_plan_bytes},  // schema 1.3
+    {"zero_shard_min", &RunInfo::zero_shard_min},        // schema 1.3
+    {"zero_shard_max", &RunInfo::zero_shard_max},        // schema 1.3
 };
 constexpr const char* kOpsGroup = "ops";
 

@@ -415,6 +415,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   if (root) {
     rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
     rec.record.info.memory_plan_bytes = static_cast<int64_t>(plan_memory(o, w.size).total());
+    if (stack.shard) {  // every rank computes the same layout: rank 0 knows every shard
+      const auto [lo, hi] = std::minmax_element(stack.shard->rank_elems.begin(), stack.shard->rank_elems.end());
+      rec.record.info.zero_shard_min = static_cast<int64_t>(*lo);
+      rec.record.info.zero_shard_max = static_cast<int64_t>(*hi);
+    }
   }
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.

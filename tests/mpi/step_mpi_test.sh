@@ -40,6 +40,8 @@ grep -q '^zero: stage 1' "$dir/zlog"
 params=$(sed -n 's/^parameters: //p' "$dir/zlog" | tr -d ,)
 attr() { h5dump -a "/runs/run_000001/$1" "$dir/z.h5" | sed -n 's/^ *(0): //p'; }
 [ "$(attr zero_stage)" = 1 ] && [ "$(attr grad_accum)" = 2 ] && [ "$(attr global_batch)" = 16 ] || { echo "attributes"; exit 1; }
+lo=$(attr zero_shard_min) hi=$(attr zero_shard_max)  # balanced: within one element per bucket
+[ "$lo" -gt 0 ] && [ $((hi - lo)) -le 64 ] && [ $((lo + hi)) -ge "$params" ] || { echo "shards $lo..$hi for $params parameters"; exit 1; }
 bytes=$(h5dump -d /runs/run_000001/comm_bytes "$dir/z.h5" | sed -n 's/^ *([0-9]*,0): //p' | tr ', ' '\n\n' | grep . | sort -u)
 [ "$(echo "$bytes" | wc -l)" = 1 ] && [ "$bytes" -ge $((4 * params)) ] && [ "$bytes" -lt $((4 * params + 16384)) ] ||
   { echo "comm_bytes per iteration and rank: $bytes (parameters $params)"; exit 1; }

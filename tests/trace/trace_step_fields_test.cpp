@@ -25,6 +25,8 @@ RunRecord step_run() {
   r.info.global_batch = 256;
   r.info.zero_stage = 1;
   r.info.memory_plan_bytes = int64_t{5} << 33;
+  r.info.zero_shard_min = 1000;
+  r.info.zero_shard_max = 1003;
   r.info.versions["cublas"] = "13.0.0";
   for (size_t k = 0; k < r.ranks.size(); ++k) {
     RankTrace& rank = r.ranks[k];
@@ -65,6 +67,8 @@ TEST(TraceStepFields, SurviveWriteAndRead) {
   EXPECT_EQ(out.info.global_batch, 256);
   EXPECT_EQ(out.info.zero_stage, 1);
   EXPECT_EQ(out.info.memory_plan_bytes, int64_t{5} << 33);
+  EXPECT_EQ(out.info.zero_shard_min, 1000);
+  EXPECT_EQ(out.info.zero_shard_max, 1003);
   EXPECT_EQ(out.samples_per_iteration_per_rank(), 4 * in.info.batch_per_device);
   EXPECT_EQ(out.info.versions.at("cublas"), "13.0.0");
   ASSERT_EQ(out.ranks.size(), 2u);
