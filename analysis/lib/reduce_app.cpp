@@ -212,8 +212,11 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   const bool step_views = cfg.ops || !cfg.timeline_path.empty();
   // Only dlperf-comm records: the fabric tables alone (CSV, JSON and the plot are of training runs).
   const bool comm_only = in.runs.empty() && in.skipped.empty() && !in.comm.empty();
-  if (comm_only && (!cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() || !cfg.svg_path.empty() || step_views))
-    throw_usage_error("the inputs hold only dlperf-comm records (.comm): --csv, --json, --plot, --compare, --ops and --timeline need training traces");
+  if (comm_only && (!cfg.compare_path.empty() || step_views))
+    throw_usage_error("the inputs hold only dlperf-comm records (.comm): --compare, --ops and --timeline need training traces");
+  // reduce.sh after `submit_all.sh comm` asks for them too: said, not an error.
+  if (comm_only && (!cfg.csv_path.empty() || !cfg.json_path.empty() || !cfg.svg_path.empty()))
+    err << "dlperf-reduce: note: the inputs hold only dlperf-comm records: --csv, --json and --plot (of training runs) not written\n";
   if (!comm_only && r.measured_runs == 0 && (!step_views || !cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() ||
                                !cfg.svg_path.empty()))
     throw_usage_error(nothing_measured(r, cfg.method));
@@ -248,9 +251,9 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
       write_file_atomically(path, text);
     }
   };
-  if (!cfg.csv_path.empty()) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
-  if (!cfg.json_path.empty()) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
-  if (!cfg.svg_path.empty()) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  if (!cfg.csv_path.empty() && !comm_only) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
+  if (!cfg.json_path.empty() && !comm_only) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
+  if (!cfg.svg_path.empty() && !comm_only) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
   emit(cfg.timeline_path, timeline_text.str());
   if (stdout_output) {
     out << stdout_text;

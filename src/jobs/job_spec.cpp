@@ -79,6 +79,26 @@ class SectionReader {
       fail(key, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + v + "')");
     return static_cast<int>(*n);
   }
+  // A rate: a finite number from 0 (exclusive unless lo_open is false) up to hi.
+  double real(const std::string& key, double fallback, double lo, double hi, bool lo_open) const {
+    if (!has(key)) return fallback;
+    const std::string v = str(key, "");
+    size_t used = 0;
+    double d = 0;
+    try {
+      d = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (v.empty() || used != v.size() || !(lo_open ? d > lo : d >= lo) || !(d <= hi))
+      fail(key, "must be a number " + std::string(lo_open ? "above " : "from ") + fmt(lo) + " to " + fmt(hi) + " (got '" + v + "')");
+    return d;
+  }
+  static std::string fmt(double d) {
+    std::ostringstream o;
+    o << d;
+    return o.str();
+  }
   std::string time(const std::string& key, const std::string& fallback) const {
     const std::string v = str(key, fallback);
     if (!v.empty() && parse_slurm_time(v) <= 0)
@@ -168,7 +188,7 @@ long parse_slurm_time(const std::string& s) {
 }
 
 Profile load_profile(const IniFile& f) {
-  reject_unknown_sections(f, {"cluster", "slurm", "cpu", "environment", "network"}, "cluster profile");
+  reject_unknown_sections(f, {"cluster", "slurm", "cpu", "environment", "network", "fabric"}, "cluster profile");
   Profile p;
   p.source = f.path.substr(f.path.find_last_of('/') + 1);
   const SectionReader cluster(f, f.find("cluster"), {"name", "description"});
@@ -204,6 +224,11 @@ Profile load_profile(const IniFile& f) {
   if (p.loader == EnvLoader::module && p.modules.empty()) env.fail("modules", "must list the modules to load when load = module (e.g. dlperf)");
   if (p.loader == EnvLoader::spack && p.spack_env.empty()) env.fail("spack_env", "must name the Spack environment (a path or name) when load = spack");
 
+  const SectionReader fabric(f, f.find("fabric"), {"link_gbps", "intra_gbps", "warn_fraction"});
+  p.link_gbps = fabric.real("link_gbps", 0, 0, 1e6, false);
+  p.intra_gbps = fabric.real("intra_gbps", 0, 0, 1e6, false);
+  p.link_warn = fabric.real("warn_fraction", p.link_warn, 0, 1, true);
+
   if (const IniSection* net = f.find("network")) {
     // Any portable variable name: Open MPI's MCA variables are mixed case (OMPI_MCA_btl_tcp_if_include).
     static const std::regex var("[A-Za-z_][A-Za-z0-9_]*");
@@ -218,7 +243,7 @@ Profile load_profile(const IniFile& f) {
 }
 
 Matrix load_matrix(const IniFile& f) {
-  std::vector<std::string> sections{"matrix"};
+  std::vector<std::string> sections{"matrix", "comm"};
   for (const auto& k : kModels) sections.push_back(k.name);
   reject_unknown_sections(f, sections, "job matrix");
   Matrix m;
@@ -285,6 +310,19 @@ Matrix load_matrix(const IniFile& f) {
       }
     m.models.push_back(std::move(s));
   }
+  const SectionReader comm(f, f.find("comm"), {"configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time"});
+  m.comm.configurations = read_configurations(comm, "configurations", 'g', "");
+  static const std::regex size_re("[1-9][0-9]{0,8}[KMG]?");
+  for (const char* key : {"min_bytes", "max_bytes"}) {
+    std::string& v = std::string(key) == "min_bytes" ? m.comm.min_bytes : m.comm.max_bytes;
+    v = comm.str(key, v);
+    if (!std::regex_match(v, size_re)) comm.fail(key, "'" + v + "' is not a message size such as 8, 64K, 32M or 1G (dlperf-comm -b/-e)");
+  }
+  m.comm.factor = comm.integer("factor", m.comm.factor, 2, 1024);
+  m.comm.iters = comm.integer("iters", m.comm.iters, 1, 100000);
+  m.comm.warmup = comm.integer("warmup", m.comm.warmup, 0, 100000);
+  m.comm.time = comm.time("time", m.comm.time);
+  if (m.comm.time.empty()) comm.fail("time", "must be a Slurm time limit such as 00:15:00");
   if (m.configurations.empty() && m.cpu_configurations.empty())
     mx.fail("configurations", "and cpu_configurations are both empty: nothing to generate");
   return m;
@@ -318,6 +356,19 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
                           " of " + j.name + ": lower [slurm] signal_seconds or raise the time limit");
         jobs.push_back(std::move(j));
       }
+  }
+  return jobs;
+}
+
+std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m) {
+  std::vector<CommJob> jobs;
+  for (const auto& c : m.comm.configurations) {
+    CommJob j{"comm_" + c.tag(), c, p.gpu};
+    j.slurm.time = m.comm.time;
+    if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
+      throw_bad_input(m.source + ": [comm] time " + j.slurm.time + " is not above the profile's signal_seconds " +
+                      std::to_string(p.signal_seconds) + ": raise it");
+    jobs.push_back(std::move(j));
   }
   return jobs;
 }

@@ -41,6 +41,9 @@ struct Profile {
   std::vector<std::string> modules;      // module load ... (in order)
   std::string spack_setup, spack_env;    // . SETUP; spack env activate ENV
   std::vector<std::pair<std::string, std::string>> env;  // [network]: exported in file order
+  // [fabric]: the link rates the fabric-health jobs (comm_*) are held to, in Gbit/s (0 = not
+  // stated: no comparison), and the share of them below which dlperf-reduce warns.
+  double link_gbps = 0, intra_gbps = 0, link_warn = 0.8;
 };
 
 // One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
@@ -59,6 +62,15 @@ struct Configuration {
   std::string tag() const;
 };
 
+// [comm]: fabric-health jobs, dlperf-comm allreduce over the communicator training uses (NCCL
+// on GPUs), one per configuration: jobs/comm_<NnGg>.sh, a record in results.d (issue 27 item 3).
+struct CommSettings {
+  std::vector<Configuration> configurations;  // empty: no comm jobs
+  std::string min_bytes = "8", max_bytes = "1G";  // dlperf-comm -b/-e (K, M, G suffixes)
+  int factor = 2, iters = 20, warmup = 5;
+  std::string time = "00:15:00";
+};
+
 struct Matrix {
   std::string source;
   std::vector<ModelSettings> models;
@@ -66,6 +78,7 @@ struct Matrix {
   std::string precision = "fp16", cpu_precision = "fp32";
   int repeats = 5, iterations = 120, warmup = 20;
   std::vector<std::string> extra_args;  // for every job, before the model's own
+  CommSettings comm;
 };
 
 // Everything one sbatch script needs.
@@ -85,6 +98,14 @@ Matrix load_matrix(const IniFile& ini);
 // GPU jobs first (model order, configuration order), then CPU-backend variants. Checks what
 // needs both files (the signal lead time against every time limit).
 std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m);
+
+// One fabric-health job: jobs/comm_<tag>.sh.
+struct CommJob {
+  std::string name;  // comm_2n8g
+  Configuration config;
+  SlurmSettings slurm;  // the profile's [slurm], with [comm] time
+};
+std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m);
 
 // Slurm time limit ("30", "30:00", "1:00:00", "1-12", "1-12:00", "1-12:00:00") in seconds; -1 if malformed.
 long parse_slurm_time(const std::string& s);

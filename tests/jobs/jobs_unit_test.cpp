@@ -190,7 +190,7 @@ TEST(Jobs, RealDataVariantsReadDlperfData) {
   const std::string c = render_sbatch(profile(), jobs[7], {"p.ini", "m.ini"});
   EXPECT_NE(c.find("--loader-threads 1"), std::string::npos) << c;
   EXPECT_EQ(render_sbatch(profile(), jobs[0], {"p.ini", "m.ini"}).find("DLPERF_DATA"), std::string::npos);
-  const std::string all = render_submit_all(jobs, {"p.ini", "m.ini"});
+  const std::string all = render_submit_all(jobs, {}, {"p.ini", "m.ini"});
   EXPECT_NE(all.find("data_jobs=(rn50_data_1n1g.sh rn50_data_4n8g.sh rn50_data_cpu_2n2r.sh)"), std::string::npos) << all;
   EXPECT_NE(all.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)"), std::string::npos) << all;
   text = kMatrix;
@@ -343,13 +343,45 @@ TEST(Script, SubmitAllChainsTheReduceJob) {
   const Profile p = profile();
   const Matrix m = matrix();
   const auto jobs = expand_jobs(p, m);
-  const std::string s = render_submit_all(jobs, {"p.ini", "m.ini"});
+  const std::string s = render_submit_all(jobs, {}, {"p.ini", "m.ini"});
   EXPECT_NE(s.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)\n"), std::string::npos);
   EXPECT_NE(s.find("cpu_jobs=(rn50_cpu_2n2r.sh bert_base_cpu_2n2r.sh)\n"), std::string::npos);
   EXPECT_NE(s.find("--dependency=afterany:\"$dep\""), std::string::npos);
   const std::string r = render_reduce(p, m, {"p.ini", "m.ini"});
   EXPECT_NE(r.find("#SBATCH --ntasks=1\n"), std::string::npos);
   EXPECT_NE(r.find("--json"), std::string::npos);
+}
+
+// Fabric health (issue 27 item 3): [comm] configurations become comm_<tag>.sh running
+// dlperf-comm with a record in results.d; [fabric] rates reach dlperf-reduce; submit_all.sh comm.
+TEST(Script, CommJobsMeasureTheFabric) {
+  const Profile p = profile(std::string(kProfile) + "[fabric]\nlink_gbps = 200\nintra_gbps = 2400\nwarn_fraction = 0.7\n");
+  const Matrix m = matrix(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g 2n8g\nmax_bytes = 256M\niters = 10\n");
+  const auto comm = expand_comm_jobs(p, m);
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(comm[1].name, "comm_2n8g");
+  const std::string c = render_comm_sbatch(p, m, comm[1], {"p.ini", "m.ini"});
+  EXPECT_NE(c.find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n"), std::string::npos);
+  EXPECT_NE(c.find("#SBATCH --time=00:15:00\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-comm --backend nccl \\\n      -b 8 -e 256M -f 2 -n 10 -w 5 --output \"$record\"\n"), std::string::npos);
+  EXPECT_NE(c.find("record=$results_dir/comm_2n8g_$SLURM_JOB_ID.comm\n"), std::string::npos);
+  EXPECT_NE(c.find("export NCCL_SOCKET_IFNAME='^lo,docker'\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-reduce \"$record\" --link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
+  EXPECT_NE(render_reduce(p, m, {"p.ini", "m.ini"}).find("--link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
+  const std::string s = render_submit_all(expand_jobs(p, m), comm, {"p.ini", "m.ini"});
+  EXPECT_NE(s.find("comm_jobs=(comm_1n8g.sh comm_2n8g.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("  all) scripts=(\"${comm_jobs[@]}\" \"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"), std::string::npos);
+  // Without [fabric], no comparison is asked for; without [comm], no comm jobs.
+  EXPECT_EQ(render_reduce(profile(), m, {"p.ini", "m.ini"}).find("--link-gbps"), std::string::npos);
+  EXPECT_TRUE(expand_comm_jobs(p, matrix()).empty());
+  // Bad values name the file, line and key.
+  EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nlink_gbps = fast\n").find("link_gbps must be a number from 0"), std::string::npos);
+  EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nwarn_fraction = 1.5\n").find("warn_fraction must be a number above 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nconfigurations = 2n2r\n").find("'2n2r' is not a configuration"), std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g\nmax_bytes = 1T\n").find("max_bytes '1T' is not a message size"),
+            std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nop = allgather\n").find("unknown key 'op' in [comm]"), std::string::npos);
 }
 
 }  // namespace
