@@ -27,6 +27,10 @@ grep -q 'warning' "$tmp/hi.err" || fail "no stderr warning"
 "$reduce" "$tmp/results.d" --intra-gbps 0.000001 --link-gbps 1000000 >"$tmp/lo.md" 2>&1 || fail "reduce (low rate) exited $?"
 ! grep -q WARNING "$tmp/lo.md" || { cat "$tmp/lo.md"; fail "warned against a link the run exceeds (a 1-node run is checked against --intra-gbps only)"; }
 
+# reduce.sh's outputs of training runs, with only records: a note, nothing written, exit 0.
+"$reduce" "$tmp/results.d" --csv "$tmp/r.csv" >/dev/null 2>"$tmp/csv.err" || fail "--csv with only records exited $?"
+[ ! -e "$tmp/r.csv" ] && grep -q 'only dlperf-comm records' "$tmp/csv.err" || fail "--csv with only records: $(cat "$tmp/csv.err")"
+
 # A run with a wrong element: status FAIL in the record, a WARNING in the table.
 "$mpiexec" -np 2 --oversubscribe "$comm" -b 1K -e 64K -n 2 -w 0 --corrupt-rank 1 -o "$tmp/bad.comm" >/dev/null 2>&1
 grep -q 'status=FAIL$' "$tmp/bad.comm" || fail "a corrupted run's record does not say FAIL"
