@@ -7,25 +7,26 @@
 # fabric and the file system and disturb each other's numbers. --concurrent submits them all
 # at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.
 # data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the
-# fabric-health jobs (comm_*: dlperf-comm allreduce); all: comm, gpu and cpu, the fabric first.
-#   jobs/submit_all.sh [gpu|cpu|data|comm|all] [--concurrent] [sbatch options...]    (default gpu)
+# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU
+# and CPU); all: comm, gpu, cpu and llm, the fabric first.
+#   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)
 # The selector and --concurrent may come anywhere; sbatch options take the --opt=value form
 # (a bare word that is not a selector is refused, never submitted as a script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: $0 [gpu|cpu|data|comm|all] [--concurrent] [sbatch options as --opt=value...]"
+usage="usage: $0 [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options as --opt=value...]"
 which=
 concurrent=0
 sbatch_opts=()
 for arg in "$@"; do
   case $arg in
-    gpu|cpu|data|comm|all)
+    gpu|cpu|data|comm|llm|all)
       [ -z "$which" ] || { echo "submit_all.sh: two selectors ($which, $arg): give one; $usage" >&2; exit 2; }
       which=$arg ;;
     --concurrent) concurrent=1 ;;
     -h|--help) echo "$usage"; exit 0 ;;
     -*) sbatch_opts+=("$arg") ;;
-    *) echo "submit_all.sh: '$arg' is neither gpu, cpu, data, comm nor all (sbatch options take the --opt=value form); $usage" >&2
+    *) echo "submit_all.sh: '$arg' is neither gpu, cpu, data, comm, llm nor all (sbatch options take the --opt=value form); $usage" >&2
        exit 2 ;;
   esac
 done
@@ -36,13 +37,15 @@ gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_
 cpu_jobs=(rn50_cpu_1n1r.sh rn50_cpu_1n2r.sh rn50_cpu_2n2r.sh rn50_cpu_4n2r.sh vgg16_cpu_1n1r.sh vgg16_cpu_1n2r.sh vgg16_cpu_2n2r.sh vgg16_cpu_4n2r.sh bert_base_cpu_1n1r.sh bert_base_cpu_1n2r.sh bert_base_cpu_2n2r.sh bert_base_cpu_4n2r.sh)
 data_jobs=(rn50_data_1n1g.sh rn50_data_1n2g.sh rn50_data_1n4g.sh rn50_data_1n8g.sh rn50_data_2n8g.sh rn50_data_4n8g.sh rn50_data_cpu_1n1r.sh rn50_data_cpu_1n2r.sh rn50_data_cpu_2n2r.sh rn50_data_cpu_4n2r.sh)
 comm_jobs=(comm_1n8g.sh comm_2n8g.sh comm_4n8g.sh)
+llm_jobs=()
 case $which in
   gpu) scripts=("${gpu_jobs[@]}") ;;
   cpu) scripts=("${cpu_jobs[@]}") ;;
   data) scripts=("${data_jobs[@]}")
         [ -n "${DLPERF_DATA:-}" ] || { echo "submit_all.sh data: set DLPERF_DATA to the ImageNet training set" >&2; exit 2; } ;;
   comm) scripts=("${comm_jobs[@]}") ;;
-  all) scripts=("${comm_jobs[@]}" "${gpu_jobs[@]}" "${cpu_jobs[@]}") ;;
+  llm) scripts=("${llm_jobs[@]}") ;;
+  all) scripts=("${comm_jobs[@]}" "${gpu_jobs[@]}" "${cpu_jobs[@]}" "${llm_jobs[@]}") ;;
 esac
 [ ${#scripts[@]} -gt 0 ] || { echo "submit_all.sh: the matrix has no $which jobs" >&2; exit 2; }
 

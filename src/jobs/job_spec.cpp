@@ -21,7 +21,10 @@ constexpr KnownModel kModels[] = {
     {"rn50", "resnet50", "ResNet-50 v1.5"},
     {"vgg16", "vgg16", "VGG16"},
     {"bert_base", "bert_base", "BERT-base pretraining"},
+    {"llama3_8b", "llama3_8b", "Llama 3 8B pretraining"},
+    {"llama3_2_1b", "llama3_2_1b", "Llama 3.2 1B pretraining"},
 };
+bool is_llm(const std::string& name) { return name.rfind("llama", 0) == 0; }
 
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
@@ -264,48 +267,59 @@ Matrix load_matrix(const IniFile& f) {
   m.extra_args = mx.list("extra_args", "");
 
   const auto names = mx.list("models", "rn50 vgg16 bert_base");
-  if (names.empty()) mx.fail("models", "must list at least one of rn50, vgg16, bert_base");
+  if (names.empty()) mx.fail("models", "must list at least one of rn50, vgg16, bert_base, llama3_8b, llama3_2_1b");
   for (const auto& n : names) {
     const KnownModel* k = nullptr;
     for (const auto& km : kModels)
       if (n == km.name) k = &km;
-    if (!k) mx.fail("models", "'" + n + "' is unknown: use rn50, vgg16, bert_base");
+    if (!k) mx.fail("models", "'" + n + "' is unknown: use rn50, vgg16, bert_base, llama3_8b, llama3_2_1b");
     for (const auto& have : m.models)
       if (have.name == n) mx.fail("models", "lists '" + n + "' twice");
     const IniSection* sec = f.find(n);
     if (!sec) throw_bad_input(f.where(0) + ": model " + n + " is in [matrix] models but has no [" + n + "] section with batch_per_device");
-    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time", "real_data"});
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "cpu_extra_args", "time", "cpu_time", "real_data",
+                                   "precision", "configurations", "cpu_configurations"});
     ModelSettings s{n, k->train_model, k->title};
+    s.llm = is_llm(n);
+    s.precision = r.str("precision", "");
+    if (!s.precision.empty() && s.precision != "fp32" && s.precision != "tf32" && s.precision != "bf16" && s.precision != "fp16")
+      r.fail("precision", "'" + s.precision + "' is unknown: use fp32, tf32, bf16 or fp16");
+    s.own_configurations = r.has("configurations");
+    s.own_cpu_configurations = r.has("cpu_configurations");
+    s.configurations = s.own_configurations ? read_configurations(r, "configurations", 'g', "") : m.configurations;
+    s.cpu_configurations = s.own_cpu_configurations ? read_configurations(r, "cpu_configurations", 'r', "") : m.cpu_configurations;
     if (!r.has("batch_per_device")) r.fail("batch_per_device", "is missing in [" + n + "]: samples per device per iteration, e.g. 128");
     s.batch_per_device = r.integer("batch_per_device", 0, 1, 1 << 20);
     s.cpu_batch_per_device = r.integer("cpu_batch_per_device", s.batch_per_device, 1, 1 << 20);
     s.extra_args = r.list("extra_args", "");
+    s.cpu_extra_args = r.has("cpu_extra_args") ? r.list("cpu_extra_args", "") : s.extra_args;
     s.time = r.time("time", "");
     s.cpu_time = r.time("cpu_time", "");
     const std::string real = r.str("real_data", "no");
     if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
-    if (real == "yes" && n == "bert_base") r.fail("real_data", "is for the image models (rn50, vgg16)");
+    if (real == "yes" && (n == "bert_base" || s.llm)) r.fail("real_data", "is for the image models (rn50, vgg16)");
     s.real_data = real == "yes";
     // Every script this model gets passes dlperf-train exactly the arguments checked here, by
     // dlperf-train's own parser: extra_args with what the job adds itself (--variant
     // real_data, --threads, ...), on either backend, with and without real data.
     for (const bool gpu : {true, false})
       for (const bool real_job : {false, true}) {
-        if ((gpu ? m.configurations : m.cpu_configurations).empty() || (real_job && !s.real_data)) continue;
+        if ((gpu ? s.configurations : s.cpu_configurations).empty() || (real_job && !s.real_data)) continue;
         JobSpec j;
         j.model = &s;
         j.config.backend = gpu ? Backend::cuda : Backend::cpu;
-        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.precision = gpu ? (s.precision.empty() ? m.precision : s.precision) : m.cpu_precision;
         j.batch_per_device = gpu ? s.batch_per_device : s.cpu_batch_per_device;
         j.iterations = m.iterations;
         j.warmup = m.warmup;
         j.real_data = real_job;
         j.extra_args = m.extra_args;
-        j.extra_args.insert(j.extra_args.end(), s.extra_args.begin(), s.extra_args.end());
+        const auto& own = gpu ? s.extra_args : s.cpu_extra_args;
+        j.extra_args.insert(j.extra_args.end(), own.begin(), own.end());
         const std::string why = train_arguments_error(job_train_arguments(j));
         if (!why.empty())
-          (s.extra_args.empty() ? mx : r)
-              .fail("extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
+          (own.empty() ? mx : r)
+              .fail(own.empty() || gpu ? "extra_args" : "cpu_extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
                                       ": " + why);
       }
     m.models.push_back(std::move(s));
@@ -323,7 +337,7 @@ Matrix load_matrix(const IniFile& f) {
   m.comm.warmup = comm.integer("warmup", m.comm.warmup, 0, 100000);
   m.comm.time = comm.time("time", m.comm.time);
   if (m.comm.time.empty()) comm.fail("time", "must be a Slurm time limit such as 00:15:00");
-  if (m.configurations.empty() && m.cpu_configurations.empty())
+  if (std::all_of(m.models.begin(), m.models.end(), [](const ModelSettings& s) { return s.configurations.empty() && s.cpu_configurations.empty(); }))
     mx.fail("configurations", "and cpu_configurations are both empty: nothing to generate");
   return m;
 }
@@ -334,7 +348,7 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
     const bool gpu = b == Backend::cuda;
     for (const auto& model : m.models)
       for (bool real : {false, true})
-      for (const auto& c : gpu ? m.configurations : m.cpu_configurations) {
+      for (const auto& c : gpu ? model.configurations : model.cpu_configurations) {
         if (real && !model.real_data) continue;
         JobSpec j;
         j.real_data = real;
@@ -344,13 +358,14 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
         j.slurm = gpu ? p.gpu : p.cpu;
         const std::string& t = gpu ? model.time : model.cpu_time;
         if (!t.empty()) j.slurm.time = t;
-        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.precision = gpu ? (model.precision.empty() ? m.precision : model.precision) : m.cpu_precision;
         j.batch_per_device = gpu ? model.batch_per_device : model.cpu_batch_per_device;
         j.repeats = m.repeats;
         j.iterations = m.iterations;
         j.warmup = m.warmup;
         j.extra_args = m.extra_args;
-        j.extra_args.insert(j.extra_args.end(), model.extra_args.begin(), model.extra_args.end());
+        const auto& own = gpu ? model.extra_args : model.cpu_extra_args;
+        j.extra_args.insert(j.extra_args.end(), own.begin(), own.end());
         if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
           throw_bad_input(p.source + ": signal_seconds " + std::to_string(p.signal_seconds) + " is not less than the time limit " + j.slurm.time +
                           " of " + j.name + ": lower [slurm] signal_seconds or raise the time limit");

@@ -46,20 +46,25 @@ struct Profile {
   double link_gbps = 0, intra_gbps = 0, link_warn = 0.8;
 };
 
-// One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
-struct ModelSettings {
-  std::string name, train_model, title;
-  int batch_per_device = 0, cpu_batch_per_device = 0;
-  std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
-  std::string time, cpu_time;           // override the profile's limits ("" = profile)
-  bool real_data = false;               // also generate <model>_data_* jobs reading $DLPERF_DATA
-};
-
 // "4n8g": 4 nodes x 8 GPUs; "2n2r": 2 nodes x 2 CPU-backend ranks.
 struct Configuration {
   int nodes = 1, per_node = 1;
   Backend backend = Backend::cuda;
   std::string tag() const;
+};
+
+// One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
+struct ModelSettings {
+  std::string name, train_model, title;
+  int batch_per_device = 0, cpu_batch_per_device = 0;
+  std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
+  std::vector<std::string> cpu_extra_args;  // CPU-backend jobs' instead of extra_args (a reduced network)
+  std::string time, cpu_time;           // override the profile's limits ("" = profile)
+  bool real_data = false;               // also generate <model>_data_* jobs reading $DLPERF_DATA
+  bool llm = false;                     // a language model (Llama): submit_all.sh llm, not gpu/cpu
+  std::string precision;                // overrides [matrix] precision for GPU jobs ("" = the matrix's)
+  bool own_configurations = false, own_cpu_configurations = false;  // this section sets them
+  std::vector<Configuration> configurations, cpu_configurations;     // then these replace [matrix]'s
 };
 
 // [comm]: fabric-health jobs, dlperf-comm allreduce over the communicator training uses (NCCL

@@ -255,12 +255,16 @@ std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& f
 std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vector<CommJob>& comm, const Provenance& from) {
   std::string comm_names;
   for (const auto& j : comm) comm_names += (comm_names.empty() ? "" : " ") + j.name + ".sh";
+  // Language models (Llama) are a suite of their own: `llm`, not in gpu and cpu.
   const auto list = [&](Backend b, bool real_data) {
     std::string names;
     for (const auto& j : jobs)
-      if (j.config.backend == b && j.real_data == real_data) names += (names.empty() ? "" : " ") + j.name + ".sh";
+      if (j.config.backend == b && j.real_data == real_data && !j.model->llm) names += (names.empty() ? "" : " ") + j.name + ".sh";
     return names;
   };
+  std::string llm_names;
+  for (const auto& j : jobs)
+    if (j.model->llm) llm_names += (llm_names.empty() ? "" : " ") + j.name + ".sh";
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("submit_all.sh", from)
     << "# Submits the benchmark matrix and then reduce.sh (--dependency=afterany on every job).\n"
@@ -269,25 +273,26 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vecto
     << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
     << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
     << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the\n"
-    << "# fabric-health jobs (comm_*: dlperf-comm allreduce); all: comm, gpu and cpu, the fabric first.\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|data|comm|all] [--concurrent] [sbatch options...]    (default gpu)\n"
+    << "# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU\n"
+    << "# and CPU); all: comm, gpu, cpu and llm, the fabric first.\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "# The selector and --concurrent may come anywhere; sbatch options take the --opt=value form\n"
     << "# (a bare word that is not a selector is refused, never submitted as a script).\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "usage=\"usage: $0 [gpu|cpu|data|comm|all] [--concurrent] [sbatch options as --opt=value...]\"\n"
+    << "usage=\"usage: $0 [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options as --opt=value...]\"\n"
     << "which=\n"
     << "concurrent=0\n"
     << "sbatch_opts=()\n"
     << "for arg in \"$@\"; do\n"
     << "  case $arg in\n"
-    << "    gpu|cpu|data|comm|all)\n"
+    << "    gpu|cpu|data|comm|llm|all)\n"
     << "      [ -z \"$which\" ] || { echo \"submit_all.sh: two selectors ($which, $arg): give one; $usage\" >&2; exit 2; }\n"
     << "      which=$arg ;;\n"
     << "    --concurrent) concurrent=1 ;;\n"
     << "    -h|--help) echo \"$usage\"; exit 0 ;;\n"
     << "    -*) sbatch_opts+=(\"$arg\") ;;\n"
-    << "    *) echo \"submit_all.sh: '$arg' is neither gpu, cpu, data, comm nor all (sbatch options take the --opt=value form); $usage\" >&2\n"
+    << "    *) echo \"submit_all.sh: '$arg' is neither gpu, cpu, data, comm, llm nor all (sbatch options take the --opt=value form); $usage\" >&2\n"
     << "       exit 2 ;;\n"
     << "  esac\n"
     << "done\n"
@@ -297,13 +302,15 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vecto
     << "cpu_jobs=(" << list(Backend::cpu, false) << ")\n"
     << "data_jobs=(" << list(Backend::cuda, true) << (list(Backend::cuda, true).empty() || list(Backend::cpu, true).empty() ? "" : " ") << list(Backend::cpu, true) << ")\n"
     << "comm_jobs=(" << comm_names << ")\n"
+    << "llm_jobs=(" << llm_names << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
     << "  data) scripts=(\"${data_jobs[@]}\")\n"
     << "        [ -n \"${DLPERF_DATA:-}\" ] || { echo \"submit_all.sh data: set DLPERF_DATA to the ImageNet training set\" >&2; exit 2; } ;;\n"
     << "  comm) scripts=(\"${comm_jobs[@]}\") ;;\n"
-    << "  all) scripts=(\"${comm_jobs[@]}\" \"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"
+    << "  llm) scripts=(\"${llm_jobs[@]}\") ;;\n"
+    << "  all) scripts=(\"${comm_jobs[@]}\" \"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\" \"${llm_jobs[@]}\") ;;\n"
     << "esac\n"
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"
     << "ids=()\n"

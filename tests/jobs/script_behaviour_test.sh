@@ -162,7 +162,7 @@ submit late_concurrent --account=proj cpu --concurrent
 [ $rc -eq 0 ] && [ "$(grep -c -- '--dependency' "$LOG")" -eq 1 ] || fail "--concurrent after the selector: exit $rc, $(cat "$LOG")"
 submit bare_value --account proj cpu
 [ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "--account proj (a bare word): exit $rc, submitted: $(cat "$LOG")"
-grep -q "'proj' is neither gpu, cpu, data, comm nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
+grep -q "'proj' is neither gpu, cpu, data, comm, llm nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
 submit two_selectors cpu gpu
 [ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "two selectors: exit $rc"
 
