@@ -3,9 +3,10 @@
 # 2-rank run under mpirun, then the fabric-health table against a link rate it cannot reach
 # (a WARNING) and one it passes (none); a corrupted run's record is a WARNING whatever the
 # rate; a truncated record and a wrong suffix are one line, exit 2, nothing written.
-#   comm_record_reduce_test.sh MPIEXEC DLPERF_COMM DLPERF_REDUCE
+# Beside a training trace, the training tables come first and --csv is written.
+#   comm_record_reduce_test.sh MPIEXEC DLPERF_COMM DLPERF_REDUCE DLPERF_SYNTH_TRACES
 set -uo pipefail
-mpiexec=$1 comm=$2 reduce=$3
+mpiexec=$1 comm=$2 reduce=$3 synth=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -30,6 +31,14 @@ grep -q 'warning' "$tmp/hi.err" || fail "no stderr warning"
 # reduce.sh's outputs of training runs, with only records: a note, nothing written, exit 0.
 "$reduce" "$tmp/results.d" --csv "$tmp/r.csv" >/dev/null 2>"$tmp/csv.err" || fail "--csv with only records exited $?"
 [ ! -e "$tmp/r.csv" ] && grep -q 'only dlperf-comm records' "$tmp/csv.err" || fail "--csv with only records: $(cat "$tmp/csv.err")"
+
+# Beside training runs (a synthetic trace): their tables first, then the fabric's; --csv written.
+"$synth" "$tmp/results.d/train.h5" 2 2 30 >/dev/null || fail "dlperf-synth-traces"
+"$reduce" "$tmp/results.d" --csv "$tmp/r.csv" --intra-gbps 1000000 >"$tmp/mix.md" 2>/dev/null || fail "reduce (traces and records) exited $?"
+[ -s "$tmp/r.csv" ] || fail "--csv beside records: not written"
+t=$(grep -n '^| node_num' "$tmp/mix.md" | head -n 1 | cut -d: -f1) f=$(grep -n '^## Fabric health' "$tmp/mix.md" | cut -d: -f1)
+[ -n "$t" ] && [ -n "$f" ] && [ "$t" -lt "$f" ] && grep -q '^WARNING: 1 node' "$tmp/mix.md" || { cat "$tmp/mix.md"; fail "traces and records together"; }
+rm -f "$tmp/results.d/train.h5"*
 
 # A run with a wrong element: status FAIL in the record, a WARNING in the table.
 "$mpiexec" -np 2 --oversubscribe "$comm" -b 1K -e 64K -n 2 -w 0 --corrupt-rank 1 -o "$tmp/bad.comm" >/dev/null 2>&1
