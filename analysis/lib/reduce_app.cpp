@@ -41,7 +41,12 @@ Inputs read_inputs(const std::vector<std::string>& inputs, std::vector<std::stri
   in.files = distinct_files(expand_inputs(inputs), notes);
   for (const auto& file : in.files) {
     if (is_comm_record_path(file)) {
-      in.comm.push_back(read_comm_record(file));  // bad record: one line, exit 2
+      // A bad record is skipped like an unreadable trace: named on stderr, exit 4 (or, alone, exit 2).
+      try {
+        in.comm.push_back(read_comm_record(file));
+      } catch (const Error& e) {
+        in.skipped.push_back({file, e.what()});
+      }
       continue;
     }
     TolerantRead r = read_runs_tolerant(file);
@@ -211,7 +216,7 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   // show is shown even when no throughput table can be made (said once, on stderr).
   const bool step_views = cfg.ops || !cfg.timeline_path.empty();
   // Only dlperf-comm records: the fabric tables alone (CSV, JSON and the plot are of training runs).
-  const bool comm_only = in.runs.empty() && in.skipped.empty() && !in.comm.empty();
+  const bool comm_only = in.runs.empty() && !in.comm.empty();
   if (comm_only && (!cfg.compare_path.empty() || step_views))
     throw_usage_error("the inputs hold only dlperf-comm records (.comm): --compare, --ops and --timeline need training traces");
   // reduce.sh after `submit_all.sh comm` asks for them too: said, not an error.

@@ -52,6 +52,12 @@ head -n 2 "$rec" >"$tmp/cut.comm"
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/cut.err")" -eq 1 ] && grep -q 'no result line' "$tmp/cut.err" && [ ! -s "$tmp/cut.out" ] ||
   { cat "$tmp/cut.err"; fail "a truncated record: rc=$rc"; }
+# Beside a good record, a bad one is skipped like an unreadable trace: named, the table, exit 4.
+cp "$tmp/cut.comm" "$tmp/results.d/cut.comm"
+"$reduce" "$tmp/results.d" >"$tmp/skip.md" 2>"$tmp/skip.err"
+rc=$?
+[ $rc -eq 4 ] && grep -q '^dlperf-reduce: skipped .*cut.comm: has no result line' "$tmp/skip.err" && grep -q '^## Fabric health' "$tmp/skip.md" ||
+  { cat "$tmp/skip.err"; fail "a bad record beside a good one: rc=$rc"; }
 "$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must end in .comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
