@@ -36,7 +36,7 @@ command -v sbatch >/dev/null || { echo "submit_all.sh: sbatch not found: run it 
 gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_4n8g.sh vgg16_1n1g.sh vgg16_1n2g.sh vgg16_1n4g.sh vgg16_1n8g.sh vgg16_2n8g.sh vgg16_4n8g.sh bert_base_1n1g.sh bert_base_1n2g.sh bert_base_1n4g.sh bert_base_1n8g.sh bert_base_2n8g.sh bert_base_4n8g.sh)
 cpu_jobs=(rn50_cpu_1n1r.sh rn50_cpu_1n2r.sh rn50_cpu_2n2r.sh rn50_cpu_4n2r.sh vgg16_cpu_1n1r.sh vgg16_cpu_1n2r.sh vgg16_cpu_2n2r.sh vgg16_cpu_4n2r.sh bert_base_cpu_1n1r.sh bert_base_cpu_1n2r.sh bert_base_cpu_2n2r.sh bert_base_cpu_4n2r.sh)
 data_jobs=(rn50_data_1n1g.sh rn50_data_1n2g.sh rn50_data_1n4g.sh rn50_data_1n8g.sh rn50_data_2n8g.sh rn50_data_4n8g.sh rn50_data_cpu_1n1r.sh rn50_data_cpu_1n2r.sh rn50_data_cpu_2n2r.sh rn50_data_cpu_4n2r.sh)
-comm_jobs=(comm_1n8g.sh comm_2n8g.sh comm_4n8g.sh)
+comm_jobs=(comm_1n8g.sh comm_2n8g.sh comm_4n8g.sh comm_cpu_2n2r.sh)
 llm_jobs=()
 case $which in
   gpu) scripts=("${gpu_jobs[@]}") ;;

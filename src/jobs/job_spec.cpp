@@ -324,8 +324,9 @@ Matrix load_matrix(const IniFile& f) {
       }
     m.models.push_back(std::move(s));
   }
-  const SectionReader comm(f, f.find("comm"), {"configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time"});
+  const SectionReader comm(f, f.find("comm"), {"configurations", "cpu_configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time"});
   m.comm.configurations = read_configurations(comm, "configurations", 'g', "");
+  m.comm.cpu_configurations = read_configurations(comm, "cpu_configurations", 'r', "");
   static const std::regex size_re("[1-9][0-9]{0,8}[KMG]?");
   for (const char* key : {"min_bytes", "max_bytes"}) {
     std::string& v = std::string(key) == "min_bytes" ? m.comm.min_bytes : m.comm.max_bytes;
@@ -377,8 +378,11 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
 
 std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m) {
   std::vector<CommJob> jobs;
-  for (const auto& c : m.comm.configurations) {
-    CommJob j{"comm_" + c.tag(), c, p.gpu};
+  std::vector<Configuration> all = m.comm.configurations;
+  all.insert(all.end(), m.comm.cpu_configurations.begin(), m.comm.cpu_configurations.end());
+  for (const auto& c : all) {
+    const bool gpu = c.backend == Backend::cuda;
+    CommJob j{(gpu ? "comm_" : "comm_cpu_") + c.tag(), c, gpu ? p.gpu : p.cpu};
     j.slurm.time = m.comm.time;
     if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
       throw_bad_input(m.source + ": [comm] time " + j.slurm.time + " is not above the profile's signal_seconds " +

@@ -70,7 +70,8 @@ struct ModelSettings {
 // [comm]: fabric-health jobs, dlperf-comm allreduce over the communicator training uses (NCCL
 // on GPUs), one per configuration: jobs/comm_<NnGg>.sh, a record in results.d (issue 27 item 3).
 struct CommSettings {
-  std::vector<Configuration> configurations;  // empty: no comm jobs
+  std::vector<Configuration> configurations;      // GPU jobs over NCCL (empty: none)
+  std::vector<Configuration> cpu_configurations;  // CPU-backend jobs over MPI, host buffers (empty: none)
   std::string min_bytes = "8", max_bytes = "1G";  // dlperf-comm -b/-e (K, M, G suffixes)
   int factor = 2, iters = 20, warmup = 5;
   std::string time = "00:15:00";
@@ -104,11 +105,11 @@ Matrix load_matrix(const IniFile& ini);
 // needs both files (the signal lead time against every time limit).
 std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m);
 
-// One fabric-health job: jobs/comm_<tag>.sh.
+// One fabric-health job: jobs/comm_<tag>.sh (GPUs, NCCL) or comm_cpu_<tag>.sh (MPI).
 struct CommJob {
-  std::string name;  // comm_2n8g
+  std::string name;  // comm_2n8g, comm_cpu_2n2r
   Configuration config;
-  SlurmSettings slurm;  // the profile's [slurm], with [comm] time
+  SlurmSettings slurm;  // the profile's [slurm] (GPU) or [cpu], with [comm] time
 };
 std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m);
 

@@ -181,19 +181,21 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
   const int ranks = j.config.nodes * j.config.per_node;
   const std::string file = j.name + ".sh";
   const CommSettings& c = m.comm;
+  const bool gpu = j.config.backend == Backend::cuda;
   std::ostringstream o;
   o << "#!/bin/bash\n" << header(file, from);
-  o << "# Fabric health: dlperf-comm allreduce over NCCL, " << j.config.nodes << " node(s) x " << j.config.per_node << " GPU(s), "
-    << c.min_bytes << " to " << c.max_bytes << " bytes (x" << c.factor << "), " << c.iters << " timed (" << c.warmup << " warm-up) per size;\n"
-    << "# " << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : "within one node: NVLink/PCIe")
+  o << "# Fabric health: dlperf-comm allreduce over " << (gpu ? "NCCL, " : "MPI (host buffers), ") << j.config.nodes << " node(s) x "
+    << j.config.per_node << (gpu ? " GPU(s), " : " rank(s), ") << c.min_bytes << " to " << c.max_bytes << " bytes (x" << c.factor << "), "
+    << c.iters << " timed (" << c.warmup << " warm-up) per size;\n"
+    << "# " << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : gpu ? "within one node: NVLink/PCIe" : "within one node: shared memory")
     << ". The record goes to results.d/" << j.name << "_<job id>.comm, which dlperf-reduce\n"
     << "# tabulates beside the training runs against the profile's [fabric] link rate.\n";
   o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
     << "#SBATCH --nodes=" << j.config.nodes << '\n'
     << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
-  if (p.gpu_request == GpuRequest::gpus_per_node)
+  if (gpu && p.gpu_request == GpuRequest::gpus_per_node)
     o << "#SBATCH --gpus-per-node=" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
-  else
+  else if (gpu)
     o << "#SBATCH --gres=gpu:" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
   o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
     << "#SBATCH --time=" << j.slurm.time << '\n'
@@ -218,7 +220,7 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
     << "# arguments, 3 a fault.\n"
     << "srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
   for (const auto& opt : j.slurm.srun) o << ' ' << opt;
-  o << " dlperf-comm --backend nccl \\\n"
+  o << " dlperf-comm --backend " << (gpu ? "nccl" : "mpi") << " \\\n"
     << "      -b " << c.min_bytes << " -e " << c.max_bytes << " -f " << c.factor << " -n " << c.iters << " -w " << c.warmup
     << " --output \"$record\"\n"
     << "rc=$?\n"

@@ -16,7 +16,8 @@ struct Provenance {
 };
 
 std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& from);
-// comm_<tag>.sh: one dlperf-comm allreduce run (NCCL) writing results.d/comm_<tag>_<job id>.comm.
+// comm_<tag>.sh (GPUs, NCCL) or comm_cpu_<tag>.sh (MPI, host buffers): one dlperf-comm allreduce
+// run writing results.d/<job>_<job id>.comm.
 std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob& j, const Provenance& from);
 // reduce.sh: one task, prints the tables and writes CSV/JSON/SVG next to the results.
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from);

@@ -426,6 +426,16 @@ TEST(Script, CommJobsMeasureTheFabric) {
   // Without [fabric], no comparison is asked for; without [comm], no comm jobs.
   EXPECT_EQ(render_reduce(profile(), m, {"p.ini", "m.ini"}).find("--link-gbps"), std::string::npos);
   EXPECT_TRUE(expand_comm_jobs(p, matrix()).empty());
+  // CPU-backend fabric jobs: MPI over host buffers, the [cpu] partition, no GPU request.
+  const Matrix mc = matrix(std::string(kMatrix) + "[comm]\ncpu_configurations = 2n2r\n");
+  const auto cpu = expand_comm_jobs(p, mc);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0].name, "comm_cpu_2n2r");
+  const std::string cc = render_comm_sbatch(p, mc, cpu[0], {"p.ini", "m.ini"});
+  EXPECT_NE(cc.find("dlperf-comm --backend mpi \\\n      -b 8 -e 1G "), std::string::npos);
+  EXPECT_NE(cc.find("#SBATCH --partition=cpu\n"), std::string::npos);
+  EXPECT_EQ(cc.find("gpus-per-node"), std::string::npos);
+  EXPECT_EQ(cc.find("--gpu-bind"), std::string::npos);
   // Bad values name the file, line and key.
   EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nlink_gbps = fast\n").find("link_gbps must be a number from 0"), std::string::npos);
   EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nwarn_fraction = 1.5\n").find("warn_fraction must be a number above 0 to 1"),

@@ -177,7 +177,7 @@ grep -q '^dlperf-reduce --warmup 2 --window 10 results.d --csv results.csv --jso
 # network settings, its record in results.d/comm_<tag>_<job id>.comm, reduced with the
 # profile's [fabric] rates; its exit status is dlperf-comm's; submit_all.sh comm submits it.
 printf '[fabric]\nlink_gbps = 100\n' >>"$tmp/profile.ini"
-printf '[comm]\nconfigurations = 2n4g\nmax_bytes = 64M\n' >>"$tmp/matrix.ini"
+printf '[comm]\nconfigurations = 2n4g\ncpu_configurations = 2n2r\nmax_bytes = 64M\n' >>"$tmp/matrix.ini"
 "$gen" --profile "$tmp/profile.ini" --matrix "$tmp/matrix.ini" --output-dir "$tmp/gen" >/dev/null
 cat >"$tmp/bin/dlperf-comm" <<'SH'
 #!/bin/bash
@@ -196,6 +196,11 @@ grep -q '^dlperf-comm --backend nccl -b 8 -e 64M -f 2 -n 20 -w 5 --output result
 grep -q '^dlperf-reduce results.d/comm_2n4g_42.comm --link-gbps 100 --link-warn 0.8$' "$LOG" || fail "comm job: reduce arguments"
 run comm_fail FAKE_COMM_RC=1
 [ $rc -eq 1 ] || fail "comm job with a wrong element: exit $rc, want dlperf-comm's 1"
+script=$tmp/gen/comm_cpu_2n2r.sh
+run comm_cpu
+[ $rc -eq 0 ] && grep -q '^dlperf-comm --backend mpi -b 8 -e 64M ' "$LOG" && ! grep -q gpus-per-node "$script" || fail "comm_cpu_2n2r.sh: exit $rc"
+grep -q '^#SBATCH --partition=debug$' "$script" || fail "comm_cpu_2n2r.sh: not the [cpu] partition"
 submit comm_only comm
-[ $rc -eq 0 ] && [ "$(sed -n 1p "$LOG")" = "sbatch --parsable $tmp/gen/comm_2n4g.sh" ] || fail "submit_all.sh comm: exit $rc, $(cat "$LOG")"
+[ $rc -eq 0 ] && [ "$(sed -n 1p "$LOG")" = "sbatch --parsable $tmp/gen/comm_2n4g.sh" ] &&
+  [ "$(sed -n 2p "$LOG")" = "sbatch --parsable --dependency=afterany:100 $tmp/gen/comm_cpu_2n2r.sh" ] || fail "submit_all.sh comm: exit $rc, $(cat "$LOG")"
 echo "script behaviour ok"
