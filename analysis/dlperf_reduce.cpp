@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
       ("cv-warning", po::value(&cfg.cv_warning)->default_value(0.05, "0.05"), "warn when a group's coefficient of variation exceeds this, in [0, 1]")
       ("straggler-threshold", po::value(&cfg.method.straggler_threshold)->default_value(0.05, "0.05"),
        "a rank is slow in an iteration when its compute exceeds the median by this fraction, in (0, 1]")
+      ("link-gbps", po::value(&cfg.links.inter_gbps), "dlperf-comm records (*.comm) across nodes: expected link rate per rank, Gbit/s")
+      ("intra-gbps", po::value(&cfg.links.intra_gbps), "dlperf-comm records within one node: expected link rate, Gbit/s")
+      ("link-warn", po::value(&cfg.links.warn_fraction)->default_value(0.8, "0.8"),
+       "warn when a dlperf-comm record's peak bus bandwidth is below this share of the link, in (0, 1]")
       ("skip-bad", po::bool_switch(&cfg.skip_bad), "exit 0 even when unreadable files or runs were skipped (they are still named on stderr)");
   std::string timeline_steps;
   po::options_description step("Where a step's time goes (runs with dlperf-train --profile-ops N)");
@@ -66,6 +70,10 @@ int main(int argc, char** argv) {
     if (vm.count("warmup")) cfg.method.warmup = vm["warmup"].as<int64_t>();
     if (vm.count("window")) cfg.method.window = vm["window"].as<int64_t>();
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
+    if (!(cfg.links.inter_gbps >= 0) || !(cfg.links.intra_gbps >= 0) || !(cfg.links.inter_gbps < 1e7) || !(cfg.links.intra_gbps < 1e7))
+      throw dlperf::Error(dlperf::ErrorKind::usage, "--link-gbps and --intra-gbps are link rates in Gbit/s (0 or more)");
+    if (!(cfg.links.warn_fraction > 0 && cfg.links.warn_fraction <= 1))
+      throw dlperf::Error(dlperf::ErrorKind::usage, "--link-warn must be in (0, 1]");
     if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");
     return dlperf::analysis::run_reduce(cfg, std::cout, std::cerr);
   } catch (const po::error& e) {

@@ -34,4 +34,4 @@ command -v dlperf-train >/dev/null || { echo "dlperf-train is not on PATH: check
 results=${DLPERF_RESULTS:-${DLPERF_RESULTS_DIR:-results.d}}
 stem=${results%/}; stem=${stem%.h5}; stem=${stem%.d}  # results.d -> results.csv, .json, .svg
 dlperf-reduce --warmup 20 --window 100 "$results" \
-    --csv "$stem.csv" --json "$stem.json" --plot "$stem.svg"
+    --csv "$stem.csv" --json "$stem.json" --plot "$stem.svg" --link-gbps 200 --intra-gbps 2400 --link-warn 0.7

@@ -6,25 +6,27 @@
 # (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the
 # fabric and the file system and disturb each other's numbers. --concurrent submits them all
 # at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.
-# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.
-#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)
+# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the
+# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU
+# and CPU); all: comm, gpu, cpu and llm, the fabric first.
+#   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)
 # The selector and --concurrent may come anywhere; sbatch options take the --opt=value form
 # (a bare word that is not a selector is refused, never submitted as a script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options as --opt=value...]"
+usage="usage: $0 [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options as --opt=value...]"
 which=
 concurrent=0
 sbatch_opts=()
 for arg in "$@"; do
   case $arg in
-    gpu|cpu|data|all)
+    gpu|cpu|data|comm|llm|all)
       [ -z "$which" ] || { echo "submit_all.sh: two selectors ($which, $arg): give one; $usage" >&2; exit 2; }
       which=$arg ;;
     --concurrent) concurrent=1 ;;
     -h|--help) echo "$usage"; exit 0 ;;
     -*) sbatch_opts+=("$arg") ;;
-    *) echo "submit_all.sh: '$arg' is neither gpu, cpu, data nor all (sbatch options take the --opt=value form); $usage" >&2
+    *) echo "submit_all.sh: '$arg' is neither gpu, cpu, data, comm, llm nor all (sbatch options take the --opt=value form); $usage" >&2
        exit 2 ;;
   esac
 done
@@ -34,12 +36,16 @@ command -v sbatch >/dev/null || { echo "submit_all.sh: sbatch not found: run it 
 gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_4n8g.sh vgg16_1n1g.sh vgg16_1n2g.sh vgg16_1n4g.sh vgg16_1n8g.sh vgg16_2n8g.sh vgg16_4n8g.sh bert_base_1n1g.sh bert_base_1n2g.sh bert_base_1n4g.sh bert_base_1n8g.sh bert_base_2n8g.sh bert_base_4n8g.sh)
 cpu_jobs=(rn50_cpu_1n1r.sh rn50_cpu_1n2r.sh rn50_cpu_2n2r.sh rn50_cpu_4n2r.sh vgg16_cpu_1n1r.sh vgg16_cpu_1n2r.sh vgg16_cpu_2n2r.sh vgg16_cpu_4n2r.sh bert_base_cpu_1n1r.sh bert_base_cpu_1n2r.sh bert_base_cpu_2n2r.sh bert_base_cpu_4n2r.sh)
 data_jobs=(rn50_data_1n1g.sh rn50_data_1n2g.sh rn50_data_1n4g.sh rn50_data_1n8g.sh rn50_data_2n8g.sh rn50_data_4n8g.sh rn50_data_cpu_1n1r.sh rn50_data_cpu_1n2r.sh rn50_data_cpu_2n2r.sh rn50_data_cpu_4n2r.sh)
+comm_jobs=(comm_1n8g.sh comm_2n8g.sh comm_4n8g.sh comm_cpu_2n2r.sh)
+llm_jobs=()
 case $which in
   gpu) scripts=("${gpu_jobs[@]}") ;;
   cpu) scripts=("${cpu_jobs[@]}") ;;
   data) scripts=("${data_jobs[@]}")
         [ -n "${DLPERF_DATA:-}" ] || { echo "submit_all.sh data: set DLPERF_DATA to the ImageNet training set" >&2; exit 2; } ;;
-  all) scripts=("${gpu_jobs[@]}" "${cpu_jobs[@]}") ;;
+  comm) scripts=("${comm_jobs[@]}") ;;
+  llm) scripts=("${llm_jobs[@]}") ;;
+  all) scripts=("${comm_jobs[@]}" "${gpu_jobs[@]}" "${cpu_jobs[@]}" "${llm_jobs[@]}") ;;
 esac
 [ ${#scripts[@]} -gt 0 ] || { echo "submit_all.sh: the matrix has no $which jobs" >&2; exit 2; }
 

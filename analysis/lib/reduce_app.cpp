@@ -30,6 +30,7 @@ namespace {
 
 struct Inputs {
   std::vector<RunRecord> runs;
+  std::vector<CommRecord> comm;  // dlperf-comm records (fabric health)
   std::vector<SkippedInput> skipped;
   std::vector<std::string> files;
 };
@@ -39,6 +40,15 @@ Inputs read_inputs(const std::vector<std::string>& inputs, std::vector<std::stri
   Inputs in;
   in.files = distinct_files(expand_inputs(inputs), notes);
   for (const auto& file : in.files) {
+    if (is_comm_record_path(file)) {
+      // A bad record is skipped like an unreadable trace: named on stderr, exit 4 (or, alone, exit 2).
+      try {
+        in.comm.push_back(read_comm_record(file));
+      } catch (const Error& e) {
+        in.skipped.push_back({file, e.what()});
+      }
+      continue;
+    }
     TolerantRead r = read_runs_tolerant(file);
     in.runs.insert(in.runs.end(), std::make_move_iterator(r.runs.begin()), std::make_move_iterator(r.runs.end()));
     in.skipped.insert(in.skipped.end(), r.skipped.begin(), r.skipped.end());
@@ -157,9 +167,9 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(in, ec)) {
       const auto ext = e.path().extension();
-      if (e.is_regular_file() && (ext == ".h5" || ext == ".hdf5")) found.push_back(e.path().string());
+      if (e.is_regular_file() && (ext == ".h5" || ext == ".hdf5" || ext == ".comm")) found.push_back(e.path().string());
     }
-    if (found.empty()) throw_usage_error(in + ": directory holds no .h5 trace files");
+    if (found.empty()) throw_usage_error(in + ": directory holds no .h5 trace files (nor .comm records)");
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());
   }
@@ -196,16 +206,23 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
   Inputs in = read_inputs(cfg.inputs, counted_once);
   for (const auto& n : counted_once) err << "dlperf-reduce: note: " << n << '\n';
   // A single bad input and nothing else: its own one-line error, as before any reduction.
-  if (in.runs.empty() && in.skipped.size() == 1) throw_usage_error(in.skipped.front().why);
+  if (in.runs.empty() && in.comm.empty() && in.skipped.size() == 1) throw_usage_error(in.skipped.front().why);
   for (const auto& s : in.skipped) err << "dlperf-reduce: skipped " << s.why << '\n';
-  if (in.runs.empty() && !in.skipped.empty())
+  if (in.runs.empty() && in.comm.empty() && !in.skipped.empty())
     throw_usage_error("none of the " + std::to_string(in.skipped.size()) + " inputs above could be read");
   check_outputs(cfg, in.files);
   const Reduction r = reduce_runs(in.runs, cfg.method);
   // --ops and --timeline read the profiled iterations, not the measured window: a run they can
   // show is shown even when no throughput table can be made (said once, on stderr).
   const bool step_views = cfg.ops || !cfg.timeline_path.empty();
-  if (r.measured_runs == 0 && (!step_views || !cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() ||
+  // Only dlperf-comm records: the fabric tables alone (CSV, JSON and the plot are of training runs).
+  const bool comm_only = in.runs.empty() && !in.comm.empty();
+  if (comm_only && (!cfg.compare_path.empty() || step_views))
+    throw_usage_error("the inputs hold only dlperf-comm records (.comm): --compare, --ops and --timeline need training traces");
+  // reduce.sh after `submit_all.sh comm` asks for them too: said, not an error.
+  if (comm_only && (!cfg.csv_path.empty() || !cfg.json_path.empty() || !cfg.svg_path.empty()))
+    err << "dlperf-reduce: note: the inputs hold only dlperf-comm records: --csv, --json and --plot (of training runs) not written\n";
+  if (!comm_only && r.measured_runs == 0 && (!step_views || !cfg.compare_path.empty() || !cfg.csv_path.empty() || !cfg.json_path.empty() ||
                                !cfg.svg_path.empty()))
     throw_usage_error(nothing_measured(r, cfg.method));
   std::vector<Comparison> rows;
@@ -239,19 +256,21 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
       write_file_atomically(path, text);
     }
   };
-  if (!cfg.csv_path.empty()) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
-  if (!cfg.json_path.empty()) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
-  if (!cfg.svg_path.empty()) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
+  if (!cfg.csv_path.empty() && !comm_only) emit(cfg.csv_path, render([&](std::ostream& os) { write_csv(os, r); }));
+  if (!cfg.json_path.empty() && !comm_only) emit(cfg.json_path, render([&](std::ostream& os) { write_json(os, r); }));
+  if (!cfg.svg_path.empty() && !comm_only) emit(cfg.svg_path, render([&](std::ostream& os) { write_svg(os, r); }));
   emit(cfg.timeline_path, timeline_text.str());
   if (stdout_output) {
     out << stdout_text;
   } else {
     if (r.measured_runs > 0)
       write_markdown(out, r, cfg.method, opt);
-    else
+    else if (!comm_only)
       err << "dlperf-reduce: note: no throughput table: " << nothing_measured(r, cfg.method) << '\n';
     out << ops_text.str();
     if (!rows.empty()) write_comparison(out, rows, cfg.tolerance);
+    if (!in.comm.empty() && write_comm_tables(out, in.comm, cfg.links) > 0)
+      err << "dlperf-reduce: warning: the fabric-health table above has warnings (WARNING lines)\n";
   }
   errno = 0;
   out.flush();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm_table.h"
 #include "reduce.h"
 #include "step_reports.h"
 
@@ -25,6 +26,7 @@ struct ReduceConfig {
   OpsOptions ops_options;
   std::string timeline_path;    // "" = no timeline
   TimelineOptions timeline;
+  LinkRates links;              // expected rates for the dlperf-comm records (*.comm) among the inputs
 };
 
 // Exit codes of dlperf-reduce.
@@ -38,7 +40,7 @@ inline constexpr int kExitSkipped = 4;     // the report was written, but unread
 // kExitRegression, kExitSkipped or kExitOk. Skipped inputs are named on `err`, one line each.
 int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err);
 
-// Expands directories to their *.h5 / *.hdf5 files (sorted); throws Error(usage) when none.
+// Expands directories to their *.h5 / *.hdf5 traces and *.comm records (sorted); throws Error(usage) when none.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
 
 // The copy of the published figures that ships with dlperf (installed, else source tree).

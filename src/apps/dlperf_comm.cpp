@@ -36,6 +36,7 @@ struct Config {
   dlperf::BenchConfig bench;
   dlperf::CommBackend backend = dlperf::CommBackend::mpi;
   dlperf::CommOptions comm;
+  std::string output;  // --output FILE.comm: the record dlperf-reduce reads ("" = none)
 };
 
 // "64M", "1K", "4096" -> bytes (binary multiples, as nccl-tests' -b/-e). The digits are the
@@ -94,6 +95,7 @@ bool parse(int argc, char** argv, bool print, Config& c) {
       ("datatype,d", po::value(&type)->default_value(type),
        "int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float or double (half and bfloat16: nccl only)")
       ("backend", po::value(&backend)->default_value(backend), "mpi (host buffers) or nccl (device buffers)")
+      ("output,o", po::value(&c.output), "also write the result as a record for dlperf-reduce to FILE.comm (rank 0; replaced whole)")
       ("timeout", po::value(&timeout_s)->default_value(timeout_s), "seconds any wait may take before the job is aborted");
   po::options_description hidden;
   hidden.add_options()("corrupt-rank", po::value(&c.bench.corrupt_rank), "test hook: this rank corrupts one input");
@@ -135,6 +137,9 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
   if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
     dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
+  // dlperf-reduce picks records out of a results directory by this suffix.
+  if (!c.output.empty() && (c.output.size() < 6 || c.output.compare(c.output.size() - 5, 5, ".comm") != 0))
+    dlperf::throw_usage_error("--output (-o) '" + c.output + "' must end in .comm (dlperf-reduce reads *.comm records beside *.h5 traces)");
   check_fits_memory(c);
   return true;
 }
@@ -166,6 +171,9 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   uint64_t wrong = 0;
   for (const auto& row : rows) wrong += row.out_of_place.wrong + row.in_place.wrong;
   if (root) dlperf::print_bench_footer(std::cout, *comm, world.node_count, config.bench, rows);
+  // Whole or not at all (a temporary renamed into place); a failed write is Error(fault): exit 3.
+  if (root && !config.output.empty())
+    dlperf::write_file_atomically(config.output, dlperf::format_bench_record(*comm, world.node_count, config.bench, rows));
   // The printed table is the only record of the measurement: a failed write (a full disk,
   // > /dev/full) is exit 3 with one line, not a silent exit 0.
   const std::string why = dlperf::flush_stdout_error();

@@ -264,8 +264,7 @@ void print_bench_row(std::ostream& os, const BenchRow& r, DataType type) {
   os << line << '\n';
 }
 
-void print_bench_footer(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& c,
-                        const std::vector<BenchRow>& rows) {
+std::string bench_result_fields(const Communicator& comm, int node_count, const BenchConfig& c, const std::vector<BenchRow>& rows) {
   uint64_t wrong = 0;
   double peak = 0;
   size_t peak_bytes = 0;
@@ -274,18 +273,41 @@ void print_bench_footer(std::ostream& os, const Communicator& comm, int node_cou
     for (const BenchResult* x : {&r.out_of_place, &r.in_place})
       if (x->measured && x->busbw_gbs > peak) peak = x->busbw_gbs, peak_bytes = r.bytes;
   }
-  const double avg = average_bus_bandwidth(rows);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "op=%s backend=%s type=%s redop=%s ranks=%d nodes=%d sizes=%zu min_bytes=%zu "
+                "max_bytes=%zu avg_busbw_gbs=%.4f peak_busbw_gbs=%.4f peak_bytes=%zu wrong=%llu status=%s",
+                op_name(c.op), to_string(comm.backend()), to_string(c.type), c.op == CommOp::all_gather ? "none" : "sum",
+                comm.size(), node_count, rows.size(),
+                rows.empty() ? size_t{0} : rows.front().bytes, rows.empty() ? size_t{0} : rows.back().bytes,
+                average_bus_bandwidth(rows), peak, peak_bytes, static_cast<unsigned long long>(wrong),
+                wrong ? "FAIL" : comm.size() < 2 ? "NO_PEERS" : "PASS");
+  return line;
+}
+
+void print_bench_footer(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& c,
+                        const std::vector<BenchRow>& rows) {
+  uint64_t wrong = 0;
+  for (const auto& r : rows) wrong += r.out_of_place.wrong + r.in_place.wrong;
   char line[512];
   std::snprintf(line, sizeof line, "# Out of bounds values : %llu %s\n# Avg bus bandwidth    : %g \n#\n",
-                static_cast<unsigned long long>(wrong), wrong ? "FAILED" : "OK", avg);
-  os << line;
-  std::snprintf(line, sizeof line,
-                "# dlperf-comm result: op=%s backend=%s type=%s redop=%s ranks=%d nodes=%d sizes=%zu min_bytes=%zu "
-                "max_bytes=%zu avg_busbw_gbs=%.4f peak_busbw_gbs=%.4f peak_bytes=%zu wrong=%llu status=%s\n",
-                op_name(c.op), to_string(comm.backend()), to_string(c.type), c.op == CommOp::all_gather ? "none" : "sum", comm.size(), node_count, rows.size(),
-                rows.empty() ? size_t{0} : rows.front().bytes, rows.empty() ? size_t{0} : rows.back().bytes, avg, peak, peak_bytes,
-                static_cast<unsigned long long>(wrong), wrong ? "FAIL" : comm.size() < 2 ? "NO_PEERS" : "PASS");
-  os << line;
+                static_cast<unsigned long long>(wrong), wrong ? "FAILED" : "OK", average_bus_bandwidth(rows));
+  os << line << "# dlperf-comm result: " << bench_result_fields(comm, node_count, c, rows) << '\n';
+}
+
+std::string format_bench_record(const Communicator& comm, int node_count, const BenchConfig& c, const std::vector<BenchRow>& rows) {
+  std::string out = std::string(kBenchRecordMagic) + "\n"
+                    "# docs/communication.md: the result line, then one row per message size (GB/s = 1e9 bytes/s)\n"
+                    "result " + bench_result_fields(comm, node_count, c, rows) + "\n"
+                    "# bytes count oop_time_us oop_algbw_gbs oop_busbw_gbs ip_time_us ip_algbw_gbs ip_busbw_gbs wrong\n";
+  char line[256];
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "row %zu %zu %.3f %.4f %.4f %.3f %.4f %.4f %llu\n", r.bytes, r.count, r.out_of_place.time_us,
+                  r.out_of_place.algbw_gbs, r.out_of_place.busbw_gbs, r.in_place.time_us, r.in_place.algbw_gbs, r.in_place.busbw_gbs,
+                  static_cast<unsigned long long>(r.out_of_place.wrong + r.in_place.wrong));
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace dlperf

@@ -96,5 +96,16 @@ void print_bench_row(std::ostream& os, const BenchRow& row, DataType type);
 //     min_bytes=8 max_bytes=33554432 avg_busbw_gbs=1.234 peak_busbw_gbs=2.345 peak_bytes=33554432 wrong=0 status=PASS
 void print_bench_footer(std::ostream& os, const Communicator& comm, int node_count, const BenchConfig& config,
                         const std::vector<BenchRow>& rows);
+// The summary's key=value fields alone ("op=allreduce ... status=PASS").
+std::string bench_result_fields(const Communicator& comm, int node_count, const BenchConfig& config, const std::vector<BenchRow>& rows);
+
+// dlperf-comm --output FILE.comm: the measurement as a small text record that dlperf-reduce
+// tabulates beside the training runs (fabric health, docs/communication.md). Lines:
+//   dlperf-comm record 1                      (kBenchRecordMagic; the version)
+//   # ...                                     (comments)
+//   result op=allreduce ... status=PASS       (bench_result_fields)
+//   row BYTES COUNT OOP_US OOP_ALGBW OOP_BUSBW IP_US IP_ALGBW IP_BUSBW WRONG   (one per size)
+inline constexpr const char* kBenchRecordMagic = "dlperf-comm record 1";
+std::string format_bench_record(const Communicator& comm, int node_count, const BenchConfig& config, const std::vector<BenchRow>& rows);
 
 }  // namespace dlperf

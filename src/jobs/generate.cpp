@@ -28,11 +28,13 @@ std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg) {
   const Profile profile = load_profile(read_ini(cfg.profile_path));
   const Matrix matrix = load_matrix(read_ini(cfg.matrix_path));
   const std::vector<JobSpec> jobs = expand_jobs(profile, matrix);
+  const std::vector<CommJob> comm = expand_comm_jobs(profile, matrix);
   const Provenance from{file_name(cfg.profile_path), file_name(cfg.matrix_path)};
   std::vector<GeneratedFile> files;
   for (const auto& j : jobs) files.push_back({j.name + ".sh", render_sbatch(profile, j, from)});
+  for (const auto& j : comm) files.push_back({j.name + ".sh", render_comm_sbatch(profile, matrix, j, from)});
   files.push_back({"reduce.sh", render_reduce(profile, matrix, from)});
-  files.push_back({"submit_all.sh", render_submit_all(jobs, from)});
+  files.push_back({"submit_all.sh", render_submit_all(jobs, comm, from)});
   return files;
 }
 

@@ -21,7 +21,10 @@ constexpr KnownModel kModels[] = {
     {"rn50", "resnet50", "ResNet-50 v1.5"},
     {"vgg16", "vgg16", "VGG16"},
     {"bert_base", "bert_base", "BERT-base pretraining"},
+    {"llama3_8b", "llama3_8b", "Llama 3 8B pretraining"},
+    {"llama3_2_1b", "llama3_2_1b", "Llama 3.2 1B pretraining"},
 };
+bool is_llm(const std::string& name) { return name.rfind("llama", 0) == 0; }
 
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
@@ -78,6 +81,26 @@ class SectionReader {
     if (!n || *n < lo || *n > hi)
       fail(key, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + v + "')");
     return static_cast<int>(*n);
+  }
+  // A rate: a finite number from 0 (exclusive unless lo_open is false) up to hi.
+  double real(const std::string& key, double fallback, double lo, double hi, bool lo_open) const {
+    if (!has(key)) return fallback;
+    const std::string v = str(key, "");
+    size_t used = 0;
+    double d = 0;
+    try {
+      d = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (v.empty() || used != v.size() || !(lo_open ? d > lo : d >= lo) || !(d <= hi))
+      fail(key, "must be a number " + std::string(lo_open ? "above " : "from ") + fmt(lo) + " to " + fmt(hi) + " (got '" + v + "')");
+    return d;
+  }
+  static std::string fmt(double d) {
+    std::ostringstream o;
+    o << d;
+    return o.str();
   }
   std::string time(const std::string& key, const std::string& fallback) const {
     const std::string v = str(key, fallback);
@@ -168,7 +191,7 @@ long parse_slurm_time(const std::string& s) {
 }
 
 Profile load_profile(const IniFile& f) {
-  reject_unknown_sections(f, {"cluster", "slurm", "cpu", "environment", "network"}, "cluster profile");
+  reject_unknown_sections(f, {"cluster", "slurm", "cpu", "environment", "network", "fabric"}, "cluster profile");
   Profile p;
   p.source = f.path.substr(f.path.find_last_of('/') + 1);
   const SectionReader cluster(f, f.find("cluster"), {"name", "description"});
@@ -204,6 +227,11 @@ Profile load_profile(const IniFile& f) {
   if (p.loader == EnvLoader::module && p.modules.empty()) env.fail("modules", "must list the modules to load when load = module (e.g. dlperf)");
   if (p.loader == EnvLoader::spack && p.spack_env.empty()) env.fail("spack_env", "must name the Spack environment (a path or name) when load = spack");
 
+  const SectionReader fabric(f, f.find("fabric"), {"link_gbps", "intra_gbps", "warn_fraction"});
+  p.link_gbps = fabric.real("link_gbps", 0, 0, 1e6, false);
+  p.intra_gbps = fabric.real("intra_gbps", 0, 0, 1e6, false);
+  p.link_warn = fabric.real("warn_fraction", p.link_warn, 0, 1, true);
+
   if (const IniSection* net = f.find("network")) {
     // Any portable variable name: Open MPI's MCA variables are mixed case (OMPI_MCA_btl_tcp_if_include).
     static const std::regex var("[A-Za-z_][A-Za-z0-9_]*");
@@ -218,7 +246,7 @@ Profile load_profile(const IniFile& f) {
 }
 
 Matrix load_matrix(const IniFile& f) {
-  std::vector<std::string> sections{"matrix"};
+  std::vector<std::string> sections{"matrix", "comm"};
   for (const auto& k : kModels) sections.push_back(k.name);
   reject_unknown_sections(f, sections, "job matrix");
   Matrix m;
@@ -239,53 +267,78 @@ Matrix load_matrix(const IniFile& f) {
   m.extra_args = mx.list("extra_args", "");
 
   const auto names = mx.list("models", "rn50 vgg16 bert_base");
-  if (names.empty()) mx.fail("models", "must list at least one of rn50, vgg16, bert_base");
+  if (names.empty()) mx.fail("models", "must list at least one of rn50, vgg16, bert_base, llama3_8b, llama3_2_1b");
   for (const auto& n : names) {
     const KnownModel* k = nullptr;
     for (const auto& km : kModels)
       if (n == km.name) k = &km;
-    if (!k) mx.fail("models", "'" + n + "' is unknown: use rn50, vgg16, bert_base");
+    if (!k) mx.fail("models", "'" + n + "' is unknown: use rn50, vgg16, bert_base, llama3_8b, llama3_2_1b");
     for (const auto& have : m.models)
       if (have.name == n) mx.fail("models", "lists '" + n + "' twice");
     const IniSection* sec = f.find(n);
     if (!sec) throw_bad_input(f.where(0) + ": model " + n + " is in [matrix] models but has no [" + n + "] section with batch_per_device");
-    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "time", "cpu_time", "real_data"});
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "cpu_extra_args", "time", "cpu_time", "real_data",
+                                   "precision", "configurations", "cpu_configurations"});
     ModelSettings s{n, k->train_model, k->title};
+    s.llm = is_llm(n);
+    s.precision = r.str("precision", "");
+    if (!s.precision.empty() && s.precision != "fp32" && s.precision != "tf32" && s.precision != "bf16" && s.precision != "fp16")
+      r.fail("precision", "'" + s.precision + "' is unknown: use fp32, tf32, bf16 or fp16");
+    s.own_configurations = r.has("configurations");
+    s.own_cpu_configurations = r.has("cpu_configurations");
+    s.configurations = s.own_configurations ? read_configurations(r, "configurations", 'g', "") : m.configurations;
+    s.cpu_configurations = s.own_cpu_configurations ? read_configurations(r, "cpu_configurations", 'r', "") : m.cpu_configurations;
     if (!r.has("batch_per_device")) r.fail("batch_per_device", "is missing in [" + n + "]: samples per device per iteration, e.g. 128");
     s.batch_per_device = r.integer("batch_per_device", 0, 1, 1 << 20);
     s.cpu_batch_per_device = r.integer("cpu_batch_per_device", s.batch_per_device, 1, 1 << 20);
     s.extra_args = r.list("extra_args", "");
+    s.cpu_extra_args = r.has("cpu_extra_args") ? r.list("cpu_extra_args", "") : s.extra_args;
     s.time = r.time("time", "");
     s.cpu_time = r.time("cpu_time", "");
     const std::string real = r.str("real_data", "no");
     if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
-    if (real == "yes" && n == "bert_base") r.fail("real_data", "is for the image models (rn50, vgg16)");
+    if (real == "yes" && (n == "bert_base" || s.llm)) r.fail("real_data", "is for the image models (rn50, vgg16)");
     s.real_data = real == "yes";
     // Every script this model gets passes dlperf-train exactly the arguments checked here, by
     // dlperf-train's own parser: extra_args with what the job adds itself (--variant
     // real_data, --threads, ...), on either backend, with and without real data.
     for (const bool gpu : {true, false})
       for (const bool real_job : {false, true}) {
-        if ((gpu ? m.configurations : m.cpu_configurations).empty() || (real_job && !s.real_data)) continue;
+        if ((gpu ? s.configurations : s.cpu_configurations).empty() || (real_job && !s.real_data)) continue;
         JobSpec j;
         j.model = &s;
         j.config.backend = gpu ? Backend::cuda : Backend::cpu;
-        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.precision = gpu ? (s.precision.empty() ? m.precision : s.precision) : m.cpu_precision;
         j.batch_per_device = gpu ? s.batch_per_device : s.cpu_batch_per_device;
         j.iterations = m.iterations;
         j.warmup = m.warmup;
         j.real_data = real_job;
         j.extra_args = m.extra_args;
-        j.extra_args.insert(j.extra_args.end(), s.extra_args.begin(), s.extra_args.end());
+        const auto& own = gpu ? s.extra_args : s.cpu_extra_args;
+        j.extra_args.insert(j.extra_args.end(), own.begin(), own.end());
         const std::string why = train_arguments_error(job_train_arguments(j));
         if (!why.empty())
-          (s.extra_args.empty() ? mx : r)
-              .fail("extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
+          (own.empty() ? mx : r)
+              .fail(own.empty() || gpu ? "extra_args" : "cpu_extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
                                       ": " + why);
       }
     m.models.push_back(std::move(s));
   }
-  if (m.configurations.empty() && m.cpu_configurations.empty())
+  const SectionReader comm(f, f.find("comm"), {"configurations", "cpu_configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time"});
+  m.comm.configurations = read_configurations(comm, "configurations", 'g', "");
+  m.comm.cpu_configurations = read_configurations(comm, "cpu_configurations", 'r', "");
+  static const std::regex size_re("[1-9][0-9]{0,8}[KMG]?");
+  for (const char* key : {"min_bytes", "max_bytes"}) {
+    std::string& v = std::string(key) == "min_bytes" ? m.comm.min_bytes : m.comm.max_bytes;
+    v = comm.str(key, v);
+    if (!std::regex_match(v, size_re)) comm.fail(key, "'" + v + "' is not a message size such as 8, 64K, 32M or 1G (dlperf-comm -b/-e)");
+  }
+  m.comm.factor = comm.integer("factor", m.comm.factor, 2, 1024);
+  m.comm.iters = comm.integer("iters", m.comm.iters, 1, 100000);
+  m.comm.warmup = comm.integer("warmup", m.comm.warmup, 0, 100000);
+  m.comm.time = comm.time("time", m.comm.time);
+  if (m.comm.time.empty()) comm.fail("time", "must be a Slurm time limit such as 00:15:00");
+  if (std::all_of(m.models.begin(), m.models.end(), [](const ModelSettings& s) { return s.configurations.empty() && s.cpu_configurations.empty(); }))
     mx.fail("configurations", "and cpu_configurations are both empty: nothing to generate");
   return m;
 }
@@ -296,7 +349,7 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
     const bool gpu = b == Backend::cuda;
     for (const auto& model : m.models)
       for (bool real : {false, true})
-      for (const auto& c : gpu ? m.configurations : m.cpu_configurations) {
+      for (const auto& c : gpu ? model.configurations : model.cpu_configurations) {
         if (real && !model.real_data) continue;
         JobSpec j;
         j.real_data = real;
@@ -306,18 +359,35 @@ std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m) {
         j.slurm = gpu ? p.gpu : p.cpu;
         const std::string& t = gpu ? model.time : model.cpu_time;
         if (!t.empty()) j.slurm.time = t;
-        j.precision = gpu ? m.precision : m.cpu_precision;
+        j.precision = gpu ? (model.precision.empty() ? m.precision : model.precision) : m.cpu_precision;
         j.batch_per_device = gpu ? model.batch_per_device : model.cpu_batch_per_device;
         j.repeats = m.repeats;
         j.iterations = m.iterations;
         j.warmup = m.warmup;
         j.extra_args = m.extra_args;
-        j.extra_args.insert(j.extra_args.end(), model.extra_args.begin(), model.extra_args.end());
+        const auto& own = gpu ? model.extra_args : model.cpu_extra_args;
+        j.extra_args.insert(j.extra_args.end(), own.begin(), own.end());
         if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
           throw_bad_input(p.source + ": signal_seconds " + std::to_string(p.signal_seconds) + " is not less than the time limit " + j.slurm.time +
                           " of " + j.name + ": lower [slurm] signal_seconds or raise the time limit");
         jobs.push_back(std::move(j));
       }
+  }
+  return jobs;
+}
+
+std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m) {
+  std::vector<CommJob> jobs;
+  std::vector<Configuration> all = m.comm.configurations;
+  all.insert(all.end(), m.comm.cpu_configurations.begin(), m.comm.cpu_configurations.end());
+  for (const auto& c : all) {
+    const bool gpu = c.backend == Backend::cuda;
+    CommJob j{(gpu ? "comm_" : "comm_cpu_") + c.tag(), c, gpu ? p.gpu : p.cpu};
+    j.slurm.time = m.comm.time;
+    if (p.signal_seconds >= parse_slurm_time(j.slurm.time))
+      throw_bad_input(m.source + ": [comm] time " + j.slurm.time + " is not above the profile's signal_seconds " +
+                      std::to_string(p.signal_seconds) + ": raise it");
+    jobs.push_back(std::move(j));
   }
   return jobs;
 }

@@ -41,15 +41,9 @@ struct Profile {
   std::vector<std::string> modules;      // module load ... (in order)
   std::string spack_setup, spack_env;    // . SETUP; spack env activate ENV
   std::vector<std::pair<std::string, std::string>> env;  // [network]: exported in file order
-};
-
-// One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
-struct ModelSettings {
-  std::string name, train_model, title;
-  int batch_per_device = 0, cpu_batch_per_device = 0;
-  std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
-  std::string time, cpu_time;           // override the profile's limits ("" = profile)
-  bool real_data = false;               // also generate <model>_data_* jobs reading $DLPERF_DATA
+  // [fabric]: the link rates the fabric-health jobs (comm_*) are held to, in Gbit/s (0 = not
+  // stated: no comparison), and the share of them below which dlperf-reduce warns.
+  double link_gbps = 0, intra_gbps = 0, link_warn = 0.8;
 };
 
 // "4n8g": 4 nodes x 8 GPUs; "2n2r": 2 nodes x 2 CPU-backend ranks.
@@ -59,6 +53,30 @@ struct Configuration {
   std::string tag() const;
 };
 
+// One model row of the matrix: the script prefix (rn50), dlperf-train's --model (resnet50).
+struct ModelSettings {
+  std::string name, train_model, title;
+  int batch_per_device = 0, cpu_batch_per_device = 0;
+  std::vector<std::string> extra_args;  // appended to dlperf-train's arguments
+  std::vector<std::string> cpu_extra_args;  // CPU-backend jobs' instead of extra_args (a reduced network)
+  std::string time, cpu_time;           // override the profile's limits ("" = profile)
+  bool real_data = false;               // also generate <model>_data_* jobs reading $DLPERF_DATA
+  bool llm = false;                     // a language model (Llama): submit_all.sh llm, not gpu/cpu
+  std::string precision;                // overrides [matrix] precision for GPU jobs ("" = the matrix's)
+  bool own_configurations = false, own_cpu_configurations = false;  // this section sets them
+  std::vector<Configuration> configurations, cpu_configurations;     // then these replace [matrix]'s
+};
+
+// [comm]: fabric-health jobs, dlperf-comm allreduce over the communicator training uses (NCCL
+// on GPUs), one per configuration: jobs/comm_<NnGg>.sh, a record in results.d (issue 27 item 3).
+struct CommSettings {
+  std::vector<Configuration> configurations;      // GPU jobs over NCCL (empty: none)
+  std::vector<Configuration> cpu_configurations;  // CPU-backend jobs over MPI, host buffers (empty: none)
+  std::string min_bytes = "8", max_bytes = "1G";  // dlperf-comm -b/-e (K, M, G suffixes)
+  int factor = 2, iters = 20, warmup = 5;
+  std::string time = "00:15:00";
+};
+
 struct Matrix {
   std::string source;
   std::vector<ModelSettings> models;
@@ -66,6 +84,7 @@ struct Matrix {
   std::string precision = "fp16", cpu_precision = "fp32";
   int repeats = 5, iterations = 120, warmup = 20;
   std::vector<std::string> extra_args;  // for every job, before the model's own
+  CommSettings comm;
 };
 
 // Everything one sbatch script needs.
@@ -85,6 +104,14 @@ Matrix load_matrix(const IniFile& ini);
 // GPU jobs first (model order, configuration order), then CPU-backend variants. Checks what
 // needs both files (the signal lead time against every time limit).
 std::vector<JobSpec> expand_jobs(const Profile& p, const Matrix& m);
+
+// One fabric-health job: jobs/comm_<tag>.sh (GPUs, NCCL) or comm_cpu_<tag>.sh (MPI).
+struct CommJob {
+  std::string name;  // comm_2n8g, comm_cpu_2n2r
+  Configuration config;
+  SlurmSettings slurm;  // the profile's [slurm] (GPU) or [cpu], with [comm] time
+};
+std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m);
 
 // Slurm time limit ("30", "30:00", "1:00:00", "1-12", "1-12:00", "1-12:00:00") in seconds; -1 if malformed.
 long parse_slurm_time(const std::string& s);

@@ -31,7 +31,7 @@ void refuse_outside_slurm(std::ostream& o, const std::string& file, const std::s
     << "fi\n";
 }
 
-void load_environment(std::ostream& o, const Profile& p) {
+void load_environment(std::ostream& o, const Profile& p, const std::string& program = "dlperf-train") {
   o << "\n# Environment (profile " << p.source << ", [environment] load = ";
   switch (p.loader) {
     case EnvLoader::none:
@@ -57,10 +57,19 @@ void load_environment(std::ostream& o, const Profile& p) {
       o << "spack env activate " << p.spack_env << " || exit 1\n";
       break;
   }
-  o << "command -v dlperf-train >/dev/null || { echo \"dlperf-train is not on PATH: check the profile's [environment]\" >&2; exit 1; }\n";
+  o << "command -v " << program << " >/dev/null || { echo \"" << program << " is not on PATH: check the profile's [environment]\" >&2; exit 1; }\n";
 }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// dlperf-reduce's options for the fabric-health records (profile [fabric]); "" when unset.
+std::string link_options(const Profile& p) {
+  std::ostringstream o;
+  if (p.link_gbps > 0) o << " --link-gbps " << p.link_gbps;
+  if (p.intra_gbps > 0) o << " --intra-gbps " << p.intra_gbps;
+  if (p.link_gbps > 0 || p.intra_gbps > 0) o << " --link-warn " << p.link_warn;
+  return o.str();
+}
 
 }  // namespace
 
@@ -168,6 +177,58 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
   return o.str();
 }
 
+std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob& j, const Provenance& from) {
+  const int ranks = j.config.nodes * j.config.per_node;
+  const std::string file = j.name + ".sh";
+  const CommSettings& c = m.comm;
+  const bool gpu = j.config.backend == Backend::cuda;
+  std::ostringstream o;
+  o << "#!/bin/bash\n" << header(file, from);
+  o << "# Fabric health: dlperf-comm allreduce over " << (gpu ? "NCCL, " : "MPI (host buffers), ") << j.config.nodes << " node(s) x "
+    << j.config.per_node << (gpu ? " GPU(s), " : " rank(s), ") << c.min_bytes << " to " << c.max_bytes << " bytes (x" << c.factor << "), "
+    << c.iters << " timed (" << c.warmup << " warm-up) per size;\n"
+    << "# " << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : gpu ? "within one node: NVLink/PCIe" : "within one node: shared memory")
+    << ". The record goes to results.d/" << j.name << "_<job id>.comm, which dlperf-reduce\n"
+    << "# tabulates beside the training runs against the profile's [fabric] link rate.\n";
+  o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
+    << "#SBATCH --nodes=" << j.config.nodes << '\n'
+    << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
+  if (gpu && p.gpu_request == GpuRequest::gpus_per_node)
+    o << "#SBATCH --gpus-per-node=" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
+  else if (gpu)
+    o << "#SBATCH --gres=gpu:" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
+  o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
+    << "#SBATCH --time=" << j.slurm.time << '\n'
+    << "#SBATCH --no-requeue\n"
+    << "#SBATCH --output=%x_%j.out\n";
+  sbatch_common(o, j.slurm);
+  o << "set -uo pipefail\n\n";
+  refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
+                       "its record goes to results.d/" + j.name + "_<job id>.comm in the submit directory");
+  o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
+    << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
+  load_environment(o, p, "dlperf-comm");
+  if (!p.env.empty()) {
+    o << "\n# Network settings (profile [network]): the same as the training jobs, so this measures their fabric.\n";
+    for (const auto& [k, v] : p.env) o << "export " << k << '=' << quoted(v) << '\n';
+  }
+  o << "\nresults_dir=${DLPERF_RESULTS_DIR:-results.d}\n"
+    << "record=$results_dir/" << j.name << "_$SLURM_JOB_ID.comm\n"
+    << "mkdir -p \"$results_dir\" || exit 1\n"
+    << "# The same placement and binding as the training jobs (profile srun); --kill-on-bad-exit=1: a\n"
+    << "# rank that dies ends the step at once. Exit: 0 exact, 1 a wrong element (status=FAIL), 2 bad\n"
+    << "# arguments, 3 a fault.\n"
+    << "srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
+  for (const auto& opt : j.slurm.srun) o << ' ' << opt;
+  o << " dlperf-comm --backend " << (gpu ? "nccl" : "mpi") << " \\\n"
+    << "      -b " << c.min_bytes << " -e " << c.max_bytes << " -f " << c.factor << " -n " << c.iters << " -w " << c.warmup
+    << " --output \"$record\"\n"
+    << "rc=$?\n"
+    << "[ -f \"$record\" ] && dlperf-reduce \"$record\"" << link_options(p) << "\n"
+    << "exit $rc\n";
+  return o.str();
+}
+
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from) {
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("reduce.sh", from)
@@ -189,17 +250,23 @@ std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& f
   o << "\nresults=${DLPERF_RESULTS:-${DLPERF_RESULTS_DIR:-results.d}}\n"
     << "stem=${results%/}; stem=${stem%.h5}; stem=${stem%.d}  # results.d -> results.csv, .json, .svg\n"
     << "dlperf-reduce --warmup " << m.warmup << " --window " << (m.iterations - m.warmup) << " \"$results\" \\\n"
-    << "    --csv \"$stem.csv\" --json \"$stem.json\" --plot \"$stem.svg\"\n";
+    << "    --csv \"$stem.csv\" --json \"$stem.json\" --plot \"$stem.svg\"" << link_options(p) << "\n";
   return o.str();
 }
 
-std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from) {
+std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vector<CommJob>& comm, const Provenance& from) {
+  std::string comm_names;
+  for (const auto& j : comm) comm_names += (comm_names.empty() ? "" : " ") + j.name + ".sh";
+  // Language models (Llama) are a suite of their own: `llm`, not in gpu and cpu.
   const auto list = [&](Backend b, bool real_data) {
     std::string names;
     for (const auto& j : jobs)
-      if (j.config.backend == b && j.real_data == real_data) names += (names.empty() ? "" : " ") + j.name + ".sh";
+      if (j.config.backend == b && j.real_data == real_data && !j.model->llm) names += (names.empty() ? "" : " ") + j.name + ".sh";
     return names;
   };
+  std::string llm_names;
+  for (const auto& j : jobs)
+    if (j.model->llm) llm_names += (llm_names.empty() ? "" : " ") + j.name + ".sh";
   std::ostringstream o;
   o << "#!/bin/bash\n" << header("submit_all.sh", from)
     << "# Submits the benchmark matrix and then reduce.sh (--dependency=afterany on every job).\n"
@@ -207,25 +274,27 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "# (--dependency=afterany:<previous>), as DLPerf measured them: concurrent jobs would share the\n"
     << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
     << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
-    << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; all: the others.\n"
-    << "#   jobs/submit_all.sh [gpu|cpu|data|all] [--concurrent] [sbatch options...]    (default gpu)\n"
+    << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the\n"
+    << "# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU\n"
+    << "# and CPU); all: comm, gpu, cpu and llm, the fabric first.\n"
+    << "#   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "# The selector and --concurrent may come anywhere; sbatch options take the --opt=value form\n"
     << "# (a bare word that is not a selector is refused, never submitted as a script).\n"
     << "set -euo pipefail\n"
     << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-    << "usage=\"usage: $0 [gpu|cpu|data|all] [--concurrent] [sbatch options as --opt=value...]\"\n"
+    << "usage=\"usage: $0 [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options as --opt=value...]\"\n"
     << "which=\n"
     << "concurrent=0\n"
     << "sbatch_opts=()\n"
     << "for arg in \"$@\"; do\n"
     << "  case $arg in\n"
-    << "    gpu|cpu|data|all)\n"
+    << "    gpu|cpu|data|comm|llm|all)\n"
     << "      [ -z \"$which\" ] || { echo \"submit_all.sh: two selectors ($which, $arg): give one; $usage\" >&2; exit 2; }\n"
     << "      which=$arg ;;\n"
     << "    --concurrent) concurrent=1 ;;\n"
     << "    -h|--help) echo \"$usage\"; exit 0 ;;\n"
     << "    -*) sbatch_opts+=(\"$arg\") ;;\n"
-    << "    *) echo \"submit_all.sh: '$arg' is neither gpu, cpu, data nor all (sbatch options take the --opt=value form); $usage\" >&2\n"
+    << "    *) echo \"submit_all.sh: '$arg' is neither gpu, cpu, data, comm, llm nor all (sbatch options take the --opt=value form); $usage\" >&2\n"
     << "       exit 2 ;;\n"
     << "  esac\n"
     << "done\n"
@@ -234,12 +303,16 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance
     << "gpu_jobs=(" << list(Backend::cuda, false) << ")\n"
     << "cpu_jobs=(" << list(Backend::cpu, false) << ")\n"
     << "data_jobs=(" << list(Backend::cuda, true) << (list(Backend::cuda, true).empty() || list(Backend::cpu, true).empty() ? "" : " ") << list(Backend::cpu, true) << ")\n"
+    << "comm_jobs=(" << comm_names << ")\n"
+    << "llm_jobs=(" << llm_names << ")\n"
     << "case $which in\n"
     << "  gpu) scripts=(\"${gpu_jobs[@]}\") ;;\n"
     << "  cpu) scripts=(\"${cpu_jobs[@]}\") ;;\n"
     << "  data) scripts=(\"${data_jobs[@]}\")\n"
     << "        [ -n \"${DLPERF_DATA:-}\" ] || { echo \"submit_all.sh data: set DLPERF_DATA to the ImageNet training set\" >&2; exit 2; } ;;\n"
-    << "  all) scripts=(\"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\") ;;\n"
+    << "  comm) scripts=(\"${comm_jobs[@]}\") ;;\n"
+    << "  llm) scripts=(\"${llm_jobs[@]}\") ;;\n"
+    << "  all) scripts=(\"${comm_jobs[@]}\" \"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\" \"${llm_jobs[@]}\") ;;\n"
     << "esac\n"
     << "[ ${#scripts[@]} -gt 0 ] || { echo \"submit_all.sh: the matrix has no $which jobs\" >&2; exit 2; }\n\n"
     << "ids=()\n"

@@ -16,10 +16,14 @@ struct Provenance {
 };
 
 std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& from);
+// comm_<tag>.sh (GPUs, NCCL) or comm_cpu_<tag>.sh (MPI, host buffers): one dlperf-comm allreduce
+// run writing results.d/<job>_<job id>.comm.
+std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob& j, const Provenance& from);
 // reduce.sh: one task, prints the tables and writes CSV/JSON/SVG next to the results.
 std::string render_reduce(const Profile& p, const Matrix& m, const Provenance& from);
 // submit_all.sh: submits the job scripts one after another (each --dependency=afterany on the
 // previous; --concurrent: all at once), then reduce.sh with --dependency=afterany:<all ids>.
-std::string render_submit_all(const std::vector<JobSpec>& jobs, const Provenance& from);
+// Selectors gpu, cpu, data, comm (the fabric-health jobs) and all (comm, gpu, cpu).
+std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vector<CommJob>& comm, const Provenance& from);
 
 }  // namespace dlperf::jobs

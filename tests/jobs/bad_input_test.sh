@@ -37,7 +37,7 @@ expect_bad "signal_seconds 3600 is not less than the time limit 00:30:00" \
   --profile "$(edited p4.ini "$profile" 's/^signal_seconds = .*/signal_seconds = 3600/')" --matrix "$matrix"
 expect_bad "unknown key 'modles'" --profile "$(edited p5.ini "$profile" 's/^modules = /modles = /')" --matrix "$matrix"
 expect_bad "expected 'key = value'" --profile "$(edited p6.ini "$profile" 's/^partition = gpu$/partition gpu/')" --matrix "$matrix"
-expect_bad "models 'resnet50' is unknown: use rn50, vgg16, bert_base" \
+expect_bad "models 'resnet50' is unknown: use rn50, vgg16, bert_base, llama3_8b, llama3_2_1b" \
   --profile "$profile" --matrix "$(edited m1.ini "$matrix" 's/^models = .*/models = resnet50/')"
 expect_bad "'8n8' is not a configuration" --profile "$profile" --matrix "$(edited m2.ini "$matrix" 's/^configurations = .*/configurations = 1n1g 8n8/')"
 expect_bad "precision 'fp8' is unknown" --profile "$profile" --matrix "$(edited m3.ini "$matrix" 's/^precision = .*/precision = fp8/')"

@@ -148,7 +148,7 @@ TEST(Matrix, BadValuesNameTheKey) {
     s.replace(s.find(from), from.size(), to);
     return s;
   };
-  EXPECT_EQ(matrix_error(with("rn50 bert_base", "rn50 alexnet")), "m.ini:3: models 'alexnet' is unknown: use rn50, vgg16, bert_base");
+  EXPECT_EQ(matrix_error(with("rn50 bert_base", "rn50 alexnet")), "m.ini:3: models 'alexnet' is unknown: use rn50, vgg16, bert_base, llama3_8b, llama3_2_1b");
   EXPECT_NE(matrix_error(with("1n1g 4n8g", "1n1g 4x8")).find("'4x8' is not a configuration"), std::string::npos);
   EXPECT_NE(matrix_error(with("cpu_configurations = 2n2r", "cpu_configurations = 2n2g")).find("'2n2g' is not a configuration"), std::string::npos);
   EXPECT_NE(matrix_error(with("1n1g 4n8g", "1n1g 1n1g")).find("twice"), std::string::npos);
@@ -190,7 +190,7 @@ TEST(Jobs, RealDataVariantsReadDlperfData) {
   const std::string c = render_sbatch(profile(), jobs[7], {"p.ini", "m.ini"});
   EXPECT_NE(c.find("--loader-threads 1"), std::string::npos) << c;
   EXPECT_EQ(render_sbatch(profile(), jobs[0], {"p.ini", "m.ini"}).find("DLPERF_DATA"), std::string::npos);
-  const std::string all = render_submit_all(jobs, {"p.ini", "m.ini"});
+  const std::string all = render_submit_all(jobs, {}, {"p.ini", "m.ini"});
   EXPECT_NE(all.find("data_jobs=(rn50_data_1n1g.sh rn50_data_4n8g.sh rn50_data_cpu_2n2r.sh)"), std::string::npos) << all;
   EXPECT_NE(all.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)"), std::string::npos) << all;
   text = kMatrix;
@@ -343,13 +343,107 @@ TEST(Script, SubmitAllChainsTheReduceJob) {
   const Profile p = profile();
   const Matrix m = matrix();
   const auto jobs = expand_jobs(p, m);
-  const std::string s = render_submit_all(jobs, {"p.ini", "m.ini"});
+  const std::string s = render_submit_all(jobs, {}, {"p.ini", "m.ini"});
   EXPECT_NE(s.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh bert_base_1n1g.sh bert_base_4n8g.sh)\n"), std::string::npos);
   EXPECT_NE(s.find("cpu_jobs=(rn50_cpu_2n2r.sh bert_base_cpu_2n2r.sh)\n"), std::string::npos);
   EXPECT_NE(s.find("--dependency=afterany:\"$dep\""), std::string::npos);
   const std::string r = render_reduce(p, m, {"p.ini", "m.ini"});
   EXPECT_NE(r.find("#SBATCH --ntasks=1\n"), std::string::npos);
   EXPECT_NE(r.find("--json"), std::string::npos);
+}
+
+// Issue 24 item 7: a model section may set its own configurations, GPU precision and CPU-only
+// arguments (the Llama jobs: bf16 8B on 1n8g..4n8g, a reduced CPU variant); language models
+// are submitted by `submit_all.sh llm`, not gpu or cpu.
+TEST(Jobs, ModelsSetTheirOwnConfigurationsPrecisionAndCpuArguments) {
+  const Profile p = profile();
+  const std::string own = R"(
+[matrix]
+models = rn50 bert_base
+configurations = 1n1g 4n8g
+cpu_configurations = 2n2r
+[rn50]
+batch_per_device = 256
+[bert_base]
+configurations = 1n8g 2n8g
+cpu_configurations = 1n1r
+precision = bf16
+batch_per_device = 1
+extra_args = --seq-len 512
+cpu_extra_args = --seq-len 128 --bert-layers 2
+)";
+  const Matrix o = matrix(own);
+  std::vector<std::string> names;
+  for (const auto& j : expand_jobs(p, o)) names.push_back(j.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"rn50_1n1g", "rn50_4n8g", "bert_base_1n8g", "bert_base_2n8g", "rn50_cpu_2n2r", "bert_base_cpu_1n1r"}));
+  const auto jobs = expand_jobs(p, o);
+  EXPECT_EQ(jobs[0].precision, "fp16");
+  EXPECT_EQ(jobs[2].precision, "bf16");
+  EXPECT_EQ(jobs[2].extra_args, (std::vector<std::string>{"--seq-len", "512"}));
+  EXPECT_EQ(jobs[5].extra_args, (std::vector<std::string>{"--seq-len", "128", "--bert-layers", "2"}));
+  std::string fp8 = own;
+  fp8.replace(fp8.find("precision = bf16"), 16, "precision = fp8");
+  EXPECT_NE(matrix_error(fp8).find("m.ini:11: precision 'fp8' is unknown"), std::string::npos);
+  // A bad CPU-only argument names cpu_extra_args, checked by dlperf-train's parser.
+  std::string bad = own;
+  bad.replace(bad.find("--bert-layers 2"), 15, "--bert-layers x");
+  EXPECT_NE(matrix_error(bad).find("cpu_extra_args is refused by dlperf-train for bert_base (CPU backend)"), std::string::npos);
+
+  // A language model's jobs (the flag dlperf-jobs sets for llama3_8b and llama3_2_1b).
+  Matrix l = o;
+  l.models[1].llm = true;
+  l.models[1].train_model = "llama3_8b";
+  const auto ljobs = expand_jobs(p, l);
+  const std::string s = render_submit_all(ljobs, {}, {"p.ini", "m.ini"});
+  EXPECT_NE(s.find("gpu_jobs=(rn50_1n1g.sh rn50_4n8g.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("cpu_jobs=(rn50_cpu_2n2r.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("llm_jobs=(bert_base_1n8g.sh bert_base_2n8g.sh bert_base_cpu_1n1r.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("  llm) scripts=(\"${llm_jobs[@]}\") ;;\n"), std::string::npos);
+  const std::string g = render_sbatch(p, ljobs[3], {"p.ini", "m.ini"});
+  EXPECT_NE(g.find("dlperf-train --model llama3_8b --backend cuda --precision bf16 \\\n      --batch-size 1 "), std::string::npos);
+  EXPECT_NE(g.find("\\\n      --seq-len 512 \\\n"), std::string::npos);
+}
+
+// Fabric health (issue 27 item 3): [comm] configurations become comm_<tag>.sh running
+// dlperf-comm with a record in results.d; [fabric] rates reach dlperf-reduce; submit_all.sh comm.
+TEST(Script, CommJobsMeasureTheFabric) {
+  const Profile p = profile(std::string(kProfile) + "[fabric]\nlink_gbps = 200\nintra_gbps = 2400\nwarn_fraction = 0.7\n");
+  const Matrix m = matrix(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g 2n8g\nmax_bytes = 256M\niters = 10\n");
+  const auto comm = expand_comm_jobs(p, m);
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(comm[1].name, "comm_2n8g");
+  const std::string c = render_comm_sbatch(p, m, comm[1], {"p.ini", "m.ini"});
+  EXPECT_NE(c.find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n"), std::string::npos);
+  EXPECT_NE(c.find("#SBATCH --time=00:15:00\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-comm --backend nccl \\\n      -b 8 -e 256M -f 2 -n 10 -w 5 --output \"$record\"\n"), std::string::npos);
+  EXPECT_NE(c.find("record=$results_dir/comm_2n8g_$SLURM_JOB_ID.comm\n"), std::string::npos);
+  EXPECT_NE(c.find("export NCCL_SOCKET_IFNAME='^lo,docker'\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-reduce \"$record\" --link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
+  EXPECT_NE(render_reduce(p, m, {"p.ini", "m.ini"}).find("--link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
+  const std::string s = render_submit_all(expand_jobs(p, m), comm, {"p.ini", "m.ini"});
+  EXPECT_NE(s.find("comm_jobs=(comm_1n8g.sh comm_2n8g.sh)\n"), std::string::npos);
+  EXPECT_NE(s.find("  all) scripts=(\"${comm_jobs[@]}\" \"${gpu_jobs[@]}\" \"${cpu_jobs[@]}\" \"${llm_jobs[@]}\") ;;\n"), std::string::npos);
+  // Without [fabric], no comparison is asked for; without [comm], no comm jobs.
+  EXPECT_EQ(render_reduce(profile(), m, {"p.ini", "m.ini"}).find("--link-gbps"), std::string::npos);
+  EXPECT_TRUE(expand_comm_jobs(p, matrix()).empty());
+  // CPU-backend fabric jobs: MPI over host buffers, the [cpu] partition, no GPU request.
+  const Matrix mc = matrix(std::string(kMatrix) + "[comm]\ncpu_configurations = 2n2r\n");
+  const auto cpu = expand_comm_jobs(p, mc);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0].name, "comm_cpu_2n2r");
+  const std::string cc = render_comm_sbatch(p, mc, cpu[0], {"p.ini", "m.ini"});
+  EXPECT_NE(cc.find("dlperf-comm --backend mpi \\\n      -b 8 -e 1G "), std::string::npos);
+  EXPECT_NE(cc.find("#SBATCH --partition=cpu\n"), std::string::npos);
+  EXPECT_EQ(cc.find("gpus-per-node"), std::string::npos);
+  EXPECT_EQ(cc.find("--gpu-bind"), std::string::npos);
+  // Bad values name the file, line and key.
+  EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nlink_gbps = fast\n").find("link_gbps must be a number from 0"), std::string::npos);
+  EXPECT_NE(profile_error(std::string(kProfile) + "[fabric]\nwarn_fraction = 1.5\n").find("warn_fraction must be a number above 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nconfigurations = 2n2r\n").find("'2n2r' is not a configuration"), std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g\nmax_bytes = 1T\n").find("max_bytes '1T' is not a message size"),
+            std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nop = allgather\n").find("unknown key 'op' in [comm]"), std::string::npos);
 }
 
 }  // namespace

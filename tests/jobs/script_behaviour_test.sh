@@ -162,7 +162,7 @@ submit late_concurrent --account=proj cpu --concurrent
 [ $rc -eq 0 ] && [ "$(grep -c -- '--dependency' "$LOG")" -eq 1 ] || fail "--concurrent after the selector: exit $rc, $(cat "$LOG")"
 submit bare_value --account proj cpu
 [ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "--account proj (a bare word): exit $rc, submitted: $(cat "$LOG")"
-grep -q "'proj' is neither gpu, cpu, data nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
+grep -q "'proj' is neither gpu, cpu, data, comm, llm nor all" "$tmp/bare_value.err" || fail "bare word message: $(cat "$tmp/bare_value.err")"
 submit two_selectors cpu gpu
 [ $rc -eq 2 ] && [ ! -s "$LOG" ] || fail "two selectors: exit $rc"
 
@@ -172,4 +172,35 @@ run reduce
 [ $rc -eq 0 ] || fail "reduce.sh: exit $rc"
 grep -q '^dlperf-reduce --warmup 2 --window 10 results.d --csv results.csv --json results.json --plot results.svg$' "$LOG" ||
   fail "reduce.sh arguments"
+
+# A fabric-health job (issue 27 item 3): dlperf-comm through srun with the training jobs'
+# network settings, its record in results.d/comm_<tag>_<job id>.comm, reduced with the
+# profile's [fabric] rates; its exit status is dlperf-comm's; submit_all.sh comm submits it.
+printf '[fabric]\nlink_gbps = 100\n' >>"$tmp/profile.ini"
+printf '[comm]\nconfigurations = 2n4g\ncpu_configurations = 2n2r\nmax_bytes = 64M\n' >>"$tmp/matrix.ini"
+"$gen" --profile "$tmp/profile.ini" --matrix "$tmp/matrix.ini" --output-dir "$tmp/gen" >/dev/null
+cat >"$tmp/bin/dlperf-comm" <<'SH'
+#!/bin/bash
+echo "dlperf-comm $*" >>"$LOG"
+while [ $# -gt 1 ] && [ "$1" != --output ]; do shift; done
+echo "dlperf-comm record 1" >"$2"
+exit "${FAKE_COMM_RC:-0}"
+SH
+chmod +x "$tmp/bin/dlperf-comm"
+script=$tmp/gen/comm_2n4g.sh
+run comm
+[ $rc -eq 0 ] || fail "comm_2n4g.sh: exit $rc"
+grep -q '^srun --mpi=pmix --kill-on-bad-exit=1 .* UCX_TLS=tcp,self$' "$LOG" || fail "comm job: srun line"
+grep -q '^dlperf-comm --backend nccl -b 8 -e 64M -f 2 -n 20 -w 5 --output results.d/comm_2n4g_42.comm$' "$LOG" || fail "comm job: dlperf-comm arguments"
+[ -f "$tmp/run/results.d/comm_2n4g_42.comm" ] || fail "comm job: no record in results.d"
+grep -q '^dlperf-reduce results.d/comm_2n4g_42.comm --link-gbps 100 --link-warn 0.8$' "$LOG" || fail "comm job: reduce arguments"
+run comm_fail FAKE_COMM_RC=1
+[ $rc -eq 1 ] || fail "comm job with a wrong element: exit $rc, want dlperf-comm's 1"
+script=$tmp/gen/comm_cpu_2n2r.sh
+run comm_cpu
+[ $rc -eq 0 ] && grep -q '^dlperf-comm --backend mpi -b 8 -e 64M ' "$LOG" && ! grep -q gpus-per-node "$script" || fail "comm_cpu_2n2r.sh: exit $rc"
+grep -q '^#SBATCH --partition=debug$' "$script" || fail "comm_cpu_2n2r.sh: not the [cpu] partition"
+submit comm_only comm
+[ $rc -eq 0 ] && [ "$(sed -n 1p "$LOG")" = "sbatch --parsable $tmp/gen/comm_2n4g.sh" ] &&
+  [ "$(sed -n 2p "$LOG")" = "sbatch --parsable --dependency=afterany:100 $tmp/gen/comm_cpu_2n2r.sh" ] || fail "submit_all.sh comm: exit $rc, $(cat "$LOG")"
 echo "script behaviour ok"

@@ -1,0 +1,139 @@
+#include "comm_table.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/parse_number.h"
+
+namespace dlperf::analysis {
+namespace {
+
+constexpr const char* kMagic = "dlperf-comm record 1";  // = comm/allreduce_bench.h kBenchRecordMagic
+constexpr uint64_t kBandwidthBytes = uint64_t{1} << 20;  // smaller messages measure latency, not links
+
+double number(const std::string& where, const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(v >= 0)) throw_usage_error(where + ": '" + text + "' is not a non-negative number");
+  return v;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string size_text(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30) && bytes % (uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+}  // namespace
+
+bool is_comm_record_path(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".comm") == 0; }
+
+CommRecord read_comm_record(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_usage_error(path + ": cannot open the dlperf-comm record");
+  CommRecord rec;
+  rec.file = path;
+  std::string line;
+  int n = 0;
+  bool magic = false, result = false;
+  while (std::getline(in, line)) {
+    const std::string where = path + ":" + std::to_string(++n);
+    if (n == 1) {
+      if (line != kMagic) throw_usage_error(where + ": not a dlperf-comm record (the first line must be '" + std::string(kMagic) + "')");
+      magic = true;
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string kind;
+    words >> kind;
+    if (kind == "result") {
+      for (std::string kv; words >> kv;) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) throw_usage_error(where + ": '" + kv + "' is not key=value");
+        rec.result[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      result = true;
+    } else if (kind == "row") {
+      std::vector<std::string> f;
+      for (std::string w; words >> w;) f.push_back(w);
+      if (f.size() != 9) throw_usage_error(where + ": a row has 9 numbers (bytes count oop_us oop_algbw oop_busbw ip_us ip_algbw ip_busbw wrong)");
+      const auto bytes = parse_uint64(f[0]);
+      if (!bytes) throw_usage_error(where + ": '" + f[0] + "' is not a byte count");
+      CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2])};
+      if (!rec.rows.empty() && r.bytes <= rec.rows.back().bytes) throw_usage_error(where + ": sizes must ascend");
+      rec.rows.push_back(r);
+    } else {
+      throw_usage_error(where + ": unknown line '" + kind + "' (result, row or # comment)");
+    }
+  }
+  if (!magic) throw_usage_error(path + ": empty, not a dlperf-comm record");
+  if (!result) throw_usage_error(path + ": has no result line (written by a dlperf-comm that did not finish?)");
+  for (const char* key : {"ranks", "nodes", "status", "backend", "type"})
+    if (!rec.result.count(key)) throw_usage_error(path + ": the result line has no " + key + "=");
+  const auto ranks = parse_uint64(rec.result["ranks"]), nodes = parse_uint64(rec.result["nodes"]);
+  if (!ranks || !nodes || *ranks < 1 || *nodes < 1 || *nodes > *ranks || *ranks > 1000000)
+    throw_usage_error(path + ": ranks=" + rec.result["ranks"] + " nodes=" + rec.result["nodes"] + " is not a rank and node count");
+  rec.ranks = static_cast<int>(*ranks);
+  rec.nodes = static_cast<int>(*nodes);
+  for (const auto& r : rec.rows) rec.peak_busbw_gbs = std::max({rec.peak_busbw_gbs, r.oop_busbw_gbs, r.ip_busbw_gbs});
+  return rec;
+}
+
+int write_comm_tables(std::ostream& os, std::vector<CommRecord> records, const LinkRates& links) {
+  std::stable_sort(records.begin(), records.end(), [](const CommRecord& a, const CommRecord& b) {
+    return std::pair(a.nodes, a.ranks) < std::pair(b.nodes, b.ranks);
+  });
+  std::vector<std::string> warnings;
+  os << "\n## Fabric health (dlperf-comm allreduce)\n\n"
+     << "Bus bandwidth (nccl-tests' busbw = algbw x 2(n-1)/n, GB/s) per message size from 1 MiB; the link is the profile's\n"
+     << "expected rate (Gbit/s / 8): within a node for one-node runs, each rank's share across nodes otherwise.\n";
+  for (const auto& rec : records) {
+    const bool across = rec.nodes > 1;
+    const double link_gbs = (across ? links.inter_gbps : links.intra_gbps) / 8.0;
+    const std::string label = std::to_string(rec.nodes) + " node(s) x " + std::to_string(rec.ranks / rec.nodes) + " rank(s)";
+    os << "\n### " << label << ", " << rec.result.at("backend") << ", " << rec.result.at("type") << ": " << rec.file
+       << " (status " << rec.result.at("status") << ")\n\n"
+       << "| size | busbw out of place | busbw in place | time (us) |" << (link_gbs > 0 ? " % of link |" : "") << '\n'
+       << "|---:|---:|---:|---:|" << (link_gbs > 0 ? "---:|" : "") << '\n';
+    size_t shown = 0;
+    for (const auto& r : rec.rows) {
+      if (r.bytes < kBandwidthBytes && &r != &rec.rows.back()) continue;
+      ++shown;
+      os << "| " << size_text(r.bytes) << " | " << fmt("%.2f", r.oop_busbw_gbs) << " | " << fmt("%.2f", r.ip_busbw_gbs) << " | "
+         << fmt("%.1f", r.oop_time_us) << " |";
+      if (link_gbs > 0) os << ' ' << fmt("%.0f", 100.0 * std::max(r.oop_busbw_gbs, r.ip_busbw_gbs) / link_gbs) << "% |";
+      os << '\n';
+    }
+    if (shown == 0) os << "| (no sizes) | | | |" << (link_gbs > 0 ? " |" : "") << '\n';
+    if (rec.result.at("status") != "PASS")
+      warnings.push_back(label + " (" + rec.file + "): status " + rec.result.at("status") +
+                         (rec.result.at("status") == "NO_PEERS" ? ": one rank crosses no link" : ": wrong results, the fabric or the library is faulty"));
+    else if (link_gbs > 0 && rec.peak_busbw_gbs < links.warn_fraction * link_gbs)
+      warnings.push_back(label + " (" + rec.file + "): peak bus bandwidth " + fmt("%.2f", rec.peak_busbw_gbs) + " GB/s is " +
+                         fmt("%.0f", 100.0 * rec.peak_busbw_gbs / link_gbs) + "% of the expected " + fmt("%.2f", link_gbs) +
+                         " GB/s link, below " + fmt("%.0f", 100.0 * links.warn_fraction) + "%: check the links, NCCL/UCX settings and placement");
+  }
+  if (links.intra_gbps <= 0 && links.inter_gbps <= 0)
+    os << "\nNo expected link rate given (--link-gbps, --intra-gbps; the profile's [fabric]): no comparison.\n";
+  for (const auto& w : warnings) os << "\nWARNING: " << w << '\n';
+  return static_cast<int>(warnings.size());
+}
+
+}  // namespace dlperf::analysis

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# dlperf-comm --output writes a record that dlperf-reduce tabulates (issue 27 item 3): a real
+# 2-rank run under mpirun, then the fabric-health table against a link rate it cannot reach
+# (a WARNING) and one it passes (none); a corrupted run's record is a WARNING whatever the
+# rate; a truncated record and a wrong suffix are one line, exit 2, nothing written.
+# Beside a training trace, the training tables come first and --csv is written.
+#   comm_record_reduce_test.sh MPIEXEC DLPERF_COMM DLPERF_REDUCE DLPERF_SYNTH_TRACES
+set -uo pipefail
+mpiexec=$1 comm=$2 reduce=$3 synth=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir "$tmp/results.d"
+"$mpiexec" -np 2 --oversubscribe "$comm" -b 1K -e 1M -f 4 -n 3 -w 1 -o "$tmp/results.d/comm_1n2r_1.comm" >"$tmp/out.txt" 2>&1 ||
+  { cat "$tmp/out.txt"; fail "dlperf-comm -o exited $?"; }
+rec=$tmp/results.d/comm_1n2r_1.comm
+[ "$(head -n 1 "$rec")" = "dlperf-comm record 1" ] || fail "no record header"
+grep -q '^result op=allreduce backend=mpi type=float redop=sum ranks=2 nodes=1 .* status=PASS$' "$rec" || fail "no result line"
+[ "$(grep -c "^row " "$rec")" -eq 6 ] || fail "expected 6 rows (1K 4K ... 1M)"
+
+# A directory with only records: the fabric table alone, exit 0.
+"$reduce" "$tmp/results.d" --intra-gbps 1000000 >"$tmp/hi.md" 2>"$tmp/hi.err" || { cat "$tmp/hi.err"; fail "reduce exited $?"; }
+grep -q '^## Fabric health' "$tmp/hi.md" || fail "no fabric-health section"
+grep -q '^| 1 MiB | [0-9.]* | [0-9.]* | [0-9.]* | [0-9]*% |$' "$tmp/hi.md" || { cat "$tmp/hi.md"; fail "no 1 MiB row with % of link"; }
+grep -q '^WARNING: 1 node(s) x 2 rank(s) .* below 80%' "$tmp/hi.md" || { cat "$tmp/hi.md"; fail "no warning against an unreachable link"; }
+grep -q 'warning' "$tmp/hi.err" || fail "no stderr warning"
+"$reduce" "$tmp/results.d" --intra-gbps 0.000001 --link-gbps 1000000 >"$tmp/lo.md" 2>&1 || fail "reduce (low rate) exited $?"
+! grep -q WARNING "$tmp/lo.md" || { cat "$tmp/lo.md"; fail "warned against a link the run exceeds (a 1-node run is checked against --intra-gbps only)"; }
+
+# reduce.sh's outputs of training runs, with only records: a note, nothing written, exit 0.
+"$reduce" "$tmp/results.d" --csv "$tmp/r.csv" >/dev/null 2>"$tmp/csv.err" || fail "--csv with only records exited $?"
+[ ! -e "$tmp/r.csv" ] && grep -q 'only dlperf-comm records' "$tmp/csv.err" || fail "--csv with only records: $(cat "$tmp/csv.err")"
+
+# Beside training runs (a synthetic trace): their tables first, then the fabric's; --csv written.
+"$synth" "$tmp/results.d/train.h5" 2 2 30 >/dev/null || fail "dlperf-synth-traces"
+"$reduce" "$tmp/results.d" --csv "$tmp/r.csv" --intra-gbps 1000000 >"$tmp/mix.md" 2>/dev/null || fail "reduce (traces and records) exited $?"
+[ -s "$tmp/r.csv" ] || fail "--csv beside records: not written"
+t=$(grep -n '^| node_num' "$tmp/mix.md" | head -n 1 | cut -d: -f1) f=$(grep -n '^## Fabric health' "$tmp/mix.md" | cut -d: -f1)
+[ -n "$t" ] && [ -n "$f" ] && [ "$t" -lt "$f" ] && grep -q '^WARNING: 1 node' "$tmp/mix.md" || { cat "$tmp/mix.md"; fail "traces and records together"; }
+rm -f "$tmp/results.d/train.h5"*
+
+# A run with a wrong element: status FAIL in the record, a WARNING in the table.
+"$mpiexec" -np 2 --oversubscribe "$comm" -b 1K -e 64K -n 2 -w 0 --corrupt-rank 1 -o "$tmp/bad.comm" >/dev/null 2>&1
+grep -q 'status=FAIL$' "$tmp/bad.comm" || fail "a corrupted run's record does not say FAIL"
+"$reduce" "$tmp/bad.comm" >"$tmp/bad.md" 2>/dev/null
+grep -q '^WARNING: .*status FAIL' "$tmp/bad.md" || { cat "$tmp/bad.md"; fail "no warning for status FAIL"; }
+
+# Bad input: one line, exit 2, nothing written.
+head -n 2 "$rec" >"$tmp/cut.comm"
+"$reduce" "$tmp/cut.comm" >"$tmp/cut.out" 2>"$tmp/cut.err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/cut.err")" -eq 1 ] && grep -q 'no result line' "$tmp/cut.err" && [ ! -s "$tmp/cut.out" ] ||
+  { cat "$tmp/cut.err"; fail "a truncated record: rc=$rc"; }
+# Beside a good record, a bad one is skipped like an unreadable trace: named, the table, exit 4.
+cp "$tmp/cut.comm" "$tmp/results.d/cut.comm"
+"$reduce" "$tmp/results.d" >"$tmp/skip.md" 2>"$tmp/skip.err"
+rc=$?
+[ $rc -eq 4 ] && grep -q '^dlperf-reduce: skipped .*cut.comm: has no result line' "$tmp/skip.err" && grep -q '^## Fabric health' "$tmp/skip.md" ||
+  { cat "$tmp/skip.err"; fail "a bad record beside a good one: rc=$rc"; }
+"$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
+rc=$?
+[ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must end in .comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
+"$reduce" "$rec" --link-warn 2 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--link-warn 2 accepted"
+echo "dlperf-comm records reduce: ok"
