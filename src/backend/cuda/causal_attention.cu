@@ -116,8 +116,10 @@ __global__ void __launch_bounds__(kAttnThreads) attn_bwd_dq(AttnArgs a) {
 }
 
 // dk and dv, one warp per key row (b, g, j): the group's query heads, queries i >= j.
+// (kAttnThreads, 1): without the minimum-blocks hint ptxas for sm_90 settled on 72 registers
+// and spilled 4 bytes for bf16/fp16, which the build treats as an error.
 template <class T>
-__global__ void __launch_bounds__(kAttnThreads) attn_bwd_dkv(AttnArgs a) {
+__global__ void __launch_bounds__(kAttnThreads, 1) attn_bwd_dkv(AttnArgs a) {
   const int64_t d = a.head_dim, hd = a.heads * d, kd = a.kv_heads * d, group = a.heads / a.kv_heads;
   const int64_t items = a.batch * a.kv_heads * a.seq_len;
   for (int64_t item = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32; item < items; item += int64_t{gridDim.x} * kWarps) {
@@ -136,13 +138,15 @@ __global__ void __launch_bounds__(kAttnThreads) attn_bwd_dkv(AttnArgs a) {
         const T* gi = static_cast<const T*>(a.dout) + qo;
         const float p = expf(dot_row(qi, d, k) * a.scale - a.lse[stat + i]);
         const float ds = p * (dot_row(gi, d, v) - a.delta[stat + i]);
-        float qq[kPer], gg[kPer];
-        load_row(qi, d, qq);
-        load_row(gi, d, gg);
+        // Read q_i and do_i element by element rather than into two more kPer arrays: at 256
+        // columns those arrays made ptxas spill (the build treats a spill as an error).
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
-          dk[e] += ds * qq[e];
-          dv[e] += p * gg[e];
+          const int64_t c = threadIdx.x % 32 + 32 * e;
+          if (c < d) {
+            dk[e] += ds * load(qi, c);
+            dv[e] += p * load(gi, c);
+          }
         }
       }
     }
