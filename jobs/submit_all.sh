@@ -37,7 +37,7 @@ gpu_jobs=(rn50_1n1g.sh rn50_1n2g.sh rn50_1n4g.sh rn50_1n8g.sh rn50_2n8g.sh rn50_
 cpu_jobs=(rn50_cpu_1n1r.sh rn50_cpu_1n2r.sh rn50_cpu_2n2r.sh rn50_cpu_4n2r.sh vgg16_cpu_1n1r.sh vgg16_cpu_1n2r.sh vgg16_cpu_2n2r.sh vgg16_cpu_4n2r.sh bert_base_cpu_1n1r.sh bert_base_cpu_1n2r.sh bert_base_cpu_2n2r.sh bert_base_cpu_4n2r.sh)
 data_jobs=(rn50_data_1n1g.sh rn50_data_1n2g.sh rn50_data_1n4g.sh rn50_data_1n8g.sh rn50_data_2n8g.sh rn50_data_4n8g.sh rn50_data_cpu_1n1r.sh rn50_data_cpu_1n2r.sh rn50_data_cpu_2n2r.sh rn50_data_cpu_4n2r.sh)
 comm_jobs=(comm_1n8g.sh comm_2n8g.sh comm_4n8g.sh comm_cpu_2n2r.sh)
-llm_jobs=()
+llm_jobs=(llama3_8b_1n8g.sh llama3_8b_2n8g.sh llama3_8b_4n8g.sh llama3_2_1b_1n1g.sh llama3_2_1b_cpu_1n1r.sh)
 case $which in
   gpu) scripts=("${gpu_jobs[@]}") ;;
   cpu) scripts=("${cpu_jobs[@]}") ;;

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "models/bert.h"
+#include "models/llama_config.h"
+#include "train/llama_options.h"
 #include "models/vgg.h"
 #include "train/size_limits.h"
 
@@ -45,6 +47,7 @@ int64_t planned_parameter_count(const TrainOptions& o) {
     vc.image_size = o.image_size;
     return vgg_parameter_count(vc);
   }
+  if (is_llama_model(o.model)) return llama_parameter_count(llama_config(o));
   BertConfig c;
   c.layers = o.bert_layers;
   c.hidden = o.bert_hidden;

@@ -6,8 +6,8 @@
 //                (P, vocab) masked-LM logits.
 //   Llama        (T, vocab) logits, (T, ffn) feed-forward; per block it keeps at least x, the
 //                norms' outputs, q, o (6 x hidden) and the feed-forward's three (T, ffn), in the
-//                compute dtype (2 bytes at least), plus 16 bytes per parameter of training
-//                state (f32 weights, gradients, AdamW's two moments).
+//                compute dtype (2 bytes at least). The training state (weights, gradients,
+//                master copy, optimizer moments) is the memory plan's (train/memory_plan.cpp).
 #include "train/size_limits.h"
 
 #include <unistd.h>
@@ -80,8 +80,7 @@ double min_activation_bytes(const TrainOptions& o) {
     const LlamaConfig c = llama_config(o);
     const double tokens = b * static_cast<double>(o.seq_len);
     const double per_block = 6.0 * static_cast<double>(c.hidden) + 3.0 * static_cast<double>(c.ffn);
-    return 2.0 * tokens * (static_cast<double>(c.layers) * per_block + static_cast<double>(c.vocab)) +
-           16.0 * static_cast<double>(llama_parameter_count(c));
+    return 2.0 * tokens * (static_cast<double>(c.layers) * per_block + static_cast<double>(c.vocab));
   }
   const double s = static_cast<double>(o.seq_len), hid = static_cast<double>(o.bert_hidden);
   return elem * b * static_cast<double>(o.bert_layers) * (4 * s * hid + static_cast<double>(o.bert_heads) * s * s);

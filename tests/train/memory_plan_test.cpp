@@ -42,8 +42,26 @@ TEST(MemoryPlan, ParameterCountsEqualTheBuiltModels) {
   b.max_predictions = 4;
   b.batch_size = 1;
   EXPECT_EQ(planned_parameter_count(b), built_count(b));
-  // Full sizes, as torchvision counts ResNet-50.
+  for (const char* llama : {"llama3_8b", "llama3_2_1b"}) {  // untied and tied heads
+    TrainOptions l;
+    l.model = llama;
+    l.llama_layers = 2;
+    l.llama_hidden = 64;
+    l.llama_heads = 4;
+    l.llama_kv_heads = 2;
+    l.llama_ffn = 176;
+    l.llama_vocab = 512;
+    l.seq_len = 16;
+    l.batch_size = 1;
+    EXPECT_EQ(planned_parameter_count(l), built_count(l)) << llama;
+  }
+  // Full sizes, as torchvision counts ResNet-50 and as Meta publishes Llama 3.1 8B and 3.2 1B.
   EXPECT_EQ(planned_parameter_count(TrainOptions{}), 25'557'032);
+  TrainOptions l8;
+  l8.model = "llama3_8b";
+  EXPECT_EQ(planned_parameter_count(l8), 8'030'261'248);
+  l8.model = "llama3_2_1b";
+  EXPECT_EQ(planned_parameter_count(l8), 1'235'814'400);
 }
 
 TEST(MemoryPlan, OptimizerStateShrinksWithZeroAndRanks) {
