@@ -29,9 +29,9 @@ for ((i = 0; i < repeats; ++i)); do
   done
 done
 b=$(echo "${rates["--zero 0"]}" | tr ' ' '\n' | grep . | median)
-printf '%-16s %10s %8s   %s\n' option "samples/s" ratio "runs"
+printf '%-18s %10s %8s   %s\n' option "samples/s" ratio "runs"
 for opt in "--zero 0" "--zero 1" "--grad-accum 2" "--recompute block"; do
   m=$(echo "${rates[$opt]}" | tr ' ' '\n' | grep . | median)
-  printf '%-16s %10.1f %8.3f   %s\n' "$opt" "$m" "$(awk -v a="$m" -v b="$b" 'BEGIN {print (b > 0) ? a / b : 0}')" "${rates[$opt]}"
+  printf '%-18s %10.1f %8.3f   %s\n' "$opt" "$m" "$(awk -v a="$m" -v b="$b" 'BEGIN {print (b > 0) ? a / b : 0}')" "${rates[$opt]}"
 done
 echo "# load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
