@@ -12,6 +12,7 @@
 #include "train/bert_data.h"
 #include "train/llama_data.h"
 #include "train/param_store.h"
+#include "train/size_limits.h"
 #include "train/synthetic_data.h"
 
 namespace dlperf {
@@ -133,6 +134,30 @@ TEST(Recompute, BertFitsABudgetThatNoneExceeds) {
   };
   EXPECT_THROW(build_and_step(false), OutOfMemoryError);
   EXPECT_NO_THROW(build_and_step(true));
+}
+
+// The memory plan's activation floor (train/size_limits.h) with recompute: transformers count
+// every layer's output and one layer's full set; ResNet's floor (the stem) does not change.
+TEST(Recompute, MemoryPlanFloorCountsRecompute) {
+  for (const char* m : {"bert_base", "llama3_8b", "resnet50"}) {
+    TrainOptions o;
+    o.model = m;
+    o.batch_size = 2;
+    o.seq_len = 512;
+    const double none = min_activation_bytes(o);
+    o.recompute = "block";
+    const double block = min_activation_bytes(o);
+    if (o.model == "resnet50") {
+      EXPECT_EQ(block, none);
+    } else {
+      EXPECT_LT(block, none) << m;
+      EXPECT_GT(block, 0.0) << m;
+    }
+  }
+  // BERT-base: 12 layers keep (S x H) each plus one layer's 4 S H + heads S^2, in 4-byte elements.
+  TrainOptions o;
+  o.model = "bert_base", o.batch_size = 2, o.seq_len = 512, o.recompute = "block";
+  EXPECT_DOUBLE_EQ(min_activation_bytes(o), 4.0 * 2 * (12.0 * 512 * 768 + 4.0 * 512 * 768 + 12.0 * 512 * 512));
 }
 
 }  // namespace
