@@ -79,11 +79,6 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.grad_accum > 1 && o.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
   validate_zero(o);
   if (o.recompute != "none" && o.recompute != "block") throw_usage_error("--recompute '" + o.recompute + "' is unknown: use none or block");
-  // Llama has neither batch norm nor dropout, so its recomputed forward needs nothing of the
-  // backend; the cuda batch norm cannot yet skip its running-statistics update, nor its dropout
-  // repeat a mask, on the second forward.
-  if (o.recompute == "block" && cuda && !o.plan_only && !is_llama_model(o.model))
-    throw_usage_error("--recompute block on the cuda backend is for llama models only (its batch norm and dropout cannot yet replay a forward)");
   if (o.recompute == "block" && o.model == "vgg16") throw_usage_error("--recompute block: vgg16 has no blocks to recompute; use resnet50, bert_base or llama");
   if (o.plan_ranks < 0) throw_usage_error("--plan-ranks must be 0 (the job's ranks) or positive");
   if (o.plan_ranks > 0 && !o.plan_only) throw_usage_error("--plan-ranks plans memory for --plan-only; add --plan-only");
@@ -265,7 +260,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                          "batch x grad-accum x ranks)")
     ("recompute", po::value(&o.recompute)->default_value(o.recompute), "none, or block: keep only each block's input (transformer "
                                                                        "layer, ResNet bottleneck) and recompute its forward just "
-                                                                       "before its backward (cuda: llama only)")
+                                                                       "before its backward")
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
                                                           "reduce-scattered and the new weights all-gathered (sgd, adamw)")

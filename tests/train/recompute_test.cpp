@@ -1,7 +1,7 @@
 // Activation recompute (issue 25, --recompute block): one fp32 step of a reduced model with and
 // without recompute from the same parameters and batch gives bitwise-identical gradients
 // (memcmp over every parameter's gradient), and batch norm's running statistics move once.
-// Each model is small enough that a test takes well under a second.
+// Each test takes a second or less (times below: an idle 2-core machine).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,55 +13,15 @@
 #include "train/llama_data.h"
 #include "train/param_store.h"
 #include "train/size_limits.h"
+#include "recompute_util.h"
 #include "train/synthetic_data.h"
 
 namespace dlperf {
 namespace {
 
-struct StepResult {
-  std::vector<std::vector<float>> grads;   // canonical, flat order
-  std::vector<std::vector<float>> running;  // every batch norm's running mean and variance
-  float loss = 0;
-};
-
-// Two steps from the same parameters and batches: the second step's gradients, so a running
-// statistic or dropout counter that the recomputed forward moved would show.
-template <class MakeModel>
-StepResult step(MakeModel make, DataSource& data) {
-  auto be = make_backend(BackendKind::cpu, {Precision::fp32, 2, 0});
-  std::unique_ptr<Model> model = make(*be);
-  ParamStore store(*be, model->layers());
-  model->init_params(7);
-  StepResult r;
-  for (int s = 0; s < 2; ++s) {
-    model->load(data.next());
-    model->forward();
-    model->backward(LossGradScale(1.0f), [](const Layer&) {});
-    r.loss = model->loss();
-  }
-  r.grads = store.read_grads();
-  for (Layer* l : model->layers())
-    if (auto* bn = dynamic_cast<BatchNorm*>(l)) {
-      const size_t c = static_cast<size_t>(bn->params()[0].dims[0]);
-      std::vector<float> mean(c), var(c);
-      bn->read_running_stats(mean, var);
-      r.running.push_back(mean);
-      r.running.push_back(var);
-    }
-  return r;
-}
-
-void expect_bitwise(const StepResult& a, const StepResult& b) {
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0);
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    ASSERT_EQ(a.grads[i].size(), b.grads[i].size());
-    EXPECT_EQ(std::memcmp(a.grads[i].data(), b.grads[i].data(), a.grads[i].size() * sizeof(float)), 0) << "gradient " << i;
-  }
-  ASSERT_EQ(a.running.size(), b.running.size());
-  for (size_t i = 0; i < a.running.size(); ++i)
-    EXPECT_EQ(std::memcmp(a.running[i].data(), b.running[i].data(), a.running[i].size() * sizeof(float)), 0) << "running stat " << i;
-}
+using recompute_test::expect_bitwise;
+using recompute_test::step;
+using recompute_test::StepResult;
 
 // 0.3 s: two blocks in layer1 (identity shortcut, blocks share their inner buffers) and a
 // downsampling block in each later stage.
