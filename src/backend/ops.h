@@ -64,8 +64,8 @@ class BatchNorm : public Layer {
   virtual void backward_add(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dz) = 0;
   virtual void read_running_stats(std::span<float> mean, std::span<float> var) const = 0;  // (C), (C)
   // --recompute block: a block's forward runs twice per step (once more just before its
-  // backward); the second must not move the running statistics again. A backend that cannot
-  // hold them still says so here (the option is refused before a model is built).
+  // backward); the second must not move the running statistics again. Both backends override
+  // this; the default is for a backend that cannot, and says so.
   virtual void set_running_stats_update(bool on) {
     if (!on) throw_usage_error("--recompute: this backend's batch norm cannot skip its running-statistics update");
   }
