@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/error.h"
 #include "backend/layer.h"
 #include "backend/tensor.h"
 
@@ -62,6 +63,12 @@ class BatchNorm : public Layer {
   // residual receives (in z's layout; dy itself when there is no ReLU).
   virtual void backward_add(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dz) = 0;
   virtual void read_running_stats(std::span<float> mean, std::span<float> var) const = 0;  // (C), (C)
+  // --recompute block: a block's forward runs twice per step (once more just before its
+  // backward); the second must not move the running statistics again. Both backends override
+  // this; the default is for a backend that cannot, and says so.
+  virtual void set_running_stats_update(bool on) {
+    if (!on) throw_usage_error("--recompute: this backend's batch norm cannot skip its running-statistics update");
+  }
 };
 
 enum class PoolKind : uint8_t { max, avg };
@@ -181,6 +188,8 @@ class DropoutAddNorm : public Layer {
   // From dy (of y): da (through the last forward's dropout mask), dr (the residual's gradient,
   // the gradient of s) and the layer norm's parameter gradients.
   virtual void backward(const Tensor& dy, Tensor& da, Tensor& dr) = 0;
+  // --recompute block: the next forward draws the last forward's mask again (see Dropout).
+  virtual void repeat_last_mask() { throw_usage_error("--recompute: this backend's dropout cannot repeat a mask"); }
 };
 
 struct EmbeddingSpec {
@@ -202,6 +211,9 @@ class Dropout {
   virtual ~Dropout() = default;
   virtual void forward(const Tensor& x, Tensor& y, uint64_t seed) = 0;
   virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+  // --recompute block: the next forward reuses the last call's counter, so the recomputed
+  // forward draws exactly the mask the first one drew (and the one after it moves on as before).
+  virtual void repeat_last_mask() { throw_usage_error("--recompute: this backend's dropout cannot repeat a mask"); }
 };
 
 // How an operand of a batched matmul is stored. dense: (batch, rows, cols). heads: the batch

@@ -76,7 +76,8 @@ class Bert final : public BertModel {
     x0_ = be.tensor_like(*emb_norm_);
     const Tensor* cur = x0_.get();
     for (int64_t l = 0; l < c.layers; ++l) {
-      layers_.push_back(std::make_unique<bert::EncoderLayer>(be, c, "bert.encoder.layer." + std::to_string(l), *cur, cache_));
+      layers_.push_back(std::make_unique<bert::EncoderLayer>(be, c, "bert.encoder.layer." + std::to_string(l), *cur, cache_,
+                                                            c.recompute ? &cache_ : nullptr));
       cur = layers_.back()->out.get();
     }
     // masked-LM head
@@ -167,7 +168,7 @@ class Bert final : public BertModel {
     emb_drop_->forward(*emb_norm_, *x0_, seed);
     const Tensor* cur = x0_.get();
     for (size_t l = 0; l < layers_.size(); ++l) {
-      layers_[l]->forward(*cur, *mask_, seed + 16 * (l + 1));
+      layers_[l]->forward(*cur, *mask_, layer_seed(l));
       cur = layers_[l]->out.get();
     }
     mlm_gather_->forward(*cur, *mlm_rows_, *h_);
@@ -222,6 +223,8 @@ class Bert final : public BertModel {
     for (size_t l = layers_.size(); l-- > 0;) {
       const Tensor& x = l > 0 ? *layers_[l - 1]->out : *x0_;
       Tensor* dx = &cache_.like(dout == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x);
+      // The last layer's activations are still in the shared buffers: no other layer wrote them since.
+      if (cfg_.recompute && l + 1 < layers_.size()) layers_[l]->recompute(x, *mask_, layer_seed(l));
       layers_[l]->backward(x, *dout, *dx, cache_, ready);
       dout = dx;
     }
@@ -256,6 +259,9 @@ class Bert final : public BertModel {
   }
 
  private:
+  // Layer l's dropout seed: forward and its recomputation (--recompute block) must agree.
+  uint64_t layer_seed(size_t l) const { return cfg_.dropout_seed + 16 * (l + 1); }
+
   Backend& be_;
   BertConfig cfg_;
   TensorCache cache_;

@@ -26,6 +26,7 @@ struct BertConfig {
   float layer_norm_eps = 1e-12f;
   float init_std = 0.02f;         // N(0, std) for weights and embeddings
   uint64_t dropout_seed = 0;
+  bool recompute = false;         // --recompute block: layers keep only their input, forward rerun before backward
 };
 
 // The host inputs (HostBatch::ints), NVIDIA's pretraining-shard names:

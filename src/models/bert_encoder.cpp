@@ -5,13 +5,15 @@
 
 namespace dlperf::bert {
 
-EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch) {
+EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch,
+                           TensorCache* shared)
+    : acts(shared) {
   const int64_t H = c.hidden, B = c.batch, S = c.seq_len, heads = c.heads, d = H / heads;
   const std::string att = name + ".attention";
   query = be.linear({att + ".self.query", H, H, true}, x);
   key = be.linear({att + ".self.key", H, H, true}, x);
   value = be.linear({att + ".self.value", H, H, true}, x);
-  q = query->make_output(), k = key->make_output(), v = value->make_output();  // (M, H)
+  q = acts.keep(query->make_output(), "q"), k = acts.keep(key->make_output(), "k"), v = acts.keep(value->make_output(), "v");  // (M, H)
   const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   scores_mm = be.batched_matmul({B * heads, S, S, d, false, true, alpha, heads, MatmulOperand::heads, MatmulOperand::heads,
                                  MatmulOperand::dense},
@@ -21,20 +23,20 @@ EncoderLayer::EncoderLayer(Backend& be, const BertConfig& c, const std::string& 
   auto scores_like = be.tensor({B, heads, S, S}, be.dtype());
   scores = &scratch.like("scores", *scores_like);
   softmax = be.masked_softmax(*scores);
-  probs = be.tensor_like(*scores);
-  probs_d = be.tensor_like(*scores);
+  probs = acts.keep(be.tensor_like(*scores), "probs");
+  probs_d = acts.keep(be.tensor_like(*scores), "probs_d");
   probs_drop = be.dropout(c.dropout, *probs);
-  context = be.tensor_like(*q);
+  context = acts.keep(be.tensor_like(*q), "context");
   attn_dense = be.linear({att + ".output.dense", H, H, true}, *context);
   auto a_like = attn_dense->make_output();
   a = &scratch.like("a", *a_like);
   add = be.add(*a, *a, false);  // every (M, H) sum here is plain: one plan serves all
   norm1 = be.dropout_add_norm({{att + ".output.LayerNorm", H, c.layer_norm_eps}, c.dropout}, *a);
-  x1 = norm1->make_output();
+  x1 = acts.keep(norm1->make_output(), "x1");
   inter = be.linear({name + ".intermediate.dense", H, c.intermediate, true}, *x1);
-  i = inter->make_output();
+  i = acts.keep(inter->make_output(), "i");
   gelu = be.activation(ActivationKind::gelu, *i);
-  g = gelu->make_output();
+  g = acts.keep(gelu->make_output(), "g");
   output = be.linear({name + ".output.dense", c.intermediate, H, true}, *g);
   auto o_like = output->make_output();
   o = &scratch.like("o", *o_like);
@@ -63,6 +65,13 @@ void EncoderLayer::forward(const Tensor& x, const Tensor& mask, uint64_t seed) {
   gelu->forward(*i, *g);
   output->forward(*g, *o);
   norm2->forward(*o, *x1, *out, seed + 2);
+}
+
+void EncoderLayer::recompute(const Tensor& x, const Tensor& mask, uint64_t seed) {
+  probs_drop->repeat_last_mask();
+  norm1->repeat_last_mask();
+  norm2->repeat_last_mask();
+  forward(x, mask, seed);
 }
 
 void EncoderLayer::backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready) {

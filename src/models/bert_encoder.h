@@ -14,13 +14,17 @@
 namespace dlperf::bert {
 
 struct EncoderLayer {
-  EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch);
+  // shared: --recompute block (the inner activations in shared buffers, see ActivationStore); null: the layer's own.
+  EncoderLayer(Backend& be, const BertConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch, TensorCache* shared);
   void collect(std::vector<Layer*>& v);
   // mask (B, S) f32 additive; seed: this layer's dropout seed.
   void forward(const Tensor& x, const Tensor& mask, uint64_t seed);
+  // --recompute block: forward again, just before backward, drawing the same dropout masks.
+  void recompute(const Tensor& x, const Tensor& mask, uint64_t seed);
   // dout: gradient of out (read); dx: gradient of x (written). dout and dx must differ.
   void backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready);
 
+  ActivationStore acts;  // declared first: the members below keep their tensors in it
   std::unique_ptr<Linear> query, key, value, attn_dense, inter, output;
   std::unique_ptr<BatchedMatmul> scores_mm, context_mm;
   std::unique_ptr<MaskedSoftmax> softmax;
@@ -28,8 +32,9 @@ struct EncoderLayer {
   std::unique_ptr<DropoutAddNorm> norm1, norm2;  // attention.output.LayerNorm, output.LayerNorm
   std::unique_ptr<Activation> gelu;
   std::unique_ptr<Add> add;
-  // kept for backward
-  TensorPtr q, k, v, probs, probs_d, context, x1, i, g, out;
+  // kept for backward (out: the next layer's input, always the layer's own)
+  Tensor *q, *k, *v, *probs, *probs_d, *context, *x1, *i, *g;
+  TensorPtr out;
   // forward temporaries shared by all layers (not needed in backward)
   Tensor *scores = nullptr, *a = nullptr, *o = nullptr;
 };

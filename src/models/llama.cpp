@@ -31,7 +31,8 @@ class Llama final : public Model {
     rope_k.heads = c.kv_heads;
     const Tensor* cur = x0_.get();
     for (int64_t l = 0; l < c.layers; ++l) {
-      blocks_.push_back(std::make_unique<llama::TransformerBlock>(be, c, "layers." + std::to_string(l), *cur, cache_));
+      blocks_.push_back(
+          std::make_unique<llama::TransformerBlock>(be, c, "layers." + std::to_string(l), *cur, cache_, c.recompute ? &cache_ : nullptr));
       cur = blocks_.back()->out.get();
     }
     const llama::TransformerBlock& b0 = *blocks_.front();
@@ -107,6 +108,8 @@ class Llama final : public Model {
     for (size_t l = blocks_.size(); l-- > 0;) {
       const Tensor& x = l > 0 ? *blocks_[l - 1]->out : *x0_;
       Tensor* dx = &cache_.like(dout == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x);
+      // Refill the shared activations (same kernels, same bits); the last block's are still there.
+      if (cfg_.recompute && l + 1 < blocks_.size()) blocks_[l]->forward(x, ops_);
       blocks_[l]->backward(x, *dout, *dx, ops_, cache_, ready);
       dout = dx;
     }

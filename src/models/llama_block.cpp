@@ -3,33 +3,35 @@
 
 namespace dlperf::llama {
 
-Attention::Attention(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& a) {
+Attention::Attention(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& a, ActivationStore& acts) {
   const int64_t H = c.hidden, D = c.hidden / c.heads, q_out = c.heads * D, kv_out = c.kv_heads * D;
   wq = be.linear({name + ".wq", H, q_out, false}, a);
   wk = be.linear({name + ".wk", H, kv_out, false}, a);
   wv = be.linear({name + ".wv", H, kv_out, false}, a);
-  q = wq->make_output(), k = wk->make_output(), v = wv->make_output();
+  q = acts.keep(wq->make_output(), "q"), k = acts.keep(wk->make_output(), "k"), v = acts.keep(wv->make_output(), "v");
   attention = be.causal_attention({c.batch, c.seq_len, c.heads, c.kv_heads, D}, *q);
-  o = attention->make_output();
+  o = acts.keep(attention->make_output(), "o");
   wo = be.linear({name + ".wo", q_out, H, false}, *o);
 }
 
-FeedForward::FeedForward(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& f) {
+FeedForward::FeedForward(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& f, ActivationStore& acts) {
   w1 = be.linear({name + ".w1", c.hidden, c.ffn, false}, f);
   w3 = be.linear({name + ".w3", c.hidden, c.ffn, false}, f);
-  g1 = w1->make_output(), g3 = w3->make_output();
-  s = be.tensor_like(*g1);
+  g1 = acts.keep(w1->make_output(), "g1"), g3 = acts.keep(w3->make_output(), "g3");
+  s = acts.keep(be.tensor_like(*g1), "s");
   w2 = be.linear({name + ".w2", c.ffn, c.hidden, false}, *s);
 }
 
-TransformerBlock::TransformerBlock(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch) {
+TransformerBlock::TransformerBlock(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch,
+                                   TensorCache* shared)
+    : acts(shared) {
   attention_norm = be.rms_norm({name + ".attention_norm", c.hidden, c.norm_eps}, x);
-  a = attention_norm->make_output();
-  attn = std::make_unique<Attention>(be, c, name + ".attention", *a);
-  h = be.tensor_like(x);
+  a = acts.keep(attention_norm->make_output(), "a");
+  attn = std::make_unique<Attention>(be, c, name + ".attention", *a, acts);
+  h = acts.keep(be.tensor_like(x), "h");
   ffn_norm = be.rms_norm({name + ".ffn_norm", c.hidden, c.norm_eps}, *h);
-  f = ffn_norm->make_output();
-  ffn = std::make_unique<FeedForward>(be, c, name + ".feed_forward", *f);
+  f = acts.keep(ffn_norm->make_output(), "f");
+  ffn = std::make_unique<FeedForward>(be, c, name + ".feed_forward", *f, acts);
   out = be.tensor_like(x);
   proj = &scratch.like("proj", x);
 }

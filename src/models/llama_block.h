@@ -24,29 +24,32 @@ struct SharedOps {
 };
 
 struct Attention {
-  Attention(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& a);
+  Attention(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& a, ActivationStore& acts);
   std::unique_ptr<Linear> wq, wk, wv, wo;
   std::unique_ptr<CausalAttention> attention;  // per block: it keeps its forward's log-sum-exp
-  TensorPtr q, k, v, o;                        // (M, Hq*D), (M, Hkv*D) x 2, (M, Hq*D): kept for backward
+  Tensor *q, *k, *v, *o;                       // (M, Hq*D), (M, Hkv*D) x 2, (M, Hq*D): kept for backward
 };
 
 struct FeedForward {
-  FeedForward(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& f);
+  FeedForward(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& f, ActivationStore& acts);
   std::unique_ptr<Linear> w1, w2, w3;
-  TensorPtr g1, g3, s;  // (M, F): gate, up, their product; kept for backward
+  Tensor *g1, *g3, *s;  // (M, F): gate, up, their product; kept for backward
 };
 
 struct TransformerBlock {
-  TransformerBlock(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch);
+  // shared: --recompute block (the inner activations in shared buffers, see ActivationStore); null: the block's own.
+  TransformerBlock(Backend& be, const LlamaConfig& c, const std::string& name, const Tensor& x, TensorCache& scratch, TensorCache* shared);
   void collect(std::vector<Layer*>& v);
   void forward(const Tensor& x, SharedOps& ops);
   // dout: gradient of out (read); dx: gradient of x (written). dout and dx must differ.
   void backward(const Tensor& x, const Tensor& dout, Tensor& dx, SharedOps& ops, TensorCache& cache, const GradReadyFn& ready);
 
+  ActivationStore acts;  // declared first: the members below keep their tensors in it
   std::unique_ptr<RmsNorm> attention_norm, ffn_norm;
   std::unique_ptr<Attention> attn;
   std::unique_ptr<FeedForward> ffn;
-  TensorPtr a, h, f, out;         // (M, H), kept for backward
+  Tensor *a, *h, *f;              // (M, H), kept for backward
+  TensorPtr out;                   // (M, H): the next block's input, always the block's own
   Tensor* proj = nullptr;          // (M, H) forward scratch shared by all blocks: wo(o), w2(s)
 };
 

@@ -22,6 +22,7 @@ struct LlamaConfig {
   int64_t rope_original_context = 8192;
   int64_t batch = 1;            // sequences per device
   int64_t seq_len = 8192;       // tokens per sequence (MLPerf's)
+  bool recompute = false;      // --recompute block: blocks keep only their input, forward rerun before backward
   float init_std = 0.02f;       // N(0, std) for every matrix; norms start at 1
 };
 

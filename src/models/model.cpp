@@ -9,4 +9,10 @@ Tensor& TensorCache::like(const std::string& role, const Tensor& t) {
   return *slot;
 }
 
+Tensor* ActivationStore::keep(TensorPtr t, const std::string& role) {
+  if (shared_) return &shared_->like("recompute_" + role, *t);
+  owned_.push_back(std::move(t));
+  return owned_.back().get();
+}
+
 }  // namespace dlperf

@@ -90,4 +90,18 @@ class TensorCache {
   std::map<std::string, TensorPtr> cache_;
 };
 
+// Where one block's inner activations live (--recompute): its own tensors, or with `shared`
+// the cache's buffers, one per role and shape, that every block of that shape overwrites; the
+// model then refills them by running the block's forward again just before its backward.
+class ActivationStore {
+ public:
+  explicit ActivationStore(TensorCache* shared) : shared_(shared) {}
+  // t: a tensor of the activation's format, fresh from make_output/tensor_like.
+  Tensor* keep(TensorPtr t, const std::string& role);
+
+ private:
+  TensorCache* shared_;
+  std::vector<TensorPtr> owned_;
+};
+
 }  // namespace dlperf

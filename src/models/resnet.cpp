@@ -26,25 +26,30 @@ struct Bottleneck {
   std::unique_ptr<BatchNorm> bn1, bn2, bn3, ds_bn;  // bn3: out = relu(bn3(a3) + shortcut)
   std::unique_ptr<Add> grad_add;  // dx += d (identity shortcut), d in the shortcut's layout
   std::unique_ptr<Add> ds_add;    // dx += downsample's dx, both in x's layout
-  TensorPtr a1, b1, a2, b2, a3, ds_a, ds_b, out;  // activations, kept for backward
+  // Inner activations, read by backward (--recompute block: shared, see ActivationStore).
+  Tensor *a1 = nullptr, *b1 = nullptr, *a2 = nullptr, *b2 = nullptr, *a3 = nullptr, *ds_a = nullptr, *ds_b = nullptr;
+  ActivationStore acts;
+  TensorPtr out;  // always the block's own: the next block's input
 
-  Bottleneck(Backend& be, const std::string& name, const Tensor& x, int64_t planes, int64_t stride) {
+  Bottleneck(Backend& be, const std::string& name, const Tensor& x, int64_t planes, int64_t stride, TensorCache* shared)
+      : acts(shared) {
     const int64_t in_c = x.dims()[1], out_c = planes * kExpansion;
+    const auto keep = [&](TensorPtr t, const char* role) { return acts.keep(std::move(t), role); };
     conv1 = be.conv2d({name + ".conv1", in_c, planes, 1, 1, 0}, x);
-    a1 = conv1->make_output();
+    a1 = keep(conv1->make_output(), "a1");
     bn1 = be.batch_norm({name + ".bn1", planes, 1e-5f, 0.1f, true}, *a1);
-    b1 = bn1->make_output();
+    b1 = keep(bn1->make_output(), "b1");
     conv2 = be.conv2d({name + ".conv2", planes, planes, 3, stride, 1}, *b1);
-    a2 = conv2->make_output();
+    a2 = keep(conv2->make_output(), "a2");
     bn2 = be.batch_norm({name + ".bn2", planes, 1e-5f, 0.1f, true}, *a2);
-    b2 = bn2->make_output();
+    b2 = keep(bn2->make_output(), "b2");
     conv3 = be.conv2d({name + ".conv3", planes, out_c, 1, 1, 0}, *b2);
-    a3 = conv3->make_output();
+    a3 = keep(conv3->make_output(), "a3");
     if (stride != 1 || in_c != out_c) {
       ds_conv = be.conv2d({name + ".downsample.0", in_c, out_c, 1, stride, 0}, x);
-      ds_a = ds_conv->make_output();
+      ds_a = keep(ds_conv->make_output(), "ds_a");
       ds_bn = be.batch_norm({name + ".downsample.1", out_c, 1e-5f, 0.1f, false}, *ds_a);
-      ds_b = ds_bn->make_output();
+      ds_b = keep(ds_bn->make_output(), "ds_b");
     }
     const Tensor& shortcut = ds_conv ? *ds_b : x;
     bn3 = be.batch_norm({name + ".bn3", out_c, 1e-5f, 0.1f, true, &shortcut}, *a3);
@@ -80,6 +85,17 @@ struct Bottleneck {
       ds_bn->forward(*ds_a, *ds_b);
     }
     bn3->forward_add(*a3, ds_conv ? *ds_b : x, *out);
+  }
+
+  // --recompute block: forward again from the kept input, just before backward. The same
+  // kernels on the same inputs give the same bits (out is rewritten with its own values); the
+  // batch norms' running statistics were already updated by the first forward.
+  void recompute(const Tensor& x) {
+    std::vector<BatchNorm*> bns{bn1.get(), bn2.get(), bn3.get()};
+    if (ds_bn) bns.push_back(ds_bn.get());
+    for (BatchNorm* bn : bns) bn->set_running_stats_update(false);
+    forward(x);
+    for (BatchNorm* bn : bns) bn->set_running_stats_update(true);
   }
 
   // dout: gradient of out; dx: gradient of x (written). Gradient scratch comes from `cache`,
@@ -152,7 +168,7 @@ class ResNet final : public Model {
       for (int b = 0; b < c.blocks[static_cast<size_t>(s)]; ++b) {
         const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
         const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
-        blocks_.push_back(std::make_unique<Bottleneck>(be, name, *cur, planes, stride));
+        blocks_.push_back(std::make_unique<Bottleneck>(be, name, *cur, planes, stride, c.recompute ? &cache_ : nullptr));
         cur = blocks_.back()->out.get();
       }
     }
@@ -231,6 +247,8 @@ class ResNet final : public Model {
       const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
       Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
       if (dx == dout) dx = &cache_.like("d_io2", x);
+      // The last block's activations are still in the shared buffers: no other block wrote them since.
+      if (cfg_.recompute && i + 1 < blocks_.size()) blocks_[i]->recompute(x);
       blocks_[i]->backward(x, *dout, dx, cache_, ready);
       dout = dx;
     }

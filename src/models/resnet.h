@@ -16,6 +16,10 @@ struct ResNetConfig {
   int64_t batch = 32;          // per device
   int64_t image_size = 224;    // H = W
   float label_smoothing = 0.1f;
+  // --recompute block: each bottleneck keeps only its input (the previous block's output);
+  // its inner activations live in buffers shared by the blocks of one shape and are recomputed
+  // just before the block's backward, without moving batch norm's running statistics twice.
+  bool recompute = false;
 };
 
 // The smallest image that still leaves a 1x1 map before the global pool: 32 (stride 32).

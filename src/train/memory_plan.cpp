@@ -101,6 +101,7 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   std::string help;
   if (o.zero == 0 && params > p.activations_min) help += "--zero 1 over more ranks (--plan-ranks N shows the plan), ";
   if (o.grad_accum > 1) help += "no --grad-accum (its buffer), ";
+  if (p.activations_min > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
   if (p.activations_min > params) help += "a smaller --batch-size with --grad-accum, ";
   help += "a smaller model";
   throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +

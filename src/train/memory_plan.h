@@ -12,7 +12,8 @@
 //                  plus the shard's reduced gradients 4P/n
 //   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches)
 //   activations    a lower bound (size_limits.h: the first layers' outputs), not yet the full
-//                  per-layer count
+//                  per-layer count; with --recompute block, transformers count each layer's
+//                  output and one layer's full set (ResNet's bound, the stem, is unchanged)
 // Buckets cost nothing extra here: the allreduce and the reduce-scatter work in place / into
 // the shard buffer above. The backends' workspaces are not counted.
 #pragma once

@@ -78,6 +78,8 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.grad_accum <= 0 || o.grad_accum > 4096) throw_usage_error("--grad-accum must be 1 to 4096 micro-batches (got " + std::to_string(o.grad_accum) + ")");
   if (o.grad_accum > 1 && o.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
   validate_zero(o);
+  if (o.recompute != "none" && o.recompute != "block") throw_usage_error("--recompute '" + o.recompute + "' is unknown: use none or block");
+  if (o.recompute == "block" && o.model == "vgg16") throw_usage_error("--recompute block: vgg16 has no blocks to recompute; use resnet50, bert_base or llama");
   if (o.plan_ranks < 0) throw_usage_error("--plan-ranks must be 0 (the job's ranks) or positive");
   if (o.plan_ranks > 0 && !o.plan_only) throw_usage_error("--plan-ranks plans memory for --plan-only; add --plan-only");
   if (o.memory_limit_mb < 0) throw_usage_error("--memory-limit-mb must be 0 (none) or positive");
@@ -256,6 +258,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches of --batch-size per optimizer step; "
                                                                          "gradients are communicated once, on the last (global batch = "
                                                                          "batch x grad-accum x ranks)")
+    ("recompute", po::value(&o.recompute)->default_value(o.recompute), "none, or block: keep only each block's input (transformer "
+                                                                       "layer, ResNet bottleneck) and recompute its forward just "
+                                                                       "before its backward")
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
                                                           "reduce-scattered and the new weights all-gathered (sgd, adamw)")

@@ -31,6 +31,7 @@ BertConfig bert_config(const TrainOptions& o) {
   c.max_predictions = o.max_predictions;
   c.dropout = o.dropout;
   c.dropout_seed = o.seed;
+  c.recompute = o.recompute == "block";
   return c;
 }
 
@@ -45,6 +46,7 @@ std::unique_ptr<Model> make_model(const TrainOptions& o, Backend& be) {
     rc.batch = o.batch_size;
     rc.image_size = o.image_size;
     rc.label_smoothing = o.label_smoothing;
+    rc.recompute = o.recompute == "block";
     return make_resnet(be, rc);
   }
   if (o.model == "vgg16") {

@@ -80,10 +80,17 @@ double min_activation_bytes(const TrainOptions& o) {
     const LlamaConfig c = llama_config(o);
     const double tokens = b * static_cast<double>(o.seq_len);
     const double per_block = 6.0 * static_cast<double>(c.hidden) + 3.0 * static_cast<double>(c.ffn);
-    return 2.0 * tokens * (static_cast<double>(c.layers) * per_block + static_cast<double>(c.vocab));
+    // --recompute block: every block keeps only its output (H per token); one block's full set
+    // lives at a time, in the buffers all blocks share.
+    const double kept = o.recompute == "block" ? static_cast<double>(c.layers) * static_cast<double>(c.hidden) + per_block
+                                               : static_cast<double>(c.layers) * per_block;
+    return 2.0 * tokens * (kept + static_cast<double>(c.vocab));
   }
   const double s = static_cast<double>(o.seq_len), hid = static_cast<double>(o.bert_hidden);
-  return elem * b * static_cast<double>(o.bert_layers) * (4 * s * hid + static_cast<double>(o.bert_heads) * s * s);
+  const double layer = 4 * s * hid + static_cast<double>(o.bert_heads) * s * s;
+  // --recompute block: every layer keeps its output (s x hidden); one layer's full set at a time.
+  if (o.recompute == "block") return elem * b * (static_cast<double>(o.bert_layers) * s * hid + layer);
+  return elem * b * static_cast<double>(o.bert_layers) * layer;
 }
 
 void check_activation_sizes(const TrainOptions& o, double memory_bytes) {

@@ -84,6 +84,8 @@ expect_usage_error --grad-accum --grad-accum 0
 expect_usage_error "--zero must be" --zero 3
 expect_usage_error "--zero 2 is not available" --zero 2
 expect_usage_error "use --optimizer adamw" --model bert_base --zero 1 --optimizer lamb
+expect_usage_error "--recompute 'layer' is unknown" --recompute layer
+expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4
 # A model far beyond the memory is refused before anything is allocated (was "out of memory", exit 3)
 expect_usage_error "the run needs at least" --num-classes 2000000000

@@ -99,8 +99,13 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
     ctx_->sync();
   }
 
+  void set_running_stats_update(bool on) override { update_running_ = on; }
+
  private:
   bool relu() const { return spec_.fuse_relu; }
+  // Factor 0 leaves the running statistics as they are, (1 - 0) r + 0 b = r exactly (for a
+  // finite batch statistic): the forward that --recompute block runs again before backward.
+  float momentum() const { return update_running_ ? spec_.momentum : 0.0f; }
 
   // cuDNN descriptors, workspace and reserve; why not, when cuDNN rejects the configuration.
   std::string plan_cudnn() {
@@ -195,7 +200,7 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
     const void* zp = z ? dev(*z).data() : nullptr;
     if (path_ == BnPath::nhwc_kernels) {
       DLPERF_CHECK(launch_bn_nhwc_forward(dev(x).data(), zp, dev(y).data(), elem(dtype_), rows_, spec_.channels, grid_, kernel_state(),
-                                          spec_.eps, spec_.momentum, relu(), ctx_->s()));
+                                          spec_.eps, momentum(), relu(), ctx_->s()));
       return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -203,7 +208,7 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
     const bool fused_add = ops_ == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
     DLPERF_CHECK(cudnnBatchNormalizationForwardTrainingEx(
         ctx_->cudnn, mode_, ops_, &one, &zero, x_desc_, dev(x).data(), fused_add ? x_desc_.get() : nullptr, fused_add ? zp : nullptr,
-        x_desc_, dev(y).data(), c_desc_, params_[0].value(), params_[1].value(), static_cast<double>(spec_.momentum), running_mean(),
+        x_desc_, dev(y).data(), c_desc_, params_[0].value(), params_[1].value(), static_cast<double>(momentum()), running_mean(),
         running_var(), eps_, saved_mean(), saved_inv_std(), fused_act ? relu_desc_.get() : nullptr, ctx_->workspace.get(),
         ctx_->workspace.bytes(), reserve_.get(), reserve_.bytes()));
     if (fused_act) return;
@@ -249,6 +254,7 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
   Dims x_dims_;
   DType dtype_ = DType::f32;
   bool nhwc_ = false, residual_ = false;
+  bool update_running_ = true;  // off while --recompute block reruns the forward
   int64_t rows_ = 0;  // N * H * W
   BnPath path_ = BnPath::nhwc_kernels;
   // cuDNN paths

@@ -2,6 +2,8 @@
 // counter-based hash of (seed, call counter, element): no mask is stored, backward redraws
 // the same one from the (seed, counter) of the last forward. p = 0 is a copy.
 // The mask stream is this backend's own; it does not reproduce the CPU backend's masks.
+#include <utility>
+
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
@@ -15,9 +17,10 @@ class CudaDropout final : public Dropout {
 
   void forward(const Tensor& x, Tensor& y, uint64_t seed) override {
     seed_ = seed;
-    counter_ += 1;
+    if (!std::exchange(repeat_, false)) counter_ += 1;  // repeat_last_mask(): the same (seed, counter), the same mask
     apply(x, y);
   }
+  void repeat_last_mask() override { repeat_ = true; }
   void backward(const Tensor& dy, Tensor& dx) override { apply(dy, dx); }
 
  private:
@@ -34,6 +37,7 @@ class CudaDropout final : public Dropout {
   DType dtype_;
   bool nhwc_;
   uint64_t seed_ = 0, counter_ = 0;
+  bool repeat_ = false;
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // y = LayerNorm(r + dropout(a)) (kernels in layer_norm.cu: one launch forward, one backward,
 // the parameter gradients included). Weight and bias are read from the f32 master values,
 // their gradients written in f32; the row statistics (M) are kept from forward for backward.
+#include <utility>
+
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
@@ -113,9 +115,11 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
     return std::make_unique<CudaTensor>(ctx_, Dims{rows_, spec_.norm.features}, dtype_, Layout::canonical);
   }
 
+  void repeat_last_mask() override { repeat_ = true; }
+
   void forward(const Tensor& a, const Tensor& r, Tensor& y, uint64_t seed) override {
     DLPERF_ASSERT(a.same_layout(*sum_) && r.same_layout(*sum_) && y.same_layout(*sum_), "dropout_add_norm operands of the planned shape");
-    counter_ += 1;
+    if (!std::exchange(repeat_, false)) counter_ += 1;  // repeat_last_mask(): the last forward's mask again
     key_ = dropout_key(seed, counter_);
     AddNormForward f = core_.forward_args(params_[0].value(), params_[1].value());
     f.a = dev(a).data();
@@ -148,6 +152,7 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
   NormCore core_;
   std::unique_ptr<CudaTensor> sum_;  // (M, C): r + dropout(a) of the last forward
   uint64_t counter_ = 0, key_ = 0;
+  bool repeat_ = false;
 };
 
 }  // namespace

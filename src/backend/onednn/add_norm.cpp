@@ -33,6 +33,8 @@ class CpuDropoutAddNorm final : public DropoutAddNorm {
     norm_->forward(*sum_, y);
   }
 
+  void repeat_last_mask() override { drop_->repeat_last_mask(); }
+
   void backward(const Tensor& dy, Tensor& da, Tensor& dr) override {
     norm_->backward(*sum_, dy, dr);  // the gradient of s is the residual's
     drop_->backward(dr, da);

@@ -101,7 +101,7 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
                                                {DNNL_ARG_MEAN, mean_},               {DNNL_ARG_VARIANCE, var_}};
     if (workspace_) args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     fwd_.execute(ctx_->stream, args);
-    update_running_stats();
+    if (update_running_) update_running_stats();
   }
 
   void normalise_backward(const Tensor& x, const dnnl::memory& dy, Tensor& dx) {
@@ -118,6 +118,7 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
   }
 
  public:
+  void set_running_stats_update(bool on) override { update_running_ = on; }
   void read_running_stats(std::span<float> mean, std::span<float> var) const override {
     std::copy(running_mean_.begin(), running_mean_.end(), mean.begin());
     std::copy(running_var_.begin(), running_var_.end(), var.begin());
@@ -152,6 +153,7 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
   PlannedReorder to_z_;                 // residual: d in y's layout -> dz in z's, when they differ
   dnnl::memory d_, y_;                  // that d, when it needs its own buffer; the last forward's y
   std::vector<float> running_mean_, running_var_;
+  bool update_running_ = true;  // off while a block is recomputed (--recompute block)
 };
 
 }  // namespace

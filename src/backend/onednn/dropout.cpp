@@ -4,6 +4,7 @@
 // the same seed gives the same masks, and the result does not depend on the thread count.
 // The mask is kept as bytes for backward: dx = dy * mask / (1 - p).
 #include <cstring>
+#include <utility>
 
 #include "backend/onednn/bf16.h"
 #include "backend/onednn/ops.h"
@@ -29,12 +30,15 @@ class CpuDropout final : public Dropout {
     threshold_ = static_cast<uint32_t>((1.0 - static_cast<double>(p_)) * 16777216.0);
   }
 
+  void repeat_last_mask() override { repeat_ = true; }
+
   void forward(const Tensor& x, Tensor& y, uint64_t seed) override {
+    const uint64_t call = std::exchange(repeat_, false) ? calls_ : ++calls_;
     if (p_ == 0.0f) {
       if (cpu(x).data() != cpu(y).data()) std::memcpy(cpu(y).data(), cpu(x).data(), static_cast<size_t>(n_) * dtype_size(dtype_));
       return;
     }
-    const uint64_t key = mix(seed ^ mix(++calls_ * 0x9E3779B97F4A7C15ull));
+    const uint64_t key = mix(seed ^ mix(call * 0x9E3779B97F4A7C15ull));
     const float scale = 1.0f / (1.0f - p_);
     uint8_t* m = mask_.data();
     const uint32_t thr = threshold_;
@@ -74,6 +78,7 @@ class CpuDropout final : public Dropout {
   int64_t n_;
   uint32_t threshold_ = 0;
   uint64_t calls_ = 0;
+  bool repeat_ = false;  // repeat_last_mask(): the next forward reuses calls_
   std::vector<uint8_t> mask_;  // 1 keep, 0 drop: the last forward's mask
 };
 
