@@ -79,7 +79,7 @@ for ((i = 0; i < repeats; i++)); do
   echo "dlperf: repeat $i of $repeats"
   srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train --model llama3_8b --backend cuda --precision bf16 \
       --batch-size 1 --iterations 120 --warmup 20 --threads "$SLURM_CPUS_PER_TASK" \
-      --seq-len 8192 --zero 1 \
+      --seq-len 8192 --zero 1 --recompute block \
       --output "$results" --repeat-index "$i"
   rc=$?
   if [ $rc -eq 4 ]; then  # dlperf-train: stopped by a signal (the time limit is near), recorded as partial
