@@ -7,7 +7,7 @@
 # fabric and the file system and disturb each other's numbers. --concurrent submits them all
 # at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.
 # data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the
-# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU
+# fabric-health jobs (comm_*: dlperf-comm collectives); llm: the language-model jobs (llama*, GPU
 # and CPU); all: comm, gpu, cpu and llm, the fabric first.
 #   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)
 # The selector and --concurrent may come anywhere; sbatch options take the --opt=value form

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -76,7 +77,7 @@ CommRecord read_comm_record(const std::string& path) {
       if (f.size() != 9) throw_usage_error(where + ": a row has 9 numbers (bytes count oop_us oop_algbw oop_busbw ip_us ip_algbw ip_busbw wrong)");
       const auto bytes = parse_uint64(f[0]);
       if (!bytes) throw_usage_error(where + ": '" + f[0] + "' is not a byte count");
-      CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2])};
+      CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2]), number(where, f[5])};
       if (!rec.rows.empty() && r.bytes <= rec.rows.back().bytes) throw_usage_error(where + ": sizes must ascend");
       rec.rows.push_back(r);
     } else {
@@ -85,30 +86,41 @@ CommRecord read_comm_record(const std::string& path) {
   }
   if (!magic) throw_usage_error(path + ": empty, not a dlperf-comm record");
   if (!result) throw_usage_error(path + ": has no result line (written by a dlperf-comm that did not finish?)");
-  for (const char* key : {"ranks", "nodes", "status", "backend", "type"})
+  for (const char* key : {"op", "ranks", "nodes", "status", "backend", "type"})
     if (!rec.result.count(key)) throw_usage_error(path + ": the result line has no " + key + "=");
   const auto ranks = parse_uint64(rec.result["ranks"]), nodes = parse_uint64(rec.result["nodes"]);
   if (!ranks || !nodes || *ranks < 1 || *nodes < 1 || *nodes > *ranks || *ranks > 1000000)
     throw_usage_error(path + ": ranks=" + rec.result["ranks"] + " nodes=" + rec.result["nodes"] + " is not a rank and node count");
   rec.ranks = static_cast<int>(*ranks);
   rec.nodes = static_cast<int>(*nodes);
+  rec.op = rec.result.at("op");
   for (const auto& r : rec.rows) rec.peak_busbw_gbs = std::max({rec.peak_busbw_gbs, r.oop_busbw_gbs, r.ip_busbw_gbs});
   return rec;
 }
 
 int write_comm_tables(std::ostream& os, std::vector<CommRecord> records, const LinkRates& links) {
-  std::stable_sort(records.begin(), records.end(), [](const CommRecord& a, const CommRecord& b) {
-    return std::pair(a.nodes, a.ranks) < std::pair(b.nodes, b.ranks);
+  // Grouped by op (dlperf-comm's order: allreduce, reduce_scatter, all_gather, then any other
+  // name a newer dlperf-comm writes), then nodes and ranks: one collective's scaling reads down.
+  const auto op_rank = [](const std::string& op) {
+    static const std::vector<std::string> order{"allreduce", "reduce_scatter", "all_gather"};
+    return static_cast<size_t>(std::find(order.begin(), order.end(), op) - order.begin());
+  };
+  std::stable_sort(records.begin(), records.end(), [&](const CommRecord& a, const CommRecord& b) {
+    return std::tuple(op_rank(a.op), a.op, a.nodes, a.ranks) < std::tuple(op_rank(b.op), b.op, b.nodes, b.ranks);
   });
   std::vector<std::string> warnings;
-  os << "\n## Fabric health (dlperf-comm allreduce)\n\n"
-     << "Bus bandwidth (nccl-tests' busbw = algbw x 2(n-1)/n, GB/s) per message size from 1 MiB; the link is the profile's\n"
-     << "expected rate (Gbit/s / 8): within a node for one-node runs, each rank's share across nodes otherwise.\n";
+  os << "\n## Fabric health (dlperf-comm)\n\n"
+     << "Bus bandwidth (nccl-tests' busbw, GB/s: algbw x 2(n-1)/n for allreduce, x (n-1)/n for reduce_scatter and\n"
+     << "all_gather) per message size from 1 MiB; the link is the profile's expected rate (Gbit/s / 8): within a node\n"
+     << "for one-node runs, each rank's share across nodes otherwise.\n";
+  std::string op_shown;
   for (const auto& rec : records) {
+    if (&rec == &records.front() || rec.op != op_shown) os << "\n### " << rec.op << '\n';
+    op_shown = rec.op;
     const bool across = rec.nodes > 1;
     const double link_gbs = (across ? links.inter_gbps : links.intra_gbps) / 8.0;
-    const std::string label = std::to_string(rec.nodes) + " node(s) x " + std::to_string(rec.ranks / rec.nodes) + " rank(s)";
-    os << "\n### " << label << ", " << rec.result.at("backend") << ", " << rec.result.at("type") << ": " << rec.file
+    const std::string label = std::to_string(rec.nodes) + " node(s) x " + std::to_string(rec.ranks / rec.nodes) + " rank(s) " + rec.op;
+    os << "\n#### " << label << ", " << rec.result.at("backend") << ", " << rec.result.at("type") << ": " << rec.file
        << " (status " << rec.result.at("status") << ")\n\n"
        << "| size | busbw out of place | busbw in place | time (us) |" << (link_gbs > 0 ? " % of link |" : "") << '\n'
        << "|---:|---:|---:|---:|" << (link_gbs > 0 ? "---:|" : "") << '\n';
@@ -116,7 +128,7 @@ int write_comm_tables(std::ostream& os, std::vector<CommRecord> records, const L
     for (const auto& r : rec.rows) {
       if (r.bytes < kBandwidthBytes && &r != &rec.rows.back()) continue;
       ++shown;
-      os << "| " << size_text(r.bytes) << " | " << fmt("%.2f", r.oop_busbw_gbs) << " | " << fmt("%.2f", r.ip_busbw_gbs) << " | "
+      os << "| " << size_text(r.bytes) << " | " << fmt("%.2f", r.oop_busbw_gbs) << " | " << (r.ip_time_us > 0 ? fmt("%.2f", r.ip_busbw_gbs) : "n/a") << " | "
          << fmt("%.1f", r.oop_time_us) << " |";
       if (link_gbs > 0) os << ' ' << fmt("%.0f", 100.0 * std::max(r.oop_busbw_gbs, r.ip_busbw_gbs) / link_gbs) << "% |";
       os << '\n';

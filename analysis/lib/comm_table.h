@@ -17,12 +17,14 @@ struct CommRow {
   uint64_t bytes = 0;
   double oop_busbw_gbs = 0, ip_busbw_gbs = 0;  // GB/s (1e9 bytes), out of place and in place
   double oop_time_us = 0;
+  double ip_time_us = 0;  // 0: in place not measured (MPI's reduce-scatter; dlperf-comm prints n/a)
 };
 
 struct CommRecord {
   std::string file;
   std::map<std::string, std::string> result;  // the result line's key=value fields
   std::vector<CommRow> rows;                  // ascending sizes
+  std::string op;  // allreduce, reduce_scatter, all_gather (the result line's op=)
   int ranks = 0, nodes = 0;
   double peak_busbw_gbs = 0;
 };
@@ -37,7 +39,7 @@ struct LinkRates {
 bool is_comm_record_path(const std::string& path);  // *.comm
 // Throws Error(usage) naming file:line for anything that is not a complete record.
 CommRecord read_comm_record(const std::string& path);
-// Markdown: one table per record (nodes, ranks; sizes from 1 MiB up, where bandwidth, not
+// Markdown: one section per op, one table per record in it (nodes, ranks; sizes from 1 MiB up, where bandwidth, not
 // latency, is measured), then the warnings. Returns the number of warnings.
 int write_comm_tables(std::ostream& os, std::vector<CommRecord> records, const LinkRates& links);
 

@@ -324,7 +324,7 @@ Matrix load_matrix(const IniFile& f) {
       }
     m.models.push_back(std::move(s));
   }
-  const SectionReader comm(f, f.find("comm"), {"configurations", "cpu_configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time"});
+  const SectionReader comm(f, f.find("comm"), {"configurations", "cpu_configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time", "ops"});
   m.comm.configurations = read_configurations(comm, "configurations", 'g', "");
   m.comm.cpu_configurations = read_configurations(comm, "cpu_configurations", 'r', "");
   static const std::regex size_re("[1-9][0-9]{0,8}[KMG]?");
@@ -338,6 +338,16 @@ Matrix load_matrix(const IniFile& f) {
   m.comm.warmup = comm.integer("warmup", m.comm.warmup, 0, 100000);
   m.comm.time = comm.time("time", m.comm.time);
   if (m.comm.time.empty()) comm.fail("time", "must be a Slurm time limit such as 00:15:00");
+  if (comm.has("ops")) {
+    const std::vector<std::string> known = m.comm.ops;
+    m.comm.ops = comm.list("ops", "");
+    if (m.comm.ops.empty()) comm.fail("ops", "is empty: name one or more of allreduce, reduce_scatter, all_gather");
+    for (const auto& op : m.comm.ops) {
+      if (std::find(known.begin(), known.end(), op) == known.end())
+        comm.fail("ops", "'" + op + "' is not a collective dlperf-comm measures: allreduce, reduce_scatter or all_gather");
+      if (std::count(m.comm.ops.begin(), m.comm.ops.end(), op) > 1) comm.fail("ops", "names '" + op + "' twice");
+    }
+  }
   if (std::all_of(m.models.begin(), m.models.end(), [](const ModelSettings& s) { return s.configurations.empty() && s.cpu_configurations.empty(); }))
     mx.fail("configurations", "and cpu_configurations are both empty: nothing to generate");
   return m;

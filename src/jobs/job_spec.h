@@ -67,14 +67,18 @@ struct ModelSettings {
   std::vector<Configuration> configurations, cpu_configurations;     // then these replace [matrix]'s
 };
 
-// [comm]: fabric-health jobs, dlperf-comm allreduce over the communicator training uses (NCCL
-// on GPUs), one per configuration: jobs/comm_<NnGg>.sh, a record in results.d (issue 27 item 3).
+// [comm]: fabric-health jobs, dlperf-comm over the communicator training uses (NCCL on GPUs),
+// one per configuration: jobs/comm_<NnGg>.sh, measuring each of `ops` in turn, one record per op
+// in results.d (issue 27 item 3).
 struct CommSettings {
   std::vector<Configuration> configurations;      // GPU jobs over NCCL (empty: none)
   std::vector<Configuration> cpu_configurations;  // CPU-backend jobs over MPI, host buffers (empty: none)
   std::string min_bytes = "8", max_bytes = "1G";  // dlperf-comm -b/-e (K, M, G suffixes)
   int factor = 2, iters = 20, warmup = 5;
   std::string time = "00:15:00";
+  // dlperf-comm --op values, in the order a job runs them: data-parallel training's allreduce,
+  // and the sharded optimizer's (--zero) reduce-scatter and all-gather.
+  std::vector<std::string> ops = {"allreduce", "reduce_scatter", "all_gather"};
 };
 
 struct Matrix {

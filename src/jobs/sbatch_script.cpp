@@ -184,12 +184,15 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
   const bool gpu = j.config.backend == Backend::cuda;
   std::ostringstream o;
   o << "#!/bin/bash\n" << header(file, from);
-  o << "# Fabric health: dlperf-comm allreduce over " << (gpu ? "NCCL, " : "MPI (host buffers), ") << j.config.nodes << " node(s) x "
+  std::string ops;
+  for (const auto& op : c.ops) ops += (ops.empty() ? "" : " ") + op;
+  o << "# Fabric health: dlperf-comm over " << (gpu ? "NCCL, " : "MPI (host buffers), ") << j.config.nodes << " node(s) x "
     << j.config.per_node << (gpu ? " GPU(s), " : " rank(s), ") << c.min_bytes << " to " << c.max_bytes << " bytes (x" << c.factor << "), "
-    << c.iters << " timed (" << c.warmup << " warm-up) per size;\n"
-    << "# " << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : gpu ? "within one node: NVLink/PCIe" : "within one node: shared memory")
-    << ". The record goes to results.d/" << j.name << "_<job id>.comm, which dlperf-reduce\n"
-    << "# tabulates beside the training runs against the profile's [fabric] link rate.\n";
+    << c.iters << " timed (" << c.warmup << " warm-up) per size,\n"
+    << "# each of: " << ops << ";\n# "
+    << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : gpu ? "within one node: NVLink/PCIe" : "within one node: shared memory")
+    << ". One record per op goes to results.d/" << j.name << "_<op>_<job id>.comm,\n"
+    << "# which dlperf-reduce tabulates beside the training runs against the profile's [fabric] link rate.\n";
   o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
     << "#SBATCH --nodes=" << j.config.nodes << '\n'
     << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
@@ -204,7 +207,7 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";
   refuse_outside_slurm(o, file, std::to_string(ranks) + " rank(s) on " + std::to_string(j.config.nodes) + " node(s)",
-                       "its record goes to results.d/" + j.name + "_<job id>.comm in the submit directory");
+                       "its records go to results.d/" + j.name + "_<op>_<job id>.comm in the submit directory");
   o << "# Slurm >= 22.05: srun no longer inherits --cpus-per-task from the allocation.\n"
     << "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n";
   load_environment(o, p, "dlperf-comm");
@@ -213,19 +216,27 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
     for (const auto& [k, v] : p.env) o << "export " << k << '=' << quoted(v) << '\n';
   }
   o << "\nresults_dir=${DLPERF_RESULTS_DIR:-results.d}\n"
-    << "record=$results_dir/" << j.name << "_$SLURM_JOB_ID.comm\n"
     << "mkdir -p \"$results_dir\" || exit 1\n"
     << "# The same placement and binding as the training jobs (profile srun); --kill-on-bad-exit=1: a\n"
     << "# rank that dies ends the step at once. Exit: 0 exact, 1 a wrong element (status=FAIL), 2 bad\n"
-    << "# arguments, 3 a fault.\n"
-    << "srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
+    << "# arguments, 3 a fault. Every op runs whatever the one before it gave (a fault in one collective\n"
+    << "# says nothing of the others); the job exits with the worst (highest) status of them.\n"
+    << "worst=0\n"
+    << "records=()\n"
+    << "for op in " << ops << "; do\n"
+    << "  record=$results_dir/" << j.name << "_${op}_$SLURM_JOB_ID.comm\n"
+    << "  srun --mpi=" << p.srun_mpi << " --kill-on-bad-exit=1";
   for (const auto& opt : j.slurm.srun) o << ' ' << opt;
-  o << " dlperf-comm --backend " << (gpu ? "nccl" : "mpi") << " \\\n"
-    << "      -b " << c.min_bytes << " -e " << c.max_bytes << " -f " << c.factor << " -n " << c.iters << " -w " << c.warmup
+  o << " dlperf-comm --backend " << (gpu ? "nccl" : "mpi") << " --op \"$op\" \\\n"
+    << "        -b " << c.min_bytes << " -e " << c.max_bytes << " -f " << c.factor << " -n " << c.iters << " -w " << c.warmup
     << " --output \"$record\"\n"
-    << "rc=$?\n"
-    << "[ -f \"$record\" ] && dlperf-reduce \"$record\"" << link_options(p) << "\n"
-    << "exit $rc\n";
+    << "  rc=$?\n"
+    << "  [ $rc -ne 0 ] && echo \"" << file << ": dlperf-comm --op $op exited $rc\" >&2\n"
+    << "  [ $rc -gt $worst ] && worst=$rc\n"
+    << "  [ -f \"$record\" ] && records+=(\"$record\")\n"
+    << "done\n"
+    << "[ ${#records[@]} -gt 0 ] && dlperf-reduce \"${records[@]}\"" << link_options(p) << "\n"
+    << "exit $worst\n";
   return o.str();
 }
 
@@ -275,7 +286,7 @@ std::string render_submit_all(const std::vector<JobSpec>& jobs, const std::vecto
     << "# fabric and the file system and disturb each other's numbers. --concurrent submits them all\n"
     << "# at once. Every job writes its own results.d/<job>_<job id>.h5 in the current directory.\n"
     << "# data: the real-image jobs (*_data_*), which read DLPERF_DATA=/path/to/imagenet; comm: the\n"
-    << "# fabric-health jobs (comm_*: dlperf-comm allreduce); llm: the language-model jobs (llama*, GPU\n"
+    << "# fabric-health jobs (comm_*: dlperf-comm collectives); llm: the language-model jobs (llama*, GPU\n"
     << "# and CPU); all: comm, gpu, cpu and llm, the fabric first.\n"
     << "#   jobs/submit_all.sh [gpu|cpu|data|comm|llm|all] [--concurrent] [sbatch options...]    (default gpu)\n"
     << "# The selector and --concurrent may come anywhere; sbatch options take the --opt=value form\n"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# dlperf-comm --output writes a record that dlperf-reduce tabulates (issue 27 item 3): a real
-# 2-rank run under mpirun, then the fabric-health table against a link rate it cannot reach
+# dlperf-comm --output writes a record that dlperf-reduce tabulates (issue 27 item 3): real
+# 2-rank allreduce and reduce_scatter runs under mpirun (the busbw factor of each), then the
+# fabric-health table, grouped by op, against a link rate it cannot reach
 # (a WARNING) and one it passes (none); a corrupted run's record is a WARNING whatever the
 # rate; a truncated record and a wrong suffix are one line, exit 2, nothing written.
 # Beside a training trace, the training tables come first and --csv is written.
@@ -18,6 +19,17 @@ rec=$tmp/results.d/comm_1n2r_1.comm
 [ "$(head -n 1 "$rec")" = "dlperf-comm record 1" ] || fail "no record header"
 grep -q '^result op=allreduce backend=mpi type=float redop=sum ranks=2 nodes=1 .* status=PASS$' "$rec" || fail "no result line"
 [ "$(grep -c "^row " "$rec")" -eq 6 ] || fail "expected 6 rows (1K 4K ... 1M)"
+# A real 2-rank reduce_scatter record beside it: op and redop named, nccl-tests' bus factor
+# (n-1)/n = 1/2 at 2 ranks (allreduce's 2(n-1)/n = 1), so busbw = algbw / 2 in every row.
+rs=$tmp/results.d/comm_1n2r_reduce_scatter_1.comm
+"$mpiexec" -np 2 --oversubscribe "$comm" --op reduce_scatter -b 1K -e 1M -f 4 -n 3 -w 1 -o "$rs" >"$tmp/rs.txt" 2>&1 ||
+  { cat "$tmp/rs.txt"; fail "dlperf-comm --op reduce_scatter -o exited $?"; }
+grep -q '^result op=reduce_scatter backend=mpi type=float redop=sum ranks=2 nodes=1 .* status=PASS$' "$rs" || fail "no reduce_scatter result line"
+[ "$(grep -c "^row " "$rs")" -eq 6 ] || fail "reduce_scatter: expected 6 rows"
+awk '/^row / { if ($5 <= 0 || ($6 - $5 / 2) > 0.011 || ($5 / 2 - $6) > 0.011) bad = 1 } END { exit bad }' "$rs" ||
+  { cat "$rs"; fail "reduce_scatter busbw is not algbw / 2 at 2 ranks"; }
+awk '/^row / { if ($5 <= 0 || ($6 - $5) > 0.011 || ($5 - $6) > 0.011) bad = 1 } END { exit bad }' "$rec" ||
+  { cat "$rec"; fail "allreduce busbw is not algbw at 2 ranks"; }
 
 # A directory with only records: the fabric table alone, exit 0.
 "$reduce" "$tmp/results.d" --intra-gbps 1000000 >"$tmp/hi.md" 2>"$tmp/hi.err" || { cat "$tmp/hi.err"; fail "reduce exited $?"; }
@@ -25,6 +37,16 @@ grep -q '^## Fabric health' "$tmp/hi.md" || fail "no fabric-health section"
 grep -q '^| 1 MiB | [0-9.]* | [0-9.]* | [0-9.]* | [0-9]*% |$' "$tmp/hi.md" || { cat "$tmp/hi.md"; fail "no 1 MiB row with % of link"; }
 grep -q '^WARNING: 1 node(s) x 2 rank(s) .* below 80%' "$tmp/hi.md" || { cat "$tmp/hi.md"; fail "no warning against an unreachable link"; }
 grep -q 'warning' "$tmp/hi.err" || fail "no stderr warning"
+# Grouped by op: allreduce's section, then reduce_scatter's, each record named with its op;
+# each op warned about on its own.
+a=$(grep -n '^### allreduce$' "$tmp/hi.md" | cut -d: -f1) r=$(grep -n '^### reduce_scatter$' "$tmp/hi.md" | cut -d: -f1)
+[ -n "$a" ] && [ -n "$r" ] && [ "$a" -lt "$r" ] || { cat "$tmp/hi.md"; fail "no allreduce then reduce_scatter sections"; }
+sed -n "$r,\$p" "$tmp/hi.md" | grep -q '^#### 1 node(s) x 2 rank(s) reduce_scatter, mpi, float: .*comm_1n2r_reduce_scatter_1.comm (status PASS)$' ||
+  { cat "$tmp/hi.md"; fail "the reduce_scatter record is not under its op"; }
+# MPI's in-place reduce-scatter is not measured (dlperf-comm's n/a): n/a, not 0.00 GB/s.
+sed -n "$r,\$p" "$tmp/hi.md" | grep -q '^| 1 MiB | [0-9.]* | n/a | [0-9.]* | [0-9]*% |$' || { cat "$tmp/hi.md"; fail "reduce_scatter in place: not n/a"; }
+grep -q '^WARNING: 1 node(s) x 2 rank(s) reduce_scatter .* below 80%' "$tmp/hi.md" && [ "$(grep -c '^WARNING:' "$tmp/hi.md")" -eq 2 ] ||
+  { cat "$tmp/hi.md"; fail "not one warning per op"; }
 "$reduce" "$tmp/results.d" --intra-gbps 0.000001 --link-gbps 1000000 >"$tmp/lo.md" 2>&1 || fail "reduce (low rate) exited $?"
 ! grep -q WARNING "$tmp/lo.md" || { cat "$tmp/lo.md"; fail "warned against a link the run exceeds (a 1-node run is checked against --intra-gbps only)"; }
 

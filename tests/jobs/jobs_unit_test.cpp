@@ -415,10 +415,13 @@ TEST(Script, CommJobsMeasureTheFabric) {
   const std::string c = render_comm_sbatch(p, m, comm[1], {"p.ini", "m.ini"});
   EXPECT_NE(c.find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n"), std::string::npos);
   EXPECT_NE(c.find("#SBATCH --time=00:15:00\n"), std::string::npos);
-  EXPECT_NE(c.find("dlperf-comm --backend nccl \\\n      -b 8 -e 256M -f 2 -n 10 -w 5 --output \"$record\"\n"), std::string::npos);
-  EXPECT_NE(c.find("record=$results_dir/comm_2n8g_$SLURM_JOB_ID.comm\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-comm --backend nccl --op \"$op\" \\\n        -b 8 -e 256M -f 2 -n 10 -w 5 --output \"$record\"\n"), std::string::npos);
+  // Every collective by default, one record each; the job exits with the worst status.
+  EXPECT_NE(c.find("for op in allreduce reduce_scatter all_gather; do\n"), std::string::npos);
+  EXPECT_NE(c.find("  record=$results_dir/comm_2n8g_${op}_$SLURM_JOB_ID.comm\n"), std::string::npos);
+  EXPECT_NE(c.find("exit $worst\n"), std::string::npos);
   EXPECT_NE(c.find("export NCCL_SOCKET_IFNAME='^lo,docker'\n"), std::string::npos);
-  EXPECT_NE(c.find("dlperf-reduce \"$record\" --link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
+  EXPECT_NE(c.find("dlperf-reduce \"${records[@]}\" --link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
   EXPECT_NE(render_reduce(p, m, {"p.ini", "m.ini"}).find("--link-gbps 200 --intra-gbps 2400 --link-warn 0.7\n"), std::string::npos);
   const std::string s = render_submit_all(expand_jobs(p, m), comm, {"p.ini", "m.ini"});
   EXPECT_NE(s.find("comm_jobs=(comm_1n8g.sh comm_2n8g.sh)\n"), std::string::npos);
@@ -432,7 +435,11 @@ TEST(Script, CommJobsMeasureTheFabric) {
   ASSERT_EQ(cpu.size(), 1u);
   EXPECT_EQ(cpu[0].name, "comm_cpu_2n2r");
   const std::string cc = render_comm_sbatch(p, mc, cpu[0], {"p.ini", "m.ini"});
-  EXPECT_NE(cc.find("dlperf-comm --backend mpi \\\n      -b 8 -e 1G "), std::string::npos);
+  EXPECT_NE(cc.find("dlperf-comm --backend mpi --op \"$op\" \\\n        -b 8 -e 1G "), std::string::npos);
+  // ops: a subset, in the order given.
+  const Matrix mo = matrix(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g\nops = all_gather reduce_scatter\n");
+  EXPECT_NE(render_comm_sbatch(p, mo, expand_comm_jobs(p, mo)[0], {"p.ini", "m.ini"}).find("for op in all_gather reduce_scatter; do\n"),
+            std::string::npos);
   EXPECT_NE(cc.find("#SBATCH --partition=cpu\n"), std::string::npos);
   EXPECT_EQ(cc.find("gpus-per-node"), std::string::npos);
   EXPECT_EQ(cc.find("--gpu-bind"), std::string::npos);
@@ -444,6 +451,10 @@ TEST(Script, CommJobsMeasureTheFabric) {
   EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nconfigurations = 1n8g\nmax_bytes = 1T\n").find("max_bytes '1T' is not a message size"),
             std::string::npos);
   EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nop = allgather\n").find("unknown key 'op' in [comm]"), std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nops = allgather\n").find("ops 'allgather' is not a collective dlperf-comm measures"),
+            std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nops = allreduce allreduce\n").find("ops names 'allreduce' twice"), std::string::npos);
+  EXPECT_NE(matrix_error(std::string(kMatrix) + "[comm]\nops =\n").find("ops is empty"), std::string::npos);
 }
 
 }  // namespace

@@ -173,32 +173,44 @@ run reduce
 grep -q '^dlperf-reduce --warmup 2 --window 10 results.d --csv results.csv --json results.json --plot results.svg$' "$LOG" ||
   fail "reduce.sh arguments"
 
-# A fabric-health job (issue 27 item 3): dlperf-comm through srun with the training jobs'
-# network settings, its record in results.d/comm_<tag>_<job id>.comm, reduced with the
-# profile's [fabric] rates; its exit status is dlperf-comm's; submit_all.sh comm submits it.
+# A fabric-health job (issue 27 item 3): dlperf-comm allreduce, reduce_scatter and all_gather
+# in turn through srun with the training jobs' network settings, one record per op in
+# results.d/comm_<tag>_<op>_<job id>.comm, all reduced at the end with the profile's [fabric]
+# rates; every op runs whatever the one before gave, and the job exits with the worst status;
+# submit_all.sh comm submits it.
 printf '[fabric]\nlink_gbps = 100\n' >>"$tmp/profile.ini"
 printf '[comm]\nconfigurations = 2n4g\ncpu_configurations = 2n2r\nmax_bytes = 64M\n' >>"$tmp/matrix.ini"
 "$gen" --profile "$tmp/profile.ini" --matrix "$tmp/matrix.ini" --output-dir "$tmp/gen" >/dev/null
 cat >"$tmp/bin/dlperf-comm" <<'SH'
 #!/bin/bash
 echo "dlperf-comm $*" >>"$LOG"
-while [ $# -gt 1 ] && [ "$1" != --output ]; do shift; done
-echo "dlperf-comm record 1" >"$2"
-exit "${FAKE_COMM_RC:-0}"
+op=allreduce out=
+while [ $# -gt 0 ]; do case $1 in --op) op=$2; shift ;; --output) out=$2; shift ;; esac; shift; done
+echo "dlperf-comm record 1" >"$out"
+rc=FAKE_COMM_RC_$op
+exit "${!rc:-0}"
 SH
 chmod +x "$tmp/bin/dlperf-comm"
 script=$tmp/gen/comm_2n4g.sh
 run comm
 [ $rc -eq 0 ] || fail "comm_2n4g.sh: exit $rc"
 grep -q '^srun --mpi=pmix --kill-on-bad-exit=1 .* UCX_TLS=tcp,self$' "$LOG" || fail "comm job: srun line"
-grep -q '^dlperf-comm --backend nccl -b 8 -e 64M -f 2 -n 20 -w 5 --output results.d/comm_2n4g_42.comm$' "$LOG" || fail "comm job: dlperf-comm arguments"
-[ -f "$tmp/run/results.d/comm_2n4g_42.comm" ] || fail "comm job: no record in results.d"
-grep -q '^dlperf-reduce results.d/comm_2n4g_42.comm --link-gbps 100 --link-warn 0.8$' "$LOG" || fail "comm job: reduce arguments"
-run comm_fail FAKE_COMM_RC=1
-[ $rc -eq 1 ] || fail "comm job with a wrong element: exit $rc, want dlperf-comm's 1"
+for op in allreduce reduce_scatter all_gather; do
+  grep -q "^dlperf-comm --backend nccl --op $op -b 8 -e 64M -f 2 -n 20 -w 5 --output results.d/comm_2n4g_${op}_42.comm$" "$LOG" ||
+    fail "comm job: dlperf-comm arguments for $op"
+  [ -f "$tmp/run/results.d/comm_2n4g_${op}_42.comm" ] || fail "comm job: no $op record in results.d"
+done
+[ "$(grep -c '^dlperf-comm ' "$LOG")" -eq 3 ] || fail "comm job: not 3 dlperf-comm runs"
+grep -q '^dlperf-reduce results.d/comm_2n4g_allreduce_42.comm results.d/comm_2n4g_reduce_scatter_42.comm results.d/comm_2n4g_all_gather_42.comm --link-gbps 100 --link-warn 0.8$' "$LOG" ||
+  fail "comm job: reduce arguments"
+run comm_fail FAKE_COMM_RC_reduce_scatter=1
+[ $rc -eq 1 ] && grep -q -- '--op all_gather' "$LOG" && grep -q 'dlperf-comm --op reduce_scatter exited 1' "$tmp/comm_fail.err" ||
+  fail "comm job with a wrong reduce_scatter element: exit $rc, want 1 with all_gather still run"
+run comm_worst FAKE_COMM_RC_allreduce=3 FAKE_COMM_RC_all_gather=1
+[ $rc -eq 3 ] && [ "$(grep -c '^dlperf-comm ' "$LOG")" -eq 3 ] || fail "comm job with a fault and a wrong element: exit $rc, want the worst, 3"
 script=$tmp/gen/comm_cpu_2n2r.sh
 run comm_cpu
-[ $rc -eq 0 ] && grep -q '^dlperf-comm --backend mpi -b 8 -e 64M ' "$LOG" && ! grep -q gpus-per-node "$script" || fail "comm_cpu_2n2r.sh: exit $rc"
+[ $rc -eq 0 ] && grep -q '^dlperf-comm --backend mpi --op all_gather -b 8 -e 64M ' "$LOG" && ! grep -q gpus-per-node "$script" || fail "comm_cpu_2n2r.sh: exit $rc"
 grep -q '^#SBATCH --partition=debug$' "$script" || fail "comm_cpu_2n2r.sh: not the [cpu] partition"
 submit comm_only comm
 [ $rc -eq 0 ] && [ "$(sed -n 1p "$LOG")" = "sbatch --parsable $tmp/gen/comm_2n4g.sh" ] &&
