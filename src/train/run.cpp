@@ -296,7 +296,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   if (o.plan_only) {
     const MemoryPlan plan = plan_memory(o, o.plan_ranks > 0 ? o.plan_ranks : w.size);
     if (root) out << format_memory_plan(plan, memory_limit) << std::flush;
-    refuse_unless_fits(o, plan, memory_limit);
+    // A plan asked on a CPU node without --memory-limit-mb (a login node: "what does the 8B need?")
+    // is reported, not refused; against a given limit or a GPU's memory it is refused as a run is.
+    if (o.memory_limit_mb > 0 || o.backend != BackendKind::cpu) refuse_unless_fits(o, plan, memory_limit);
+    else if (root && plan.total() > memory_limit)
+      out << "plan only: this node's memory is not the limit of a plan (give --memory-limit-mb); a run here would be refused\n";
     if (o.plan_ranks > 0 && o.plan_ranks != w.size) return RunSummary{};  // planned for other ranks: nothing to build here
   } else {
     refuse_unless_fits(o, plan_memory(o, w.size), memory_limit);

@@ -39,6 +39,14 @@ bad '--dropout does not apply' "${small[@]}" --llama-hidden 64 --llama-heads 4 -
 bad '--llama-layers does not apply' --model bert_base --llama-layers 2
 bad 'optimizer adamw' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --optimizer lamb
 bad 'needs at least .* GiB' --model llama3_8b
+# The memory plan (issue 25) against a given limit: 8B unsharded on one 80 GB rank is refused,
+# the plan printed first and one error line last; nothing written.
+"$train" --model llama3_8b --precision bf16 --plan-only --memory-limit-mb 81920 --output "$dir/bad.h5" >"$dir/plan80.log" 2>&1
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q 'DOES NOT FIT' "$dir/plan80.log" || ! tail -1 "$dir/plan80.log" | grep -q 'the run needs at least .* GiB per rank' ||
+   [ -e "$dir/bad.h5" ]; then
+  echo "FAIL plan 8B on 80 GB: exit $rc"; cat "$dir/plan80.log"; fail=1
+else echo "ok   plan 8B on 80 GB: $(tail -1 "$dir/plan80.log")"; fi
 
 # Two ranks, fp32: the loss falls and the replicas stay bit-identical.
 timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
