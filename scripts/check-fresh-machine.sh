@@ -32,7 +32,14 @@
 #   DLPERF_FRESH_ROOT=DIR      iterate in a root kept before (DIR as the KEEP message names it)
 #                              instead of a fresh one: its /src is refreshed from the checkout
 #                              (builds kept), packages already installed stay; not a fresh check
-#   DLPERF_FRESH_STEPS         "quickstart tests" (default), or one of them
+#   DLPERF_FRESH_STEPS         "quickstart tests" (default), or one of them; or "bench": the
+#                              release's PyTorch (scripts/setup-debian.sh --bench), a Release
+#                              build in /src/build, then DLPERF_FRESH_BENCH; what it writes
+#                              under /tmp/bench comes back to DLPERF_FRESH_BENCH_OUT
+#   DLPERF_FRESH_BENCH         the bench command, run in /src (default: bench/vs_pytorch.sh
+#                              --log-dir /tmp/bench): Debian 13's PyTorch 2.6 as the yardstick
+#                              on a Debian 12 host
+#   DLPERF_FRESH_BENCH_OUT     where /tmp/bench is copied (default: ./fresh-bench-SUITE)
 #   DLPERF_FRESH_CTEST_ARGS    extra ctest arguments for run-tests.sh, e.g. "-L 'numerics|cli|mpi'"
 #   IMAGE BATCH ITERS WARMUP REPEATS   quickstart.sh's settings (default here: 64 4 6 2 2)
 # Exit: 0 both commands passed, 1 one failed (its output says which), 2 cannot run here.
@@ -62,7 +69,7 @@ case $suite in
   *) echo "fresh-root: --suite: unknown suite '$suite' (bookworm, trixie)" >&2; exit 2 ;;
 esac
 for s in $steps; do
-  case $s in quickstart|tests) ;; *) echo "fresh-root: DLPERF_FRESH_STEPS: unknown step '$s' (quickstart, tests)" >&2; exit 2 ;; esac
+  case $s in quickstart|tests|bench) ;; *) echo "fresh-root: DLPERF_FRESH_STEPS: unknown step '$s' (quickstart, tests, bench)" >&2; exit 2 ;; esac
 done
 
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap, chroot, mounts); run it as root"
@@ -181,8 +188,8 @@ fi
 qs_env=("IMAGE=${IMAGE:-64}" "BATCH=${BATCH:-4}" "ITERS=${ITERS:-6}" "WARMUP=${WARMUP:-2}" "REPEATS=${REPEATS:-2}")
 inner=$(cat <<'INNER'
 set -euo pipefail
-root=$1 cuda_real=$2 steps=$3 ctest_args=$4
-shift 4
+root=$1 cuda_real=$2 steps=$3 ctest_args=$4 bench_cmd=$5
+shift 5
 # The root a mount point of its own, as / is on any machine or container: /proc/self/mountinfo
 # inside a chroot lists only mounts under the chroot, so a plain directory would have no "/"
 # (the disk-full message names the mount point from it).
@@ -214,6 +221,13 @@ for step in $steps; do
       # shellcheck disable=SC2086  # ctest_args: words, as given
       run_in_root /bin/bash -c "cd /src && scripts/run-tests.sh build-tests $ctest_args" 2>&1 | tee "$root/tmp/run-tests.log" || rc=$?  # pipefail
       ;;
+    bench)
+      echo "fresh-root: == bench: scripts/setup-debian.sh --bench, a Release build in /src/build, then: $bench_cmd"
+      mkdir -p "$root/tmp/bench"
+      run_in_root /bin/bash -c "cd /src && scripts/setup-debian.sh --bench &&
+        cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDLPERF_CUDA=OFF -DDLPERF_BUILD_TESTS=OFF >/tmp/bench/configure.log &&
+        cmake --build build -j \$(nproc) >/tmp/bench/build.log && $bench_cmd" 2>&1 | tee "$root/tmp/bench/bench.log" || rc=$?
+      ;;
   esac
   echo "fresh-root: == $step: exit $rc, $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || break
@@ -227,11 +241,16 @@ INNER
 say "running the README's commands in $root"
 # --kill-child: if this script dies, the namespace's PID 1 is killed, and with it everything.
 unshare --mount --pid --fork --kill-child --propagation private \
-  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${DLPERF_FRESH_CTEST_ARGS:-}" "${qs_env[@]}" &
+  /bin/bash -c "$inner" fresh-root "$root" "$cuda_real" "$steps" "${DLPERF_FRESH_CTEST_ARGS:-}" \
+  "${DLPERF_FRESH_BENCH:-bench/vs_pytorch.sh --log-dir /tmp/bench}" "${qs_env[@]}" &
 ns_pid=$!
 rc=0
 wait "$ns_pid" || rc=$?
 ns_pid=
+if [[ " $steps " == *" bench "* ]] && [ -d "$root/tmp/bench" ]; then
+  bench_out=${DLPERF_FRESH_BENCH_OUT:-$PWD/fresh-bench-$suite}
+  mkdir -p "$bench_out" && cp -r "$root/tmp/bench/." "$bench_out/" && say "bench output in $bench_out"
+fi
 if [ $rc -ne 0 ]; then
   echo "fresh-root: FAILED in the fresh root (exit $rc) after $((SECONDS - t_start)) s; a command or package" \
        "missing from scripts/setup-debian.sh shows up like this" >&2

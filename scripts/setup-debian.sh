@@ -8,6 +8,9 @@
 #                                      python3-yaml for the jobs and slurm suites; iproute2 and
 #                                      python3-h5py for the multinode suite's namespaces and checks;
 #                                      librsvg2-bin to render the plot)
+#   scripts/setup-debian.sh --bench    also the CPU yardstick of bench/: the release's PyTorch
+#                                      (1.13 on Debian 12, 2.6 on 13) with torchvision and a
+#                                      threaded OpenBLAS (both options may be given)
 # libjpeg-turbo comes as two packages: the libjpeg API (decoding) and TurboJPEG (encoding).
 set -euo pipefail
 
@@ -22,11 +25,21 @@ packages=(build-essential cmake pkg-config git
           libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libboost-program-options-dev nlohmann-json3-dev libjpeg62-turbo-dev libturbojpeg0-dev
           libhwloc-dev)
-if [ "${1:-}" = "--tests" ]; then
-  packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml iproute2 python3-h5py)
-  # rsvg-convert: the analysis suite renders dlperf-reduce's SVG plot to a PNG with librsvg.
-  packages+=(librsvg2-bin)
-fi
+for opt in "$@"; do
+  case $opt in
+    --tests)
+      packages+=(libgtest-dev googletest slurm-wlm munge lmod python3-yaml iproute2 python3-h5py)
+      # rsvg-convert: the analysis suite renders dlperf-reduce's SVG plot to a PNG with librsvg.
+      packages+=(librsvg2-bin)
+      ;;
+    --bench)
+      # libopenblas0-pthread: Debian's torch otherwise links the reference BLAS for what it
+      # does not hand to oneDNN.
+      packages+=(python3-torch python3-torchvision libopenblas0-pthread)
+      ;;
+    *) echo "setup: unknown option '$opt' (--tests, --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -313,6 +313,25 @@ repeat1_rank_on_node2() {
   done
 }
 
+# srun's line for task RANK of HOST killed by a signal, in file OUT: "srun: error: HOST: task 2:
+# Killed", or one line for several tasks of the node ended by the same signal in one report
+# ("tasks 2-3: Killed", "tasks 2,3: Killed"), as when the step is torn down while the victim's
+# exit is still being reported.
+srun_reports_killed() {
+  local host=$1 rank=$2 out=$3 list item items
+  while read -r list; do
+    IFS=, read -ra items <<<"$list"
+    for item in "${items[@]}"; do
+      if [[ $item == *-* ]]; then
+        [ "$rank" -ge "${item%-*}" ] && [ "$rank" -le "${item#*-}" ] && { echo "srun named task $rank of $host killed (tasks $list)"; return 0; }
+      elif [ "$item" = "$rank" ]; then
+        echo "srun named task $rank of $host killed (tasks $list)"; return 0
+      fi
+    done
+  done < <(sed -n "s/^srun: error: $host: tasks\{0,1\} \([0-9,-]*\): Killed\$/\1/p" "$out")
+  return 1
+}
+
 # Submits the 2-node job (2 repeats), lets repeat 0 complete, injects fault $1 into repeat 1,
 # and measures the time until the job stops running:
 #   startup  SIGKILL to one of node 2's ranks as soon as it exists (inside MPI start-up,
@@ -414,7 +433,7 @@ INI
     echo "repeat 1 got past start-up before the kill: not the fault this was to inject" >&2
     return 1
   fi
-  grep -E "srun: error: $host2: task $rank: Killed" "$out"
+  srun_reports_killed "$host2" "$rank" "$out"
 
   fault_job rank "$dir/fault-rank"
   read -r secs out rank <"$dir/fault-rank"
@@ -422,7 +441,8 @@ INI
   awk -v s="$secs" -v b="$bound" 'BEGIN { exit !(s <= b) }'
   # srun names the lost task and its node (dlperf's own "rank N (host)" when its watchdog
   # fires first, as when a rank hangs instead).
-  grep -E "srun: error: $host2: task $rank: Killed|rank $rank \($host2\)" "$out"
+  srun_reports_killed "$host2" "$rank" "$out" || grep -E "rank $rank \($host2\)" "$out" || {
+    echo "neither srun nor dlperf named rank $rank on $host2; srun said:" >&2; grep "^srun: " "$out" >&2; return 1; }
 
   fault_job link "$dir/fault-link"
   read -r secs out _ <"$dir/fault-link"
