@@ -12,13 +12,16 @@
 # the machine must be idle for the figures to mean anything.
 #
 # Usage: bench/llama_vs_pytorch.sh [--quick] [--repeats N] [--threads T] [--precision fp32,bf16]
+#                                   [--iterations N] [--warmup W] [--log-dir DIR]
 #   --quick: 2 layers, hidden 256, 4/2 heads, ffn 704, vocab 2,048, seq 256 (proves the script works)
+#   --iterations/--warmup: timed and untimed steps per measurement (default 10 and 3)
+#   --log-dir: keep each measurement's output there (default: a new temporary directory)
 # Exit: 0 done, 1 a measurement failed (its log is named), 2 bad usage or a missing tool.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TRAIN=${DLPERF_TRAIN:-$ROOT/build/src/dlperf-train}
 PYTHON=${PYTHON:-/usr/bin/python3}
-repeats=3 threads=$(nproc) precisions=fp32,bf16 iters=10 warmup=3
+repeats=3 threads=$(nproc) precisions=fp32,bf16 iters=10 warmup=3 log=
 shape=(4 1024 16 4 3584 32000 1024 2)  # layers hidden heads kv ffn vocab seq batch
 while [ $# -gt 0 ]; do
   case $1 in
@@ -26,7 +29,10 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift ;;
     --threads) threads=$2; shift ;;
     --precision) precisions=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --iterations) iters=$2; shift ;;
+    --warmup) warmup=$2; shift ;;
+    --log-dir) log=$2; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -34,7 +40,9 @@ done
 [ -x "$TRAIN" ] || { echo "no dlperf-train at $TRAIN (build it, or set DLPERF_TRAIN)" >&2; exit 2; }
 "$PYTHON" -c 'import torch' 2>/dev/null || { echo "$PYTHON has no torch (apt-get install python3-torch)" >&2; exit 2; }
 read -r L H NH KV F V T B <<<"${shape[*]}"
-log=$(mktemp -d)
+if [ -n "$log" ]; then mkdir -p "$log"; else log=$(mktemp -d); fi
+for v in "$repeats" "$threads" "$iters"; do [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "--repeats, --threads and --iterations take positive integers (got '$v')" >&2; exit 2; }; done
+[[ $warmup =~ ^[0-9]+$ ]] || { echo "--warmup takes an integer >= 0 (got '$warmup')" >&2; exit 2; }
 echo "# Llama $L layers, hidden $H, $NH/$KV heads, ffn $F, vocab $V, seq $T, batch $B; $threads threads; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 run() {  # tool precision repeat -> prints samples/s
   local tool=$1 p=$2 r=$3 out="$log/$1.$2.$3.log"

@@ -65,6 +65,9 @@ for case in "$@"; do
     --variant="case-$tag" >"$log" 2>&1
   rc=$?
   end=$(date +%s.%N)
+  # Open MPI 5's output forwarding may put NUL bytes at the start of a line (a rank stopped or
+  # killed mid-write): drop them so that each line's text starts the line.
+  tr -d '\000' <"$log" >"$log.txt" && mv "$log.txt" "$log"
   # Open MPI 5's mpirun under --enable-recovery exits 0 even when a rank called MPI_Abort: the
   # survivor's abort code then comes from Open MPI's own report of it.
   if [ "$rc" -eq 0 ] && [ "${keep[0]:-}" = --enable-recovery ] &&

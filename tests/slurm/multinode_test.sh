@@ -20,7 +20,9 @@
 #            job ends within --timeout plus Slurm's step teardown, the error names the lost
 #            rank and its host, and the runs before the fault stay complete in the results file
 #            (all three jobs append to one file, DLPERF_RESULTS: the later faults must not
-#            damage the earlier jobs' runs).
+#            damage the earlier jobs' runs). Then issue 28's phases across the nodes: a rank of
+#            node 2 stopped or killed in the parameter broadcast, a step, the trace gather and
+#            the final barrier (phase_job).
 #
 #   multinode_test.sh MODE DLPERF_JOBS DLPERF_TRAIN DLPERF_REDUCE DLPERF_COMM
 # DLPERF_MULTINODE_KEEP=1 keeps the directory (logs, job outputs, results) of a failed run.
@@ -395,6 +397,44 @@ fault_job() {
   echo "$(elapsed "$t0" "$t1") $out $rank" >"$report"
 }
 
+# Issue 28's phases across nodes: a rank of node 2 stopped or killed exactly in one phase
+# (DLPERF_TEST_FAULT=POINT:RANK:SIGNAL[:N], the test-only hook of src/core/test_fault.h, passed
+# through sbatch and srun like any environment variable) of a one-repeat job. The job ends
+# within bound $3 of the fault, FAILED, and a surviving rank names the phase (regex $2) and the
+# rank at fault with its host, or srun names the killed task (SIGKILL: --kill-on-bad-exit ends
+# the step before any watchdog needs to).
+phase_job() {
+  local spec=$1 expect=$2 bound=$3 victim sig id out t1 fault_t took host2 waited=0
+  IFS=: read -r _ victim sig _ <<<"$spec"
+  host2=$(netns_cluster_host 2)
+  id=$(DLPERF_TEST_FAULT=$spec DLPERF_RESULTS=$work/phases.h5 submit "$dir/gen-phase/rn50_cpu_2n2r.sh")
+  out=$work/dlperf_rn50_cpu_2n2r_$id.out
+  while :; do
+    case $(netns_cluster_job_state "$id") in
+      "" | PENDING | CONFIGURING | RUNNING) ;;
+      *) break ;;
+    esac
+    [ $waited -lt 1800 ] || { echo "phase $spec: job $id still running after 180 s" >&2; cat "$out" >&2; return 1; }
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  t1=$(now)
+  netns_cluster_wait_job "$id" 120
+  fault_t=$(grep -ao 'raises signal [0-9]* at [a-z-]* #[0-9]* (t=[0-9.]*' "$out" | grep -o '[0-9.]*$' | head -1)
+  [ -n "$fault_t" ] || { echo "phase $spec: the fault never fired in job $id" >&2; cat "$out" >&2; return 1; }
+  took=$(elapsed "$fault_t" "$t1")
+  echo "phase $spec on $host2: job $id $NETNS_CLUSTER_JOB_STATE $took s after the fault (bound $bound s)"
+  [ "$NETNS_CLUSTER_JOB_STATE" = FAILED ] || { cat "$out" >&2; return 1; }
+  awk -v s="$took" -v b="$bound" 'BEGIN { exit !(s <= b) }' || { cat "$out" >&2; return 1; }
+  if grep -aE "^dlperf-train: rank [0-9] \([^)]*\): phase $expect[: ].*rank $victim \($host2\)" "$out" | head -1 | cut -c1-200; then
+    return 0
+  fi
+  if [ "$sig" = KILL ] && srun_reports_killed "$host2" "$victim" "$out"; then return 0; fi
+  echo "phase $spec: no rank named phase $expect and rank $victim ($host2)" >&2
+  grep -av '^iter' "$out" | tail -20 >&2
+  return 1
+}
+
 # Three faults, each in the second repeat of its own 2-node x 2-rank job.
 mode_faults() {
   local timeout_s=10 rate=${DLPERF_MULTINODE_FAULT_RATE:-20mbit}
@@ -459,6 +499,17 @@ INI
   "$python" "$here/check_multinode_runs.py" --host-regex "m${NETNS_CLUSTER_TAG}n[12]" --expect resnet50:2:2:3 --incomplete 2 "$DLPERF_RESULTS"
   # DLPERF_RESULTS replaces the per-job files: no job wrote results.d/.
   [ ! -e "$work/results.d" ] || { echo "DLPERF_RESULTS set, yet the jobs wrote results.d/:" >&2; ls -l "$work/results.d" >&2; return 1; }
+
+  echo "== phases across the 2 nodes: a rank of $host2 stopped or killed in one phase of a one-repeat job"
+  netns_cluster_shape none
+  sed -e 's/^repeats = 2$/repeats = 1/' -e 's/^iterations = 20$/iterations = 8/' "$dir/matrix.ini" >"$dir/matrix-phase.ini"
+  "$jobs_exe" --profile "$dir/profile.ini" --matrix "$dir/matrix-phase.ini" --output-dir "$dir/gen-phase" >/dev/null
+  phase_job broadcast:2:STOP "(broadcast|clock)" "$bound"  # rank 0, the root, may be past it
+  phase_job step:3:STOP:3 step "$bound"
+  phase_job "gather:2:STOP" "(gather|barrier)" "$bound"
+  phase_job barrier:3:KILL barrier "$bound"
+  # The faulted runs never completed; the file they were recorded in is still readable.
+  if [ -e "$work/phases.h5" ]; then h5dump -H "$work/phases.h5" >/dev/null; fi
 }
 
 main() {

@@ -6,8 +6,9 @@
 # table, the second job started only after the first ended and the reduce job after both
 # (--dependency=afterany), and the reduce job's table covers the whole directory. Then a job
 # whose time limit is too short: --signal=USR1 stops dlperf-train, its run is recorded as
-# partial in its own file and the earlier runs are intact. Every daemon started is stopped by
-# PID on exit.
+# partial in its own file and the earlier runs are intact. Then a reduced Llama job on 2 ranks
+# (submit_all.sh llm): tokens/s and MFU in its table. Every daemon started is stopped by PID on
+# exit.
 #   slurm_e2e_test.sh DLPERF_JOBS DLPERF_TRAIN DLPERF_REDUCE
 # Exit 77 (CTest: skipped) when not root or Slurm/munge are not installed.
 set -euo pipefail
@@ -148,7 +149,39 @@ h5dump -a /runs/run_000001/status_reason "$short_file" | grep -q 'stopped by sig
 [ "$(status_of "$mine" 1)" = complete ] && [ "$(status_of "$mine" 2)" = complete ]
 "$reduce_exe" --warmup 2 --window 10 results.d | grep -Eq '^\| 1 \| 2 \| 2 \| [0-9.]+ \| .* \| 1 \|$'  # 2 runs, 1 excluded
 
-echo "== 3. outside Slurm the script explains itself and exits 2"
+echo "== 3. the language-model job (issue 24): a reduced Llama on 2 ranks through submit_all.sh llm"
+cat >"$dir/matrix-llm.ini" <<'INI'
+[matrix]
+models = llama3_2_1b
+configurations =
+repeats = 1
+iterations = 6
+warmup = 2
+[llama3_2_1b]
+configurations =
+cpu_configurations = 1n2r
+batch_per_device = 1
+cpu_batch_per_device = 1
+cpu_extra_args = --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 128 --llama-vocab 256 --seq-len 64 --print-every 0
+INI
+"$jobs_exe" --profile "$dir/profile.ini" --matrix "$dir/matrix-llm.ini" --output-dir "$dir/gen-llm"
+mkdir -p "$dir/work-llm"
+cd "$dir/work-llm"
+"$dir/gen-llm/submit_all.sh" llm --chdir="$dir/work-llm" | tee submit.log
+llm_job=$(sed -n 's/^submitted llama3_2_1b_cpu_1n2r.sh as job \([0-9]*\).*/\1/p' submit.log)
+[ -n "$llm_job" ]
+state=$(local_slurm_wait_job "$llm_job" 240)
+echo "job $llm_job: $state"
+out="dlperf_llama3_2_1b_cpu_1n2r_$llm_job.out"
+cat "$out"
+[ "$state" = JobState=COMPLETED ]
+grep -q '^replicas: parameters bit-identical on all 2 ranks' "$out"
+grep -q '| tokens/s | TFLOP/s/device | MFU |' "$out"             # the job's table: the LLM columns
+grep -Eq '^\| 1 \| 2 \| 1 \| [0-9.]+ \|' "$out"                  # 1 node x 2 ranks, batch 1
+h5dump -a /runs/run_000001/status "results.d/llama3_2_1b_cpu_1n2r_$llm_job.h5" | grep -q '"complete"'
+cd "$dir/work"
+
+echo "== 4. outside Slurm the script explains itself and exits 2"
 rc=0
 env -u SLURM_JOB_ID bash "$dir/gen/rn50_cpu_1n2r.sh" 2>err.txt || rc=$?
 [ $rc -eq 2 ] && grep -q 'sbatch' err.txt
