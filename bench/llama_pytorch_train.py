@@ -50,7 +50,7 @@ def main():
     if hasattr(F, "scaled_dot_product_attention"):
         ref.Attention.forward = sdpa_forward
     cfg = argparse.Namespace(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads, ffn=a.ffn, vocab=a.vocab,
-                             seq_len=a.seq_len, norm_eps=1e-5, rope_theta=500000.0)
+                             seq_len=a.seq_len, norm_eps=1e-5, rope_theta=500000.0, rope_factor=8.0, tied=False)
     torch.manual_seed(0)
     model = ref.Transformer(cfg)
     model.cos, model.sin = model.cos.float(), model.sin.float()

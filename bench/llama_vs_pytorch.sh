@@ -5,8 +5,8 @@
 # synthetic tokens, fp32 and bf16 (PyTorch: torch.autocast). Default shape, issue 24's: 4 layers,
 # hidden 1,024, 16/4 heads, feed-forward 3,584, vocabulary 32,000, sequence 1,024, batch 2.
 #
-# Method: every measurement a fresh process (--warmup untimed steps, --iterations timed ones, as
-# each tool prints `throughput X samples/s`); the two tools interleaved within each repeat, the
+# Method: every measurement a fresh process (--warmup untimed steps, --iterations timed ones; the
+# tokens/s each tool prints); the two tools interleaved within each repeat, the
 # order reversed every other repeat; the table gives the median over --repeats and the ratio
 # dlperf / PyTorch, plus dlperf's MFU line. The load average is printed with each measurement:
 # the machine must be idle for the figures to mean anything.
@@ -44,7 +44,7 @@ if [ -n "$log" ]; then mkdir -p "$log"; else log=$(mktemp -d); fi
 for v in "$repeats" "$threads" "$iters"; do [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "--repeats, --threads and --iterations take positive integers (got '$v')" >&2; exit 2; }; done
 [[ $warmup =~ ^[0-9]+$ ]] || { echo "--warmup takes an integer >= 0 (got '$warmup')" >&2; exit 2; }
 echo "# Llama $L layers, hidden $H, $NH/$KV heads, ffn $F, vocab $V, seq $T, batch $B; $threads threads; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-run() {  # tool precision repeat -> prints samples/s
+run() {  # tool precision repeat -> prints tokens/s
   local tool=$1 p=$2 r=$3 out="$log/$1.$2.$3.log"
   if [ "$tool" = dlperf ]; then
     OMP_NUM_THREADS=$threads "$TRAIN" --model llama3_8b --llama-layers "$L" --llama-hidden "$H" --llama-heads "$NH" --llama-kv-heads "$KV" \
@@ -55,8 +55,13 @@ run() {  # tool precision repeat -> prints samples/s
       --ffn "$F" --vocab "$V" --seq-len "$T" --batch-size "$B" --precision "$p" --threads "$threads" --iterations "$iters" \
       --warmup "$warmup" >"$out" 2>&1 || { echo "FAILED: $out" >&2; return 1; }
   fi
-  echo "  $tool $p repeat $r: $(grep -o 'throughput [0-9.]*' "$out") samples/s (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-  grep -o 'throughput [0-9.]*' "$out" | cut -d' ' -f2
+  # tokens/s as each tool prints it (dlperf's llm line, PyTorch's tokens/s line): the samples/s of
+  # dlperf's summary has 2 decimals, too coarse at well under one sequence a second.
+  local tps
+  if [ "$tool" = dlperf ]; then tps=$(sed -n 's/^llm: \([0-9.]*\) tokens\/s.*/\1/p' "$out"); else tps=$(sed -n 's/^tokens\/s \([0-9.]*\)$/\1/p' "$out"); fi
+  [ -n "$tps" ] || { echo "FAILED: no tokens/s in $out" >&2; return 1; }
+  echo "  $tool $p repeat $r: $tps tokens/s (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  echo "$tps"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 echo "| precision | dlperf tokens/s | PyTorch tokens/s | ratio | dlperf MFU |"
@@ -69,6 +74,6 @@ for p in ${precisions//,/ }; do
   done
   d=$(median <"$log/d.$p") t=$(median <"$log/t.$p")
   mfu=$(grep -ho 'MFU [0-9.]*% of [0-9.]* TFLOP/s' "$log"/dlperf."$p".*.log | tail -1)
-  awk -v d="$d" -v t="$t" -v T="$T" -v p="$p" -v m="$mfu" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s |\n", p, d * T, t * T, d / t, m }'
+  awk -v d="$d" -v t="$t" -v p="$p" -v m="$mfu" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s |\n", p, d, t, d / t, m }'
 done
 echo "# logs: $log"
