@@ -14,12 +14,19 @@
 // dV, summing over the query heads of the group and the query blocks at or after the key
 // block), then over query blocks (dQ). That recomputes P once more (FlashAttention-2 uses
 // atomics for dQ instead); the result is deterministic for any thread count.
-// Tiles are held in f32 whatever the storage dtype (f32 or bf16); inner loops run over the
-// contiguous head dim, which the compiler vectorises.
+// Tiles are held in f32 whatever the storage dtype (f32 or bf16). The score tiles (Q K^T and
+// dO V^T) are outer-product sums over the head dim against a transposed, zero-padded key tile,
+// so that the inner loop runs over the 64 keys of the tile (4 AVX-512 vectors kept in
+// registers) instead of a horizontal sum per (query, key) pair; exp is a vectorised polynomial
+// (fast_exp). The tile kernels are compiled for AVX-512, AVX2 and the x86-64 baseline
+// (target_clones: the loader picks the best the CPU has), as the rest of the build targets the
+// baseline only.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/onednn/bf16.h"
@@ -43,16 +50,117 @@ void store_tile(const float* src, int64_t rows, int64_t d, float scale, T* dst, 
     for (int64_t c = 0; c < d; ++c) dst[r * stride + c] = from_f32<T>(src[r * d + c] * scale);
 }
 
-inline float dot(const float* a, const float* b, int64_t d) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
-  return s;
-}
-
 inline void axpy(float alpha, const float* x, float* y, int64_t d) {
 #pragma omp simd
   for (int64_t c = 0; c < d; ++c) y[c] += alpha * x[c];
+}
+
+// exp(x) for x <= 0 (scores minus their row's maximum or log-sum-exp), vectorisable: x = n ln2
+// + r with |r| <= ln2 / 2 (Cody-Waite, two-part ln2), exp(r) by Cephes' degree-5 minimax
+// polynomial (relative error about 1e-7, as expf's), times 2^n built in the exponent bits.
+// Below -87 (exp < 1.7e-38) it returns 0, as no f32 normal number is smaller.
+inline float fast_exp(float x) {
+  const float xc = std::max(x, -87.0f);
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.0f ? 0.0f : e * scale;
+}
+
+#define DLPERF_TILE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// rows x D row-major f32 -> D x kBlock (zero-padded beyond `rows`): the key-major operand of
+// the score tiles.
+void transpose_tile(const float* src, int64_t rows, int64_t d, float* dst) {
+  std::fill(dst, dst + d * kBlock, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) dst[c * kBlock + r] = src[r * d + c];
+}
+
+// out (nq, kBlock) = a (nq, d) times bt (d, kBlock): every one of the kBlock columns is
+// formed (the padded ones are 0), so the inner loop has a fixed trip count.
+DLPERF_TILE_CLONES void score_tile(const float* a, const float* bt, int64_t nq, int64_t d, float* out) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float acc[kBlock] = {};
+    const float* ar = a + r * d;
+    for (int64_t x = 0; x < d; ++x) {
+      const float av = ar[x];
+      const float* b = bt + x * kBlock;
+#pragma omp simd
+      for (int64_t c = 0; c < kBlock; ++c) acc[c] += av * b[c];
+    }
+    std::copy(acc, acc + kBlock, out + r * kBlock);
+  }
+}
+
+// y (n, d) += p (n, kBlock)[:, :nk] times x (nk, d), or with `transposed` y (nk, d) +=
+// p^T x (x then (n, d)): the P V, dS K, P^T dO and dS^T Q products of a tile.
+DLPERF_TILE_CLONES void accumulate_tile(const float* p, const float* x, int64_t n, int64_t nk, int64_t d, bool transposed,
+                                        float* y) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < nk; ++c) {
+      const float w = p[r * kBlock + c];
+      if (w == 0.0f) continue;
+      if (transposed)
+        axpy(w, x + r * d, y + c * d, d);
+      else
+        axpy(w, x + c * d, y + r * d, d);
+    }
+}
+
+// One forward tile pair: s (nq, kBlock) holds Q_i K_j^T; updates the running maxima m, sums l
+// and the output accumulator acc (nq, d) of the online softmax with key block j.
+DLPERF_TILE_CLONES void softmax_tile(float* s, const float* vt, int64_t nq, int64_t nk, int64_t q0, int64_t k0, int64_t d,
+                                     float* m, float* l, float* acc) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t last = std::min(nk, q0 + r - k0 + 1);  // keys at or before the query
+    if (last <= 0) continue;
+    float* pr = s + r * kBlock;
+    float mx = m[r];
+    for (int64_t c = 0; c < last; ++c) mx = std::max(mx, pr[c]);
+    const float alpha = std::exp(m[r] - mx);  // 0 on the first block (m = -inf)
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < last; ++c) {
+      pr[c] = fast_exp(pr[c] - mx);
+      sum += pr[c];
+    }
+    float* ar = acc + r * d;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) ar[c] *= alpha;
+    for (int64_t c = 0; c < last; ++c) axpy(pr[c], vt + c * d, ar, d);
+    l[r] = l[r] * alpha + sum;
+    m[r] = mx;
+  }
+}
+
+// P and dS of a tile pair from the score tiles: p holds Q K^T (scaled), ds holds dO V^T; on
+// return p = exp(S - lse) and ds = P * (dO V^T - Delta), both 0 above the diagonal.
+DLPERF_TILE_CLONES void grads_from_scores(float* p, float* ds, int64_t nq, int64_t nk, int64_t q0, int64_t k0,
+                                          const float* lse, const float* delta) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t last = std::min(nk, std::max<int64_t>(0, q0 + r - k0 + 1));
+    float* pr = p + r * kBlock;
+    float* dr = ds + r * kBlock;
+    const float lr = lse[r], dl = delta[r];
+#pragma omp simd
+    for (int64_t c = 0; c < kBlock; ++c) {
+      const float e = fast_exp(pr[c] - lr);
+      const bool in = c < last;
+      pr[c] = in ? e : 0.0f;
+      dr[c] = in ? e * (dr[c] - dl) : 0.0f;
+    }
+  }
 }
 
 class CpuCausalAttention final : public CausalAttention {
@@ -107,7 +215,8 @@ class CpuCausalAttention final : public CausalAttention {
     const float sc = scale();
 #pragma omp parallel
     {
-      std::vector<float> qt(kBlock * D), kt(kBlock * D), vt(kBlock * D), acc(kBlock * D), p(kBlock * kBlock), m(kBlock), l(kBlock);
+      std::vector<float> qt(kBlock * D), kt(kBlock * D), ktt(kBlock * D), vt(kBlock * D), acc(kBlock * D), p(kBlock * kBlock),
+          m(kBlock), l(kBlock);
 #pragma omp for collapse(3) schedule(dynamic)
       for (int64_t b = 0; b < s_.batch; ++b)
         for (int64_t h = 0; h < H; ++h)
@@ -121,27 +230,9 @@ class CpuCausalAttention final : public CausalAttention {
               const int64_t k0 = j * kBlock, nk = rows_in(j);
               load_tile(kp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, kt.data());
               load_tile(vp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, vt.data());
-              for (int64_t r = 0; r < nq; ++r) {
-                const int64_t last = std::min(nk, q0 + r - k0 + 1);  // keys at or before the query
-                if (last <= 0) continue;
-                float* pr = p.data() + r * kBlock;
-                float mx = m[r];
-                for (int64_t c = 0; c < last; ++c) {
-                  pr[c] = dot(qt.data() + r * D, kt.data() + c * D, D);
-                  mx = std::max(mx, pr[c]);
-                }
-                const float alpha = std::exp(m[r] - mx);  // 0 on the first block (m = -inf)
-                float sum = 0.0f;
-                for (int64_t c = 0; c < last; ++c) {
-                  pr[c] = std::exp(pr[c] - mx);
-                  sum += pr[c];
-                }
-                float* ar = acc.data() + r * D;
-                for (int64_t c = 0; c < D; ++c) ar[c] *= alpha;
-                for (int64_t c = 0; c < last; ++c) axpy(pr[c], vt.data() + c * D, ar, D);
-                l[r] = l[r] * alpha + sum;
-                m[r] = mx;
-              }
+              transpose_tile(kt.data(), nk, D, ktt.data());
+              score_tile(qt.data(), ktt.data(), nq, D, p.data());
+              softmax_tile(p.data(), vt.data(), nq, nk, q0, k0, D, m.data(), l.data(), acc.data());
             }
             for (int64_t r = 0; r < nq; ++r) {
               const float inv = 1.0f / l[r];
@@ -168,24 +259,15 @@ class CpuCausalAttention final : public CausalAttention {
       }
   }
 
-  // P and dS of one (query block i, key block j) tile pair: p (nq, nk) probabilities, ds (nq,
-  // nk) = P * (dO V^T - Delta), zero above the diagonal. qt holds Q scaled by 1/sqrt(D).
+  // P and dS of one (query block i, key block j) tile pair: p (nq, kBlock) probabilities, ds
+  // (nq, kBlock) = P * (dO V^T - Delta), zero above the diagonal and beyond nk. qt holds Q
+  // scaled by 1/sqrt(D); ktt and vtt are the key and value tiles transposed (transpose_tile).
   void tile_grads(int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk, const float* qt, const float* dot_,
-                  const float* kt, const float* vt, float* p, float* ds) const {
+                  const float* ktt, const float* vtt, float* p, float* ds) const {
     const int64_t D = s_.head_dim;
-    for (int64_t r = 0; r < nq; ++r) {
-      const float lse = lse_[stat(b, h, q0 + r)], dl = delta_[stat(b, h, q0 + r)];
-      for (int64_t c = 0; c < nk; ++c) {
-        float* pr = p + r * kBlock + c;
-        float* dr = ds + r * kBlock + c;
-        if (k0 + c > q0 + r) {
-          *pr = 0.0f, *dr = 0.0f;
-          continue;
-        }
-        *pr = std::exp(dot(qt + r * D, kt + c * D, D) - lse);
-        *dr = *pr * (dot(dot_ + r * D, vt + c * D, D) - dl);
-      }
-    }
+    score_tile(qt, ktt, nq, D, p);
+    score_tile(dot_, vtt, nq, D, ds);
+    grads_from_scores(p, ds, nq, nk, q0, k0, &lse_[stat(b, h, q0)], &delta_[stat(b, h, q0)]);
   }
 
   template <class T>
@@ -201,7 +283,8 @@ class CpuCausalAttention final : public CausalAttention {
     const float sc = scale();
 #pragma omp parallel
     {
-      std::vector<float> qt(kBlock * D), gt(kBlock * D), kt(kBlock * D), vt(kBlock * D), dkt(kBlock * D), dvt(kBlock * D);
+      std::vector<float> qt(kBlock * D), gt(kBlock * D), kt(kBlock * D), vt(kBlock * D), ktt(kBlock * D), vtt(kBlock * D),
+          dkt(kBlock * D), dvt(kBlock * D);
       std::vector<float> p(kBlock * kBlock), ds(kBlock * kBlock);
 #pragma omp for collapse(3) schedule(dynamic)
       for (int64_t b = 0; b < s_.batch; ++b)
@@ -210,6 +293,8 @@ class CpuCausalAttention final : public CausalAttention {
             const int64_t k0 = j * kBlock, nk = rows_in(j);
             load_tile(kp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, kt.data());
             load_tile(vp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, vt.data());
+            transpose_tile(kt.data(), nk, D, ktt.data());
+            transpose_tile(vt.data(), nk, D, vtt.data());
             std::fill(dkt.begin(), dkt.end(), 0.0f);
             std::fill(dvt.begin(), dvt.end(), 0.0f);
             for (int64_t h = g * rep; h < (g + 1) * rep; ++h)
@@ -217,12 +302,9 @@ class CpuCausalAttention final : public CausalAttention {
                 const int64_t q0 = i * kBlock, nq = rows_in(i);
                 load_tile(qp + (b * T_ + q0) * qs + h * D, qs, nq, D, sc, qt.data());
                 load_tile(gp + (b * T_ + q0) * qs + h * D, qs, nq, D, 1.0f, gt.data());
-                tile_grads(b, h, q0, nq, k0, nk, qt.data(), gt.data(), kt.data(), vt.data(), p.data(), ds.data());
-                for (int64_t r = 0; r < nq; ++r)
-                  for (int64_t c = 0; c < nk; ++c) {
-                    axpy(p[static_cast<size_t>(r * kBlock + c)], gt.data() + r * D, dvt.data() + c * D, D);   // dV += P^T dO
-                    axpy(ds[static_cast<size_t>(r * kBlock + c)], qt.data() + r * D, dkt.data() + c * D, D);  // dK += dS^T Q/sqrt(D)
-                  }
+                tile_grads(b, h, q0, nq, k0, nk, qt.data(), gt.data(), ktt.data(), vtt.data(), p.data(), ds.data());
+                accumulate_tile(p.data(), gt.data(), nq, nk, D, true, dvt.data());   // dV += P^T dO
+                accumulate_tile(ds.data(), qt.data(), nq, nk, D, true, dkt.data());  // dK += dS^T Q/sqrt(D)
               }
             store_tile(dkt.data(), nk, D, 1.0f, dkp + (b * T_ + k0) * ks + g * D, ks);
             store_tile(dvt.data(), nk, D, 1.0f, dvp + (b * T_ + k0) * ks + g * D, ks);
@@ -242,7 +324,8 @@ class CpuCausalAttention final : public CausalAttention {
     const float sc = scale();
 #pragma omp parallel
     {
-      std::vector<float> qt(kBlock * D), gt(kBlock * D), kt(kBlock * D), vt(kBlock * D), dqt(kBlock * D);
+      std::vector<float> qt(kBlock * D), gt(kBlock * D), kt(kBlock * D), vt(kBlock * D), ktt(kBlock * D), vtt(kBlock * D),
+          dqt(kBlock * D);
       std::vector<float> p(kBlock * kBlock), ds(kBlock * kBlock);
 #pragma omp for collapse(3) schedule(dynamic)
       for (int64_t b = 0; b < s_.batch; ++b)
@@ -256,9 +339,10 @@ class CpuCausalAttention final : public CausalAttention {
               const int64_t k0 = j * kBlock, nk = rows_in(j);
               load_tile(kp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, kt.data());
               load_tile(vp + (b * T_ + k0) * ks + g * D, ks, nk, D, 1.0f, vt.data());
-              tile_grads(b, h, q0, nq, k0, nk, qt.data(), gt.data(), kt.data(), vt.data(), p.data(), ds.data());
-              for (int64_t r = 0; r < nq; ++r)
-                for (int64_t c = 0; c < nk; ++c) axpy(ds[static_cast<size_t>(r * kBlock + c)], kt.data() + c * D, dqt.data() + r * D, D);
+              transpose_tile(kt.data(), nk, D, ktt.data());
+              transpose_tile(vt.data(), nk, D, vtt.data());
+              tile_grads(b, h, q0, nq, k0, nk, qt.data(), gt.data(), ktt.data(), vtt.data(), p.data(), ds.data());
+              accumulate_tile(ds.data(), kt.data(), nq, nk, D, false, dqt.data());  // dQ += dS K
             }
             store_tile(dqt.data(), nq, D, sc, dqp + (b * T_ + q0) * qs + h * D, qs);  // dQ = dS K / sqrt(D)
           }
