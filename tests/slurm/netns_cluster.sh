@@ -163,6 +163,9 @@ InactiveLimit=0
 MinJobAge=600
 # srun gives a step whose tasks will not end (a node cut off) KillWait + 2 s after an abort.
 KillWait=5
+# An RPC to a node that does not answer (its link cut) fails after this long (Slurm's default,
+# stated: multinode_test.sh's bound for a cut node counts it).
+MessageTimeout=10
 FirstJobId=$((1000 + RANDOM % 50000))
 CONF
     for i in $(seq 1 "$n"); do
