@@ -12,7 +12,10 @@
 #            ranks do: the survivor's code is read from Open MPI's MPI_ABORT report); it aborts with 3, and
 #            mpirun reports 3 or the killed rank's 137. "finalize" with SIGKILL runs under the
 #            default (the job kept, mpirun itself never exits once every rank is gone).
-# Usage: [PHASE_FAULT_ARGS="--pin-threads"] phase_fault_test.sh DLPERF_TRAIN MPIEXEC CASE...
+# Usage: [PHASE_FAULT_ARGS="--pin-threads"] [PHASE_FAULT_DATASET=DLPERF_MAKE_DATASET] \
+#          phase_fault_test.sh DLPERF_TRAIN MPIEXEC CASE...
+#   PHASE_FAULT_DATASET: every run trains from a small JPEG folder tree this tool writes first
+#   (--data: the "dataset" phase, where rank 0 indexes the files and shares the index).
 #   CASE = POINT:VICTIM:SIGNAL[:N]=EXPECTED_PHASE   (EXPECTED_PHASE: where the survivor waits)
 set -u
 train=$1 mpiexec=$2
@@ -23,9 +26,15 @@ dir=$(mktemp -d)
 tag="phase$$"
 trap 'pkill -KILL -f -- "--variant=[a-z-]*$tag" 2>/dev/null; rm -rf "$dir"' EXIT
 results="$dir/results.h5"
+data_args=()
+if [ -n "${PHASE_FAULT_DATASET:-}" ]; then
+  "$PHASE_FAULT_DATASET" --output "$dir/data" --classes 10 --images-per-class 4 --width 48 --height 40 \
+    --layout folder --threads 1 >/dev/null || { echo "FAIL: $PHASE_FAULT_DATASET wrote no dataset"; exit 1; }
+  data_args=(--data "$dir/data/train")
+fi
 small=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
        --iterations 4 --warmup 1 --flush-every 2 --timeout "$timeout_s" --lock-timeout 5 --output "$results"
-       ${PHASE_FAULT_ARGS:-})
+       "${data_args[@]}" ${PHASE_FAULT_ARGS:-})
 fail=0
 start_all=$(date +%s)
 # mpirun's way to let a job run on after one of its processes is gone: Open MPI 4's ORTE takes
