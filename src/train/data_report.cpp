@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "train/llama_data.h"
 #include "train/registry.h"
 
 namespace dlperf {
@@ -18,7 +19,7 @@ void describe_data(const TrainOptions& o, const WorldInfo& w, const data::Datase
 
 std::string data_banner(const TrainOptions& o, const WorldInfo& w, const data::Dataset* dataset, const Model& model) {
   if (!dataset) return o.data.empty() ? (o.model == "bert_base" || o.model.rfind("llama", 0) == 0 ? "synthetic tokens" : "synthetic images (generated once, cycled)")
-                                      : o.model.rfind("llama", 0) == 0 ? "Megatron indexed dataset " + o.data
+                                      : o.model.rfind("llama", 0) == 0 ? "Megatron indexed dataset " + describe_token_sources(o.data)
                                                                        : "BERT pretraining shards " + o.data;
   const InputSpec in = *model.raw_input("images");
   char line[512];

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/indexed_dataset.h"
+#include "train/token_sources.h"
 
 #include "train/data_source.h"
 
@@ -26,28 +27,38 @@ class SyntheticLlamaTokens final : public DataSource {
   size_t cursor_ = 0;
 };
 
-// Real tokens from a Megatron/NeMo indexed dataset (data/indexed_dataset.h): the documents
-// concatenated and cut into W = (tokens - 1) / T windows of T + 1 tokens (window w starts at
-// token w T; consecutive windows share one token, as Megatron's GPT dataset does). Each epoch
-// visits every window in an order shuffled from (seed, epoch), the same on every rank; step s of
-// rank r reads the windows at positions (s * world + r) * B + b, so the ranks' shares of an
-// epoch are disjoint and an epoch is W / (world * B) steps (the remainder is left out).
+// Real tokens from Megatron/NeMo indexed datasets (data/indexed_dataset.h). Each dataset's
+// documents are concatenated and cut into W_d = (tokens - 1) / T windows of T + 1 tokens (window
+// w starts at token w T; consecutive windows share one token, as Megatron's GPT dataset does).
+// An epoch is E = floor(sum_d W_d / (world B)) steps of world B samples, the same on every rank:
+// sample j of the epoch is drawn from dataset d(j) = argmax_d (w_d (j + 1) - n_d(j)), n_d(j) the
+// samples drawn from d before j (Megatron's blending indices: every prefix of the epoch as close
+// to the weights as whole samples allow), as its k-th sample; that is window order_d[k mod W_d],
+// the order a Fisher-Yates shuffle from (seed, epoch, d, k / W_d) (a dataset weighted above its
+// size is cycled, reshuffled each time). Step s of rank r reads samples (s world + r) B + b, so
+// the ranks' shares are disjoint; with one dataset each epoch visits W / (world B) world B of the
+// W windows once (the remainder is left out).
 class IndexedTokens final : public DataSource {
  public:
-  IndexedTokens(const std::string& prefix, int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int rank, int world);
+  IndexedTokens(const std::string& spec, int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int rank, int world);
+  ~IndexedTokens() override;
   const HostBatch& next() override;
-  int64_t windows() const { return windows_; }
+  int64_t windows() const;  // summed over the datasets
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  // The normalised weight of each dataset (given, or by size), in --data's order.
+  std::vector<double> weights() const;
 
  private:
-  void shuffle();
+  struct Component;
+  int64_t window_of(size_t d, int64_t k);  // window of dataset d's k-th sample this epoch
 
-  data::IndexedDataset ds_;
-  int64_t batch_, seq_len_, windows_ = 0, steps_per_epoch_ = 0;
+  std::vector<std::unique_ptr<Component>> parts_;
+  int64_t batch_, seq_len_, steps_per_epoch_ = 0;
   uint64_t seed_;
   int rank_, world_;
   int64_t epoch_ = 0, step_ = 0;
-  std::vector<int64_t> order_;  // (W) this epoch's window order
+  std::vector<uint16_t> part_of_;  // (samples per epoch) the dataset of each sample; empty: one dataset
+  std::vector<int64_t> nth_of_;    // (samples per epoch) its k within that dataset
   HostBatch out_;
 };
 

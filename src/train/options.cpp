@@ -11,6 +11,7 @@
 #include "core/parse_number.h"
 #include "dlperf_version.h"
 #include "models/llama_config.h"
+#include "train/token_sources.h"
 #include "train/llama_options.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
@@ -183,12 +184,9 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   if (vm["weight-decay"].defaulted()) o.weight_decay = 0.1f;
   if (vm["clip-grad-norm"].defaulted()) o.clip_grad_norm = 1.0f;
   if (o.optimizer != "adamw") throw_usage_error("--model " + o.model + " trains with --optimizer adamw (Llama 3's recipe)");
-  // --data PREFIX: a Megatron indexed dataset, PREFIX.idx and PREFIX.bin (data/indexed_dataset.h).
-  for (const char* ext : {".idx", ".bin"}) {
-    std::error_code ec;
-    if (!o.data.empty() && !std::filesystem::is_regular_file(o.data + ext, ec))
-      throw_usage_error("--data " + o.data + ": no file " + o.data + ext + " (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
-  }
+  // --data: Megatron indexed datasets, PREFIX.idx and PREFIX.bin each (data/indexed_dataset.h),
+  // one or a blend (train/llama_data.h); the files' contents are checked when they are opened.
+  if (!o.data.empty()) (void)parse_token_sources(o.data);
   if (o.profile_ops > 0) throw_usage_error("--profile-ops does not time Llama's ops yet; drop it");
   validate_llama(llama_config(o));
   if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
@@ -273,11 +271,13 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("seq-len", po::value(&o.seq_len)->default_value(o.seq_len), "tokens per sequence")
     ("max-predictions", po::value(&o.max_predictions)->default_value(o.max_predictions), "masked-LM predictions per sequence")
     ("dropout", po::value(&o.dropout)->default_value(o.dropout, "0.1"), "BERT: hidden and attention dropout probability; VGG16: classifier dropout (default 0.5)");
-  po::options_description images("Real images (--model resnet50 or vgg16)");
+  po::options_description images("Real data (images for resnet50 and vgg16, shards for bert_base, token datasets for llama*)");
   images.add_options()
     ("data", po::value(&o.data), "images: an ImageNet-style folder tree (DIR or DIR/train holding <class>/*.JPEG) or WebDataset tar "
                                  "shards (a folder of .tar, one .tar, or a pattern like train-{000000..000146}.tar); bert_base: NVIDIA "
-                                 "pretraining shards (an .hdf5 file or a directory of them). Default: synthetic data")
+                                 "pretraining shards (an .hdf5 file or a directory of them); llama*: Megatron indexed datasets, PREFIX (of PREFIX.idx + "
+                                 "PREFIX.bin), a blend W1,PREFIX1,W2,PREFIX2,... (weights normalised) or PREFIX1,PREFIX2,... or a "
+                                 "folder of them (weighted by size). Default: synthetic data")
     ("loader-threads", po::value(&o.loader_threads)->default_value(o.loader_threads), "image decoding threads per rank (0: the rank's "
                                                                                         "cores not used by --threads, at least 1)")
     ("prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches decoded ahead of the training step")

@@ -69,17 +69,21 @@ if ! grep -Eq '^\| 1 \| 2 \| 4 \| [0-9.]+ \|.*\| [0-9.]+ \| [0-9.]+ \| [0-9.]+% 
   echo "FAIL dlperf-reduce: no tokens/s and MFU columns"; cat "$dir/table"; fail=1
 else echo "ok   dlperf-reduce: $(grep -E '^\| 1 \| 2 ' "$dir/table" | head -1)"; fi
 
-# Two ranks on indexed-dataset tokens.
+# Two ranks on indexed-dataset tokens: a blend of two datasets weighted 3:1 (Megatron's
+# "W1 PREFIX1 W2 PREFIX2" --data-path, comma-separated).
 "$make_dataset" --tokens "$dir/c4" --documents 40 --vocab 128 >/dev/null || { echo "FAIL make-dataset --tokens"; fail=1; }
+"$make_dataset" --tokens "$dir/c4b" --documents 20 --vocab 128 --seed 2 >/dev/null || { echo "FAIL make-dataset --tokens"; fail=1; }
 timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
   --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128 --seq-len 48 --batch-size 4 --lr 3e-3 --threads 1 \
-  --iterations 30 --warmup 5 --print-every 10 --data "$dir/c4" --output "$dir/d.h5" >"$dir/data.log" 2>&1
+  --iterations 30 --warmup 5 --print-every 10 --data "3,$dir/c4,1,$dir/c4b" --output "$dir/d.h5" >"$dir/data.log" 2>&1
 rc=$?
 loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/data.log")
 if [ "$rc" -ne 0 ]; then echo "FAIL indexed data: exit $rc"; tail -20 "$dir/data.log"; fail=1
 elif ! grep -q 'bit-identical on all 2 ranks' "$dir/data.log"; then echo "FAIL indexed data: replicas differ"; fail=1
 elif ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 0.8) }'; then echo "FAIL indexed data: $loss"; fail=1
 elif ! h5dump -a /runs/run_000001/data_source "$dir/d.h5" | grep -q megatron; then echo "FAIL indexed data: data_source"; fail=1
+elif ! grep -q "^data: Megatron indexed dataset blend of 2: 0.75 $dir/c4, 0.25 $dir/c4b\$" "$dir/data.log"; then
+  echo "FAIL indexed data: no blend in the banner"; grep '^data' "$dir/data.log"; fail=1
 else echo "ok   indexed data, two ranks: $loss"; fi
 cp "$dir/c4.bin" "$dir/bad.bin"
 printf 'NOTMEGA!' | cat - <(tail -c +9 "$dir/c4.idx") >"$dir/bad.idx"
@@ -91,6 +95,9 @@ bad "bad.bin: .* truncated or mismatched" "${v128[@]}" --data "$dir/bad"
 cp "$dir/c4.bin" "$dir/bad.bin"
 bad "outside the vocabulary \[0, 64\)" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/bad"
 bad "no file .*nothing.idx" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/nothing"
+bad "weight '0' of .*c4 is not a positive number" "${v128[@]}" --data "0,$dir/c4,1,$dir/c4b"
+bad "expected WEIGHT,PREFIX pairs, got 3 items" "${v128[@]}" --data "1,$dir/c4,1"
+bad "no file .*nothing.idx" "${v128[@]}" --data "$dir/c4,$dir/nothing"
 
 [ "$fail" -eq 0 ] && echo "llama cli ok"
 exit "$fail"

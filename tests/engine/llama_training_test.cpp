@@ -172,5 +172,69 @@ TEST(LlamaData, IndexedWindowsShuffledPerEpochAndSharedByRanks) {
   std::filesystem::remove(prefix + ".bin"), std::filesystem::remove(prefix + ".idx");
 }
 
+// A blend (Megatron's weighted --data-path): two datasets with disjoint ids, weights 1:3. Every
+// prefix of the epoch's sample sequence holds each dataset within one sample of its weight;
+// each sample is a whole window of its own dataset; within an epoch the ranks read disjoint
+// windows; unweighted, a list and a folder blend by size; malformed specs are usage errors.
+TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dlperf_blend_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string a = (dir / "a").string(), b = (dir / "b").string();
+  std::vector<std::vector<int32_t>> da(1), db(1);
+  for (int32_t t = 0; t < 400; ++t) da[0].push_back(t);         // 399 / 8 = 49 windows
+  for (int32_t t = 500; t < 1000; ++t) db[0].push_back(t);      // 499 / 8 = 62 windows
+  data::write_indexed_dataset(a, da), data::write_indexed_dataset(b, db);
+  const int64_t T = 8, B = 2;
+  const std::string spec = "1," + a + ",3," + b;
+  IndexedTokens r0(spec, B, T, 1000, 7, 0, 2), r1(spec, B, T, 1000, 7, 1, 2);
+  EXPECT_EQ(r0.windows(), 49 + 62);
+  EXPECT_EQ(r0.steps_per_epoch(), 111 / 4);  // 27
+  ASSERT_EQ(r0.weights().size(), 2u);
+  EXPECT_DOUBLE_EQ(r0.weights()[0], 0.25);
+  int64_t from_b = 0, seen = 0;
+  std::set<int32_t> epoch_a;
+  for (int64_t s = 0; s < r0.steps_per_epoch(); ++s)
+    for (IndexedTokens* src : {&r0, &r1}) {
+      const auto& tok = src->next().ints.at(kLlamaTokens);
+      for (int64_t i = 0; i < B; ++i) {
+        const int32_t first = tok[static_cast<size_t>(i * (T + 1))];
+        const bool in_b = first >= 500;
+        ASSERT_EQ((first - (in_b ? 500 : 0)) % T, 0) << "a window starts at a multiple of T of its dataset";
+        for (int64_t t = 0; t <= T; ++t) ASSERT_EQ(tok[static_cast<size_t>(i * (T + 1) + t)], first + t);
+        from_b += in_b, ++seen;
+        EXPECT_LE(std::abs(0.75 * static_cast<double>(seen) - static_cast<double>(from_b)), 1.0) << "after " << seen << " samples";
+        if (!in_b) {
+          EXPECT_TRUE(epoch_a.insert(first).second) << "window of a read twice in one epoch";
+        }
+      }
+    }
+  // b, weighted above its size (0.75 x 108 = 81 samples > 62 windows), is cycled: reshuffled.
+  EXPECT_EQ(from_b, 81);
+  EXPECT_EQ(epoch_a.size(), 27u);
+  for (const std::string& by_size : {a + "," + b, dir.string()}) {
+    IndexedTokens s(by_size, B, T, 1000, 7, 0, 2);
+    EXPECT_NEAR(s.weights()[0], 49.0 / 111, 1e-12) << by_size;
+  }
+  EXPECT_EQ(describe_token_sources(spec), "blend of 2: 0.25 " + a + ", 0.75 " + b);
+  const std::pair<std::string, std::string> bad[] = {
+      {"1," + a + ",3", "expected WEIGHT,PREFIX pairs, got 3 items"},
+      {"0," + a + ",3," + b, "weight '0' of " + a + " is not a positive number"},
+      {a + ",," + b, "an empty item in the comma list"},
+      {"1," + a + ",1," + (dir / "c").string(), "no file " + (dir / "c").string() + ".idx"},
+      {(dir / "empty").string(), "a folder with no PREFIX.idx + PREFIX.bin pair in it"},
+  };
+  std::filesystem::create_directories(dir / "empty");
+  for (const auto& [s, want] : bad) {
+    try {
+      (void)parse_token_sources(s);
+      ADD_FAILURE() << s << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dlperf
