@@ -99,5 +99,28 @@ bad "weight '0' of .*c4 is not a positive number" "${v128[@]}" --data "0,$dir/c4
 bad "expected WEIGHT,PREFIX pairs, got 3 items" "${v128[@]}" --data "1,$dir/c4,1"
 bad "no file .*nothing.idx" "${v128[@]}" --data "$dir/c4,$dir/nothing"
 
+# --find-max-batch honours --recompute, --grad-accum and --zero (issue 25 item 8): each trial
+# builds what the run would, so under one memory limit recomputing fits a larger batch, an
+# accumulation buffer a smaller one, and 2 ranks sharding AdamW's moments a larger one.
+fmb=(--model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 16000
+     --seq-len 64 --threads 1 --memory-limit-mb 120 --batch-size 1 --find-max-batch)
+largest() {  # label, command...: the largest batch it printed, or nothing
+  local label=$1
+  shift
+  timeout 300 "$@" >"$dir/fmb.log" 2>&1 || { echo "FAIL find-max-batch $label: exit $?" >&2; tail -5 "$dir/fmb.log" >&2; return; }
+  sed -n 's/^largest batch per device that trains: \([0-9]*\) (.*/\1/p' "$dir/fmb.log"
+}
+none=$(largest none "$train" "${fmb[@]}")
+block=$(largest block "$train" "${fmb[@]}" --recompute block)
+accum=$(largest accum "$train" "${fmb[@]}" --grad-accum 2)
+zero0=$(largest zero0 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${fmb[@]}" --zero 0)
+zero1=$(largest zero1 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${fmb[@]}" --zero 1)
+if [ -z "$none" ] || [ -z "$block" ] || [ -z "$accum" ] || [ -z "$zero0" ] || [ -z "$zero1" ] ||
+   [ "$block" -le "$none" ] || [ "$accum" -ge "$none" ] || [ "$zero1" -le "$zero0" ]; then
+  echo "FAIL find-max-batch: recompute none $none, block $block; grad-accum 2 $accum; 2 ranks zero 0 $zero0, zero 1 $zero1"; fail=1
+else
+  echo "ok   find-max-batch under 120 MiB: batch $none; $block with --recompute block; $accum with --grad-accum 2; 2 ranks: $zero0, $zero1 with --zero 1"
+fi
+
 [ "$fail" -eq 0 ] && echo "llama cli ok"
 exit "$fail"
