@@ -199,8 +199,8 @@ class Backend {
   virtual std::unique_ptr<BatchedMatmul> batched_matmul(const BatchedMatmulSpec& spec, DType dtype) = 0;
   virtual std::unique_ptr<MaskedSoftmax> masked_softmax(const Tensor& x) = 0;
   virtual std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) = 0;
-  // x (M, C) -> y (M, vocab) = x E^T + b, E (vocab, C) the weight of `tied` (BERT's MLM decoder
-  // tied to the word embeddings). The returned layer owns only the bias (spec.name + ".bias");
+  // x (M, C) -> y (M, vocab) = x E^T (+ b with spec.bias), E (vocab, C) the weight of `tied`
+  // (BERT's MLM decoder, Llama 3.2's output head). The returned layer owns only the bias, if any (spec.name + ".bias");
   // E stays one parameter of `tied`. The decoder's backward writes E's gradient and marks the
   // embedding so that its own backward, which must come later in the step, adds to it: the
   // gradient is the sum of both uses.

@@ -1,17 +1,23 @@
-// A linear layer whose weight is an embedding table (BERT's masked-LM decoder, tied to the
-// word embeddings): y (M, V) = x (M, C) E^T + b, E (V, C). The layer owns only its bias; E
-// stays one parameter of the embedding (one flat-buffer entry, one optimizer update).
+// A linear layer whose weight is an embedding table: y (M, V) = x (M, C) E^T (+ b), E (V, C).
+// BERT's masked-LM decoder (with a bias) and Llama 3.2's output head (none) are tied to their
+// word embeddings. The layer owns only its bias, if any; E stays one parameter of the embedding
+// (one flat-buffer entry, one optimizer update).
 //
 // Vocabulary padding: the CUDA embedding stores its table with the rows padded to a multiple
-// of 8 (Vp, zero rows; 30,522 -> 30,528), and this layer's bias likewise, so every GEMM here
-// runs over Vp: tensor-core aligned leading dimensions. The logits are (M, V) with a row pitch
-// of Vp; the padding columns hold 0 (zero rows, zero bias), the cross-entropy reads only the V
-// real ones and writes 0 into the padding of dlogits. The parameter count is unchanged.
-//   forward  y = x E^T + b       cuBLASLt, bias epilogue
-//   backward dE = dy^T x         written here first (backward runs the heads before the
-//            db = sum_rows dy    embeddings; cuBLASLt's bias-gradient epilogue); the
-//                                embedding's own backward then adds its scatter
-//            dx = dy E
+// of 8 (Vp, zero rows; 30,522 -> 30,528).
+//   With a bias (BERT): the bias is padded likewise and every GEMM runs over Vp, tensor-core
+//   aligned leading dimensions. The logits are (M, V) with a row pitch of Vp; the padding
+//   columns hold 0 (zero rows, zero bias), the cross-entropy reads only the V real ones and
+//   writes 0 into the padding of dlogits. The parameter count is unchanged.
+//     forward  y = x E^T + b       cuBLASLt, bias epilogue
+//     backward dE = dy^T x         written here first (backward runs the heads before the
+//              db = sum_rows dy    embeddings; cuBLASLt's bias-gradient epilogue); the
+//                                  embedding's own backward then adds its scatter
+//              dx = dy E
+//   Without a bias (Llama): the GEMMs run over the V real rows of the table and the logits are
+//   dense (M, V), as the token cross-entropy reads them (Llama's vocabularies, 128,256 and
+//   32,000, are multiples of 8 already: V = Vp). The padding rows' gradient is never written
+//   and stays 0. cuBLAS GEMMs (no epilogue to fuse).
 // f16/bf16 runs read the embedding's compute copy of E, refreshed with its other weights.
 #include "backend/cuda/lt_gemm.h"
 #include "backend/cuda/ops.h"
@@ -27,11 +33,18 @@ class CudaTiedLinear final : public WithParams<Linear> {
     v_ = e[0];
     c_ = e[1];
     vp_ = table_.stored_dims()[0];
-    if (x.dims().size() != 2 || x.dims()[1] != c_ || s.in_features != c_ || s.out_features != v_ || !s.bias || x.padded())
-      throw_usage_error("tied_linear " + s.name + ": input " + to_string(x.dims()) + " and spec must match the tied table " + to_string(e) +
-                        " (with a bias)");
+    bias_ = s.bias;
+    if (x.dims().size() != 2 || x.dims()[1] != c_ || s.in_features != c_ || s.out_features != v_ || x.padded())
+      throw_usage_error("tied_linear " + s.name + ": input " + to_string(x.dims()) + " and spec must match the tied table " + to_string(e));
     m_ = x.dims()[0];
     DLPERF_ASSERT(vp_ % kTableRowPad == 0, "the tied table is stored padded");
+    n_ = bias_ ? vp_ : v_;
+    if (!bias_) {
+      const std::string shape = shape_str(x.dims(), dtype_) + " -> " + std::to_string(v_);
+      for (const char* pass : {"forward", "backward_data", "backward_weights"})
+        ctx_->record_kernel(s.name, pass, shape, "cublas gemm, " + ctx_->gemm_math_name(dtype_));
+      return;
+    }
     add_param(ctx_, s.name + ".bias", ParamRole::bias, {v_}, dtype_, false, kTableRowPad);  // (Vp) like the table's rows
     fwd_ = std::make_unique<LtGemm>(*ctx_, GemmShape{false, true, m_, vp_, c_, 1}, c_, c_, vp_, dtype_, dtype_, LtEpilogue::bias);
     de_ = std::make_unique<LtGemm>(*ctx_, GemmShape{true, false, vp_, c_, m_, 1}, vp_, c_, c_, dtype_, DType::f32, LtEpilogue::bgrad);
@@ -51,10 +64,14 @@ class CudaTiedLinear final : public WithParams<Linear> {
     if (!fwd_ || !de_) ctx_->ones(dtype_, m_);
   }
 
-  TensorPtr make_output() const override { return std::make_unique<CudaTensor>(ctx_, Dims{m_, v_}, dtype_, Layout::canonical, vp_); }
+  TensorPtr make_output() const override { return std::make_unique<CudaTensor>(ctx_, Dims{m_, v_}, dtype_, Layout::canonical, n_); }
 
   void forward(const Tensor& x, Tensor& y) override {
-    DLPERF_ASSERT(dev(y).pitch() == vp_, "tied_linear output made by make_output (row pitch Vp)");
+    DLPERF_ASSERT(dev(y).pitch() == n_, "tied_linear output made by make_output");
+    if (!bias_) {
+      gemm(*ctx_, {false, true, m_, v_, c_, 1}, 1.0f, dev(x).data(), table_.compute(), dtype_, 0.0f, dev(y).data(), dtype_);
+      return;
+    }
     if (fwd_) {
       fwd_->run(*ctx_, 1.0f, dev(x).data(), table_.compute(), dev(y).data(), params_[0].compute());
       return;
@@ -64,7 +81,12 @@ class CudaTiedLinear final : public WithParams<Linear> {
   }
 
   void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
-    DLPERF_ASSERT(dev(dy).pitch() == vp_, "dlogits in the logits' layout (row pitch Vp)");
+    DLPERF_ASSERT(dev(dy).pitch() == n_, "dlogits in the logits' layout");
+    if (!bias_) {  // the first V rows of the (Vp, C) gradient, then dx over them
+      gemm(*ctx_, {true, false, v_, c_, m_, 1}, 1.0f, dev(dy).data(), dev(x).data(), dtype_, 0.0f, table_.grad(), DType::f32);
+      if (dx) gemm(*ctx_, {false, false, m_, c_, v_, 1}, 1.0f, dev(dy).data(), table_.compute(), dtype_, 0.0f, dev(*dx).data(), dtype_);
+      return;
+    }
     if (de_) {
       de_->run(*ctx_, 1.0f, dev(dy).data(), dev(x).data(), table_.grad(), params_[0].grad());
     } else {
@@ -78,7 +100,9 @@ class CudaTiedLinear final : public WithParams<Linear> {
   Ctx ctx_;
   DType dtype_;
   Param& table_;  // the embedding's (V, C) table, stored (Vp, C)
+  bool bias_ = true;
   int64_t m_ = 0, v_ = 0, vp_ = 0, c_ = 0;
+  int64_t n_ = 0;  // the GEMMs' width and the logits' row pitch: Vp with a bias, V without
   std::unique_ptr<LtGemm> fwd_, de_;
 };
 
