@@ -7,10 +7,13 @@ gradient for gradient), with its attention replaced by F.scaled_dot_product_atte
 True) where PyTorch has it (2.0 and later; 1.13 keeps the explicit causal softmax). Synthetic
 token windows, next-token cross-entropy, AdamW (beta2 0.95, eps 1e-8, weight decay 0.1 on
 matrices) after clip_grad_norm_(1.0), as dlperf's Llama recipe. fp32, or bf16 with
-torch.autocast('cpu', dtype=torch.bfloat16).
+torch.autocast(device, dtype=torch.bfloat16). --device cuda: the model, batches and optimizer
+(AdamW fused=True, PyTorch's fastest) on the GPU, SDPA's flash/cuDNN kernels; --tied: Llama 3.2's
+head tied to the embeddings (RoPE factor 32), for llama3_2_1b.
 
 Method: --warmup untimed steps, then --iterations timed steps (monotonic clock around whole steps:
-forward, backward, optimizer); prints `throughput X samples/s` = batch * iterations / elapsed.
+forward, backward, optimizer; on cuda the device synchronised before each clock reading); prints
+`throughput X samples/s` = batch * iterations / elapsed.
 """
 
 import argparse
@@ -44,38 +47,52 @@ def main():
                           ("seq-len", 1024), ("batch-size", 2), ("iterations", 10), ("warmup", 3), ("threads", 0)]:
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tied", action="store_true", help="Llama 3.2's tied head (RoPE factor 32)")
     a = ap.parse_args()
+    dev = torch.device(a.device)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     if hasattr(F, "scaled_dot_product_attention"):
         ref.Attention.forward = sdpa_forward
     cfg = argparse.Namespace(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads, ffn=a.ffn, vocab=a.vocab,
-                             seq_len=a.seq_len, norm_eps=1e-5, rope_theta=500000.0, rope_factor=8.0, tied=False)
+                             seq_len=a.seq_len, norm_eps=1e-5, rope_theta=500000.0, rope_factor=32.0 if a.tied else 8.0,
+                             tied=a.tied)
     torch.manual_seed(0)
     model = ref.Transformer(cfg)
+    with torch.no_grad():  # Llama's init, as dlperf's: N(0, 0.02) matrices (nn.Embedding's N(0, 1) would
+        for p in model.parameters():  # make a tied head's first logits ~50x too large)
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
     model.cos, model.sin = model.cos.float(), model.sin.float()
+    model.to(dev)
+    model.cos, model.sin = model.cos.to(dev), model.sin.to(dev)
     groups = ref.gc.sgd_param_groups(model, 0.1, ref.decays)
-    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if a.device == "cuda" else {}))
     g = torch.Generator().manual_seed(1)
-    batches = [torch.randint(0, a.vocab, (a.batch_size, a.seq_len + 1), generator=g) for _ in range(4)]
+    batches = [torch.randint(0, a.vocab, (a.batch_size, a.seq_len + 1), generator=g).to(dev) for _ in range(4)]
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
     def step(i):
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss, _ = ref.loss_of(model, batches[i % 4])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return float(loss)
+        return loss.detach()  # read after the clock: no host sync per step
 
     for i in range(a.warmup):
         step(i)
+    sync()
     t0 = time.monotonic()
     for i in range(a.iterations):
         loss = step(i)
+    sync()
     dt = time.monotonic() - t0
     attn = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "explicit softmax"
-    print(f"pytorch {torch.__version__} ({attn}), {torch.get_num_threads()} threads, loss {loss:.4f}")
+    where = torch.cuda.get_device_name() if a.device == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"pytorch {torch.__version__} ({attn}), {where}, loss {float(loss):.4f}")
     print(f"throughput {a.batch_size * a.iterations / dt:.3f} samples/s")
     print(f"tokens/s {a.batch_size * a.seq_len * a.iterations / dt:.1f}")
 

@@ -21,6 +21,9 @@
 #   9  profile     per-kernel GPU time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
 #                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
+#  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
+#                  attention is dlperf's flagged fallback, not cuDNN's fused SDPA), then
+#                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model
 # A stage that runs past 9.5 minutes has its running step stopped (exit 124 in summary.tsv).
 #
 # Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
@@ -37,7 +40,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile variants)
+STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile variants llama)
 STAGE_LIMIT=570  # seconds a stage may take: its steps run under `timeout` for what is left of it
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -222,6 +225,13 @@ stage_variants() {
   [ $dry = 1 ] || variants_table
 }
 
+stage_llama() {
+  step 11 plan-llama3_2_1b-bf16 plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 \
+    --plan-only
+  step 11 vs-pytorch-llama3_2_1b "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
+    --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"
+}
+
 if [ $dry = 0 ]; then
   mkdir -p "$out" || die_usage "cannot create $out"
   printf 'stage\tstep\texit\tseconds\n' >"$out/summary.tsv"
@@ -252,6 +262,7 @@ for s in "${chosen[@]}"; do
     bert) stage_bench 8 bert_base 64 ;;
     profile) stage_profile ;;
     variants) stage_variants ;;
+    llama) stage_llama ;;
   esac
 done
 [ $dry = 1 ] && exit 0

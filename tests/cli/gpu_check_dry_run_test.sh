@@ -12,9 +12,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 out=$("$script" --dry-run)
 stages=$(grep '^# stage' <<<"$out" | sed 's/^# stage //' | tr '\n' ' ')
-[ "$stages" = "1: tests 2: plan 3: memcheck 4: racecheck 5: synccheck 6: resnet50 7: vgg16 8: bert 9: profile 10: variants " ] ||
+[ "$stages" = "1: tests 2: plan 3: memcheck 4: racecheck 5: synccheck 6: resnet50 7: vgg16 8: bert 9: profile 10: variants 11: llama " ] ||
   fail "stage list: '$stages'"
-for s in 1 2 3 4 5 6 7 8 9 10; do grep -q "^stage $s " <<<"$out" || fail "stage $s has no command"; done
+for s in 1 2 3 4 5 6 7 8 9 10 11; do grep -q "^stage $s " <<<"$out" || fail "stage $s has no command"; done
 for v in "" " --cuda-graph" " --data-on-device"; do
   [ "$(grep -c -- "--model resnet50 --precision fp16 --batch-size 256 --iterations 70 --warmup 20$v\$" <<<"$out")" = 3 ] ||
     fail "stage 10: three repeats of resnet50 fp16${v:- eager}"
@@ -33,6 +33,8 @@ grep -q -- 'vs_pytorch.sh --device cuda --model vgg16 --batch-size 128' <<<"$out
 grep -q -- 'vs_pytorch.sh --device cuda --model bert_base --batch-size 64' <<<"$out" || fail "bert bench"
 grep -q -- '--model resnet50 --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of resnet50 fp16"
 grep -q -- '--model bert_base --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of bert fp16"
+grep -q -- '--model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 --plan-only' <<<"$out" || fail "no plan of llama3_2_1b"
+grep -q -- 'llama_vs_pytorch.sh --backend cuda --llama3-2-1b --precision bf16' <<<"$out" || fail "llama3_2_1b bench"
 
 only=$("$script" --dry-run --stage 2)
 [ "$(grep -c '^# stage' <<<"$only")" = 1 ] || fail "--stage 2 runs one stage"
@@ -71,7 +73,7 @@ grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is i
 printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\n' >"$fake"
 DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" >/dev/null 2>&1 || fail "a clean plan failed the plan stage"
 
-for bad in "--stage 0" "--stage 11" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
+for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
   set +e
   # shellcheck disable=SC2086
   "$script" --dry-run $bad >/dev/null 2>&1
