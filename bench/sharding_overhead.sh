@@ -4,7 +4,9 @@
 # model, interleaved (baseline, option, baseline, option, ...) so a machine that slows down mid-way biases
 # neither; ratio = median option / median baseline (samples/s; accumulation counts every
 # micro-batch). Needs an idle machine for figures worth quoting; the machine state is printed.
-#   bench/sharding_overhead.sh [BUILD_DIR] [RANKS] [REPEATS] [extra dlperf-train flags...]
+#   bench/sharding_overhead.sh [BUILD_DIR] [RANKS] [REPEATS] [llama] [extra dlperf-train flags...]
+# The model: a reduced ResNet-50 (blocks 1,1,1,1, width 32, 64x64 images, batch 16), or with
+# "llama" a reduced Llama (2 layers, hidden 256, 4/2 heads, ffn 704, vocab 8,000, seq 256, batch 4).
 set -eu
 build=${1:-build}
 ranks=${2:-2}
@@ -14,12 +16,18 @@ exe="$build/src/dlperf-train"
 [ -x "$exe" ] || { echo "sharding_overhead.sh: $exe not found; build the dlperf-train target first" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 threads=$(( $(nproc) / ranks )); [ "$threads" -ge 1 ] || threads=1
-base=(--model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 32 --image-size 64 --num-classes 100 --batch-size 16
-      --iterations 40 --warmup 10 --print-every 0 --threads "$threads" "$@")
+model=(--model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 32 --image-size 64 --num-classes 100 --batch-size 16)
+if [ "${1:-}" = llama ]; then
+  shift
+  model=(--model llama3_8b --llama-layers 2 --llama-hidden 256 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 704 --llama-vocab 8000
+         --seq-len 256 --batch-size 4)
+fi
+base=("${model[@]}" --iterations 40 --warmup 10 --print-every 0 --threads "$threads" "$@")
 run() {  # prints samples/s
   mpirun -np "$ranks" --oversubscribe --bind-to none "$exe" "${base[@]}" "$@" | sed -n 's/^summary: throughput \([0-9.]*\) samples.*/\1/p'
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+echo "# ${model[*]}"
 echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $ranks ranks x $threads threads; $repeats repeats"
 declare -A rates
 for ((i = 0; i < repeats; ++i)); do
