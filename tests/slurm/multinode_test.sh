@@ -426,13 +426,16 @@ phase_job() {
   done
   t1=$(now)
   netns_cluster_wait_job "$id" 120
-  fault_t=$(grep -ao 'raises signal [0-9]* at [a-z-]* #[0-9]* (t=[0-9.]*' "$out" | grep -o '[0-9.]*$' | head -1)
+  fault_t=$(grep -ao 'raises signal [0-9]* at [a-z-]* #[0-9]* (t=[0-9.]*' "$out" | grep -o '[0-9.]*$' | head -1 || true)
   [ -n "$fault_t" ] || { echo "phase $spec: the fault never fired in job $id" >&2; cat "$out" >&2; return 1; }
   took=$(elapsed "$fault_t" "$t1")
   echo "phase $spec on $host2: job $id $NETNS_CLUSTER_JOB_STATE $took s after the fault (bound $bound s)"
   [ "$NETNS_CLUSTER_JOB_STATE" = FAILED ] || { cat "$out" >&2; return 1; }
   awk -v s="$took" -v b="$bound" 'BEGIN { exit !(s <= b) }' || { cat "$out" >&2; return 1; }
-  if grep -aE "^dlperf-train: rank [0-9] \([^)]*\): phase $expect[: ].*rank $victim \($host2\)" "$out" | head -1 | cut -c1-200; then
+  local line
+  line=$(grep -aE "^dlperf-train: rank [0-9] \([^)]*\): phase $expect[: ].*rank $victim \($host2\)" "$out" | head -1 || true)
+  if [ -n "$line" ]; then
+    echo "${line:0:200}"
     return 0
   fi
   if [ "$sig" = KILL ] && srun_reports_killed "$host2" "$victim" "$out"; then return 0; fi
