@@ -40,6 +40,21 @@ class Buffer {
   virtual void read(std::span<float> out, size_t offset = 0) const = 0;
   virtual void write(std::span<const float> in, size_t offset = 0) = 0;
   virtual void zero() = 0;
+  // ZeRO-2 (train/parallel/zero.h) frees a gradient bucket once it is reduce-scattered and
+  // writes it again in the next backward. decommit: [offset, offset + count) is not needed until
+  // written again; the backend may give its memory back and stop counting it (CPU: the whole
+  // pages inside the range return to the kernel and read as zero afterwards). commit: the range
+  // is about to be written again; it is counted again (and may throw OutOfMemoryError past a
+  // limit). Calls alternate per range. Both return the bytes affected: 0 where the backend keeps
+  // the memory (the default, and the CUDA backend today).
+  virtual size_t decommit(size_t offset, size_t count) {
+    (void)offset, (void)count;
+    return 0;
+  }
+  virtual size_t commit(size_t offset, size_t count) {
+    (void)offset, (void)count;
+    return 0;
+  }
 };
 
 // One fused SGD step over a contiguous range (PyTorch semantics):
@@ -150,10 +165,16 @@ class Backend {
   // (where planning is needed; the CPU backend records the reorder it will run).
   virtual void plan_convert(const Tensor& src, const Tensor& dst) { (void)src, (void)dst; }
   virtual std::unique_ptr<Buffer> buffer(size_t elems) = 0;     // zero-filled f32
+  // The same, starting decommitted (Buffer::decommit over all of it): ZeRO-2's gradients, which
+  // are committed bucket by bucket as backward writes them. Default: an ordinary buffer.
+  virtual std::unique_ptr<Buffer> decommitted_buffer(size_t elems) { return buffer(elems); }
   // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
   // copies), 64-byte aligned on the CPU. Safe to call from any thread.
   virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }
   virtual int64_t peak_memory_bytes() const = 0;                // device memory (GPU) or resident set (CPU)
+  // The most bytes of tensors and buffers the backend held at once (its allocation counter; CPU:
+  // what --memory-limit-mb is checked against); 0 where the backend does not count.
+  virtual int64_t allocated_peak_bytes() const { return 0; }
   // Memory in use on the device as the device reports it (CUDA: total - free from
   // cudaMemGetInfo, every process and library included); 0 where there is no device.
   virtual int64_t device_memory_used_bytes() const { return 0; }

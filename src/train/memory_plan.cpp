@@ -1,5 +1,6 @@
 #include "train/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -7,6 +8,7 @@
 #include "models/llama_config.h"
 #include "train/llama_options.h"
 #include "models/vgg.h"
+#include "train/parallel/sharding.h"
 #include "train/size_limits.h"
 
 namespace dlperf {
@@ -27,6 +29,23 @@ int64_t resnet_parameters(const TrainOptions& o) {
     }
   }
   return n + in * o.num_classes + o.num_classes;
+}
+
+// The largest parameter tensor (elements): what one bucket can exceed --bucket-mb by.
+int64_t largest_parameter_tensor(const TrainOptions& o) {
+  if (o.model == "resnet50") {
+    const int64_t w = o.resnet_width;
+    return std::max(9 * 64 * w * w, 32 * w * o.num_classes);  // the last stage's 3x3 conv, the classifier
+  }
+  if (o.model == "vgg16") {
+    const int64_t w = o.vgg_width, side = o.image_size / 32;
+    return std::max({9 * 64 * w * w, 8 * w * side * side * o.vgg_hidden, o.vgg_hidden * o.vgg_hidden, o.vgg_hidden * o.num_classes});
+  }
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o);
+    return std::max({c.vocab * c.hidden, c.hidden * c.ffn, c.hidden * c.hidden});
+  }
+  return std::max({o.bert_vocab * o.bert_hidden, o.bert_hidden * o.bert_intermediate, 3 * o.bert_hidden * o.bert_hidden});
 }
 
 std::string gib(double bytes) {
@@ -65,11 +84,19 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
   p.weights = low ? 2.0 * P : f32;
   p.master = low ? f32 : 0.0;
-  p.gradients = f32;
   const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
   const bool sharded = o.zero > 0 && ranks > 1;
   p.optimizer = sharded ? (state + 1.0) * f32 / ranks : state * f32;  // sharded: + the shard's reduced gradients
+  p.gradients = f32;
   p.accumulation = o.grad_accum > 1 ? f32 : 0.0;
+  if (sharded && o.zero == 2) {
+    // Buckets in flight, the one backward is closing, and the layer it is writing (<= 2 of the
+    // largest tensor); a bucket exceeds --bucket-mb by less than one tensor.
+    const double tensor = 4.0 * static_cast<double>(largest_parameter_tensor(o));
+    const double bucket = o.bucket_mb * 1024.0 * 1024.0 + tensor;
+    p.gradients = std::min(f32, static_cast<double>(kZeroBucketsInFlight + 1) * bucket + 2.0 * tensor);
+    p.accumulation = o.grad_accum > 1 ? f32 / ranks : 0.0;  // later micro-batches' reduced shard
+  }
   p.activations_min = min_activation_bytes(o);
   return p;
 }
@@ -99,8 +126,9 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   if (limit_bytes <= 0 || p.total() <= limit_bytes) return;
   const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
   std::string help;
-  if (o.zero == 0 && params > p.activations_min) help += "--zero 1 over more ranks (--plan-ranks N shows the plan), ";
-  if (o.grad_accum > 1) help += "no --grad-accum (its buffer), ";
+  const int most = o.backend == BackendKind::cuda ? 1 : 2;  // --zero 2 is cpu-only for now
+  if (o.zero < most && params > p.activations_min) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
+  if (o.grad_accum > 1 && o.zero < 2) help += "no --grad-accum (its buffer), ";
   if (p.activations_min > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
   if (p.activations_min > params) help += "a smaller --batch-size with --grad-accum, ";
   help += "a smaller model";

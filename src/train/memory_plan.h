@@ -7,10 +7,14 @@
 // them; the flat buffers add 64-byte alignment padding, < 16 floats per tensor), n ranks:
 //   weights        4P (fp32: the f32 values are also what forward reads), or 2P bf16/fp16 copies
 //   master         0 in fp32; 4P f32 master values in bf16/fp16
-//   gradients      4P (one flat f32 buffer the layers write)
-//   optimizer      sgd 4P (momentum), adamw 8P (m, v), lamb 12P (m, v, update); /n with --zero 1,
-//                  plus the shard's reduced gradients 4P/n
-//   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches)
+//   gradients      4P (one flat f32 buffer the layers write); --zero 2 frees each bucket once
+//                  reduce-scattered, so at most (buckets in flight + 1) buckets and the layer being
+//                  written are held: min(4P, 3 (B + T) + 2T), B = --bucket-mb, T = the largest
+//                  parameter tensor's bytes (a bound: the real peak is measured, trace and tests)
+//   optimizer      sgd 4P (momentum), adamw 8P (m, v), lamb 12P (m, v, update); /n with --zero 1
+//                  or 2, plus the shard's reduced gradients 4P/n
+//   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches); 4P/n under
+//                  --zero 2 (it reduces each micro-batch and sums the reduced shards)
 //   activations    a lower bound (size_limits.h: the first layers' outputs), not yet the full
 //                  per-layer count; with --recompute block, transformers count each layer's
 //                  output and one layer's full set (ResNet's bound, the stem, is unchanged)

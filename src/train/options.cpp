@@ -43,17 +43,18 @@ std::array<int, 4> parse_blocks(const std::string& s) {
 
 // --zero against the rest (issue 25).
 void validate_zero(const TrainOptions& o) {
-  if (o.zero == 2)
-    throw_usage_error("--zero 2 is not available yet: the layers write one flat gradient buffer that cannot be freed per bucket; use --zero 1");
-  if (o.zero != 0 && o.zero != 1) throw_usage_error("--zero must be 0 (replicated) or 1 (sharded optimizer state), got " + std::to_string(o.zero));
+  if (o.zero < 0 || o.zero > 2)
+    throw_usage_error("--zero must be 0 (replicated), 1 (sharded optimizer state) or 2 (and sharded gradients), got " + std::to_string(o.zero));
   if (o.zero == 0) return;
-  if (o.optimizer == "lamb")
-    throw_usage_error("--zero 1 shards sgd and adamw; lamb's trust ratio needs each parameter's whole norm: use --optimizer adamw");
+  const std::string z = "--zero " + std::to_string(o.zero);
+  if (o.optimizer == "lamb") throw_usage_error(z + " shards sgd and adamw; lamb's trust ratio needs each parameter's whole norm: use --optimizer adamw");
   if (o.precision == Precision::fp16)
-    throw_usage_error("--zero 1 with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
-  if (o.cuda_graph) throw_usage_error("--cuda-graph and --zero 1 exclude each other");
+    throw_usage_error(z + " with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
+  if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
+  if (o.backend == BackendKind::cuda && o.zero == 2)
+    throw_usage_error("--zero 2 is not available on cuda yet (freeing a bucket's gradients needs the CUDA virtual memory API, not written); use --zero 1");
   if (o.backend == BackendKind::cuda && o.comm == CommBackend::mpi)
-    throw_usage_error("--zero 1 on cuda needs --comm nccl (the staged mpi communicator has no reduce-scatter)");
+    throw_usage_error(z + " on cuda needs --comm nccl (the staged mpi communicator has no reduce-scatter)");
 }
 
 // The device-step options (issue 13) against each other and the rest.
@@ -261,7 +262,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                        "before its backward")
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
-                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw)")
+                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw); 2 "
+                                                          "(ZeRO-2, cpu): also frees each bucket's full gradients once "
+                                                          "reduce-scattered")
     ("plan-ranks", po::value(&o.plan_ranks)->default_value(o.plan_ranks), "with --plan-only: print the memory plan for this many "
                                                                           "ranks without starting them (0: the job's ranks)")
     ("memory-limit-mb", po::value(&o.memory_limit_mb)->default_value(o.memory_limit_mb), "cpu: MiB of tensors and buffers the backend "

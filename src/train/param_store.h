@@ -22,13 +22,16 @@ struct ParamEntry {
 
 class ParamStore {
  public:
-  ParamStore(Backend& be, const std::vector<Layer*>& layers_forward_order);
+  // gradients_decommitted: the gradient buffer starts decommitted (Backend::decommitted_buffer),
+  // for ZeRO-2, which commits each bucket as backward writes it.
+  ParamStore(Backend& be, const std::vector<Layer*>& layers_forward_order, bool gradients_decommitted = false);
 
   Buffer& values() { return *values_; }
   Buffer& grads() { return *grads_; }
   size_t size() const { return values_->size(); }
   const std::vector<ParamEntry>& entries() const { return entries_; }  // flat order
   int64_t parameter_count() const { return count_; }  // logical elements, as frameworks count them
+  bool gradients_decommitted() const { return gradients_decommitted_; }
   // [begin, end) of a layer's parameters in the flat buffers.
   std::pair<size_t, size_t> range_of(const Layer& l) const;
 
@@ -45,6 +48,7 @@ class ParamStore {
   std::vector<ParamEntry> entries_;
   std::unique_ptr<Buffer> values_, grads_;
   int64_t count_ = 0;
+  bool gradients_decommitted_ = false;
 };
 
 }  // namespace dlperf

@@ -23,7 +23,7 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
     model_be = s.profiled.get();
   }
   s.model = make_model(o, *model_be);
-  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers());
+  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers(), o.zero == 2 && w.size > 1);
   if (o.zero > 0 && w.size > 1) {  // one rank owns everything: nothing to shard
     s.cut = std::make_unique<BucketCut>(cut_buckets(*s.store, bucket_bytes(o)));
     s.shard = std::make_unique<ShardLayout>(make_shard_layout(s.cut->buckets, w.size, w.rank));

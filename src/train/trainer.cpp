@@ -102,7 +102,7 @@ struct Trainer::Run {
     if (t.cfg_.grad_accum > 1) {
       DLPERF_ASSERT(t.store_, "gradient accumulation needs the parameter store");
       if (t.cfg_.cuda_graph) throw_usage_error("--cuda-graph and --grad-accum exclude each other (a captured step holds one micro-batch)");
-      accum = t.be_.buffer(t.store_->size());
+      if (!each_micro_batch()) accum = t.be_.buffer(t.store_->size());
     }
     if (t.cfg_.cuda_graph) {
       if (!t.be_.supports_graphs())
@@ -120,6 +120,7 @@ struct Trainer::Run {
   }
 
   StepIndex& at(int64_t s) { return index[static_cast<size_t>(s % kRecorderDepth)]; }
+  bool each_micro_batch() const { return exchange && exchange->reduces_each_micro_batch(); }
   void phase(Phase p) {
     if (t.cfg_.profiler) t.cfg_.profiler->set_phase(p);
   }
@@ -175,11 +176,12 @@ struct Trainer::Run {
       if (k == 0) ix.scale = recorder->value(gate + gate_index(GateField::loss_scale));
       mi.forward = recorder->mark();
     });
-    if (last && exchange) exchange->begin_step(step);
+    const bool report = last || each_micro_batch();
+    if (report && exchange) exchange->begin_step(step);
     phase(Phase::backward);
     reported.clear();
-    t.model_.backward(grad_scale, [this, last](const Layer& l) {
-      if (!last) return;
+    t.model_.backward(grad_scale, [this, report](const Layer& l) {
+      if (!report) return;
       if (accum) {  // this layer's gradients += the earlier micro-batches', before its bucket starts
         add_accumulated(l);
         reported.push_back(&l);
@@ -194,6 +196,7 @@ struct Trainer::Run {
         t.be_.accumulate({accum->data(), accum->size()}, {t.grads_->data(), t.grads_->size()}, k == 0);
       }
     }
+    if (!last && each_micro_batch()) exchange->finish();  // this micro-batch's reduction, summed into the shard
     graph.act([this] { at(step).micro.back().backward = recorder->mark(); });
   }
 

@@ -47,7 +47,13 @@ class GradientExchange {
   virtual int world_size() const = 0;
   virtual size_t bucket_count() const = 0;
   // Host bookkeeping only (no device work): a new step's buckets are all pending.
+  // With reduces_each_micro_batch(), called before every micro-batch's backward (the same step).
   virtual void begin_step(int64_t step) = 0;
+  // True: the exchange reduces every micro-batch of a --grad-accum step and sums them itself
+  // (ZeRO-2, whose full gradients do not outlive a micro-batch): the trainer reports every
+  // micro-batch's layers, calls finish() after each, and keeps no accumulation buffer. False:
+  // only the last micro-batch is reported, after the trainer added the earlier ones' sum.
+  virtual bool reduces_each_micro_batch() const { return false; }
   virtual void on_ready(const Layer& layer) = 0;  // called inside backward
   // After backward: starts any bucket not started yet and orders the compute queue after all
   // of this step's buckets (a device communicator: without waiting on the host).

@@ -1,6 +1,8 @@
 // CpuBackend: the oneDNN engine and stream, tensor and buffer allocation, the fused SGD,
 // AdamW and LAMB updates, and the op factories (one file per op beside this one).
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,16 +12,32 @@
 #include <sstream>
 
 #include "backend/onednn/ops.h"
+#include "core/check.h"
 
 namespace dlperf::onednn {
 namespace {
 
 class CpuBuffer final : public Buffer {
  public:
-  CpuBuffer(MemoryBudget& budget, size_t n)
-      : charge_(budget, static_cast<int64_t>(round_up(n))), n_(n), memory_(round_up(n)), data_(static_cast<float*>(memory_.data())) {}
+  // committed false: the buffer starts decommitted (every whole page of it; see decommit). Its
+  // untouched pages are the kernel's zero pages: nothing to madvise, only not to count. (The
+  // charge follows the mapping here, which touches no page; only buffers under 1 MiB are
+  // memset.)
+  CpuBuffer(MemoryBudget& budget, size_t n, bool committed)
+      : budget_(budget),
+        n_(n),
+        memory_(round_up(n)),
+        data_(static_cast<float*>(memory_.data())),
+        page_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+        released_(memory_.mapped() ? round_up(n) / page_ : 0, !committed),
+        initially_released_(committed ? 0 : released_.size() * page_),
+        released_bytes_(initially_released_),
+        charge_(budget, static_cast<int64_t>(round_up(n) - initially_released_)) {}
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
+  ~CpuBuffer() override {  // charge_ then refunds what it charged: leave the counter as that expects
+    budget_.used += static_cast<int64_t>(released_bytes_) - static_cast<int64_t>(initially_released_);
+  }
   float* data() override { return data_; }
   size_t size() const override { return n_; }
   void read(std::span<float> out, size_t offset) const override {
@@ -31,13 +49,55 @@ class CpuBuffer final : public Buffer {
     std::memcpy(data_ + offset, in.data(), in.size_bytes());
   }
   void zero() override { std::memset(data_, 0, n_ * sizeof(float)); }
+  // Pages are tracked one by one (a bit each), so the counter is exact: decommit drops the
+  // committed whole pages inside the range (madvise DONTNEED: they cost nothing until touched
+  // again, and then read as zero); commit counts every decommitted page the range touches. A
+  // buffer that is not mmap'ed (under 1 MiB) keeps its memory and counts it throughout.
+  size_t decommit(size_t offset, size_t count) override {
+    DLPERF_ASSERT(offset + count <= n_, "buffer range in bounds");
+    if (released_.empty()) return 0;
+    const size_t first = (offset * sizeof(float) + page_ - 1) / page_, last = (offset + count) * sizeof(float) / page_;
+    size_t freed = 0;
+    for (size_t p = first; p < last; ++p) {
+      if (released_[p]) continue;
+      size_t q = p;  // a run of committed pages: one madvise
+      while (q < last && !released_[q]) released_[q++] = true;
+      if (::madvise(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, MADV_DONTNEED) != 0)
+        throw_library_error("libc", "madvise(MADV_DONTNEED)", errno_string(), std::source_location::current());
+      freed += (q - p) * page_;
+      p = q;
+    }
+    budget_.refund(static_cast<int64_t>(freed));
+    released_bytes_ += freed;
+    return freed;
+  }
+  size_t commit(size_t offset, size_t count) override {
+    DLPERF_ASSERT(offset + count <= n_, "buffer range in bounds");
+    if (released_.empty() || count == 0) return 0;
+    const size_t first = offset * sizeof(float) / page_;
+    const size_t last = std::min(released_.size(), ((offset + count) * sizeof(float) + page_ - 1) / page_);
+    size_t taken = 0;
+    for (size_t p = first; p < last; ++p) taken += released_[p] ? page_ : 0;
+    if (taken == 0) return 0;
+    budget_.charge(static_cast<int64_t>(taken));  // throws past --memory-limit-mb before anything changes
+    for (size_t p = first; p < last; ++p) released_[p] = false;
+    released_bytes_ -= taken;
+    return taken;
+  }
 
  private:
+  // Whole pages (round_up(n) is a multiple of 64, and an mmap'ed buffer is >= 1 MiB: the last
+  // partial page, if any, is left out of the bitmap and always counted).
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
-  Charge charge_;
+  MemoryBudget& budget_;
   size_t n_;
   HostMemory memory_;  // zero-filled
   float* data_;
+  size_t page_;
+  std::vector<bool> released_;  // per whole page of an mmap'ed buffer: decommitted now; empty otherwise
+  size_t initially_released_;
+  size_t released_bytes_;
+  Charge charge_;  // round_up(n_) - initially_released_
 };
 
 const char* isa_name(dnnl::cpu_isa isa) {
@@ -107,7 +167,8 @@ class CpuBackend final : public Backend {
     const auto [src_md, dst_md] = convert_views(src, dst);
     conversion(src_md, dst_md);
   }
-  std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems); }
+  std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems, true); }
+  std::unique_ptr<Buffer> decommitted_buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems, false); }
 
   // Peak resident set size of this process (VmHWM), the CPU analogue of peak device memory.
   int64_t peak_memory_bytes() const override {
@@ -117,6 +178,7 @@ class CpuBackend final : public Backend {
       if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
     return 0;
   }
+  int64_t allocated_peak_bytes() const override { return ctx_->budget.peak; }
   void synchronize() override { ctx_->stream.wait(); }
 
   std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override { return make_conv2d(ctx_, s, x); }

@@ -94,6 +94,7 @@ class HostMemory {
   HostMemory(const HostMemory&) = delete;
   HostMemory& operator=(const HostMemory&) = delete;
   void* data() const { return data_; }
+  bool mapped() const { return mapped_; }  // from mmap: whole pages of it may be given back (madvise)
 
  private:
   void* data_ = nullptr;

@@ -23,6 +23,10 @@
 
 namespace dlperf {
 
+// ZeRO-2 (train/parallel/zero.h): gradient buckets reduce-scattering at once; launching one more
+// first frees the oldest. The memory plan bounds stage 2's gradients with it.
+inline constexpr size_t kZeroBucketsInFlight = 2;
+
 struct GradBucket {
   size_t begin = 0, end = 0;  // [begin, end) of the flat buffers
   int params = 0;             // parameters (store entries) in the bucket

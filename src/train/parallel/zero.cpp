@@ -12,16 +12,25 @@ namespace {
 double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 }  // namespace
 
-std::string zero_banner(const ShardLayout& shard) {
+std::string zero_banner(const ShardLayout& shard, int stage) {
   const auto [lo, hi] = std::minmax_element(shard.rank_elems.begin(), shard.rank_elems.end());
-  return "\nzero: stage 1, optimizer state sharded over " + std::to_string(shard.world) + " ranks: " + std::to_string(*lo) + " to " +
+  return "\nzero: stage " + std::to_string(stage) + (stage == 2 ? ", optimizer state and gradients" : ", optimizer state") + " sharded over " + std::to_string(shard.world) + " ranks: " + std::to_string(*lo) + " to " +
          std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
          " buckets reduce-scattered, weights all-gathered)";
 }
 
 ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-                           Backend& be, bool global_norm)
-    : comm_(comm), store_(store), shard_(shard), shard_grads_(shard_grads), be_(be), bucket_of_entry_(cut.bucket_of_entry) {
+                           Backend& be, bool global_norm, int stage, int64_t micro_batches)
+    : comm_(comm),
+      store_(store),
+      shard_(shard),
+      shard_grads_(shard_grads),
+      be_(be),
+      bucket_of_entry_(cut.bucket_of_entry),
+      stage_(stage),
+      micro_batches_(stage == 2 ? micro_batches : 1) {
+  DLPERF_ASSERT(stage == 1 || stage == 2, "ZeRO stage 1 or 2");
+  DLPERF_ASSERT(micro_batches >= 1, "micro-batches per step");
   if (global_norm) norm_ = comm.make_byte_buffer(sizeof(double));
   DLPERF_ASSERT(shard.world == comm.size() && shard.rank == comm.rank(), "the shard layout is this communicator's");
   DLPERF_ASSERT(shard.counts.size() == cut.buckets.size(), "the shard layout is over these buckets");
@@ -33,8 +42,14 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     piece_of_bucket_.push_back(mine ? piece++ : SIZE_MAX);
   }
   for (auto& r : requests_) {
-    r.scatter.resize(buckets_.size());
+    r.scatter.resize(buckets_.size() * static_cast<size_t>(micro_batches_));
     r.gather.resize(buckets_.size());
+  }
+  if (stage_ == 2) {
+    // The store's gradients start decommitted (never counted in full, not even before the first
+    // step): every bucket starts freed.
+    DLPERF_ASSERT(store.gradients_decommitted(), "ZeRO-2's parameter store starts with its gradients decommitted");
+    if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
 }
 
@@ -42,6 +57,7 @@ void ZeroExchange::begin_step(int64_t step) {
   DLPERF_ASSERT(step >= step_, "steps begin in order");
   DLPERF_ASSERT(step == step_ || completed_step_ >= step - 2, "a step's buckets complete before its parity is reused");
   for (auto& b : buckets_) b.pending = b.range.params;
+  if (step != step_) micro_ = 0;
   step_ = step;
   launched_ = 0;
 }
@@ -56,6 +72,10 @@ void ZeroExchange::on_ready(const Layer& layer) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].layer != &layer) continue;
     Bucket& b = buckets_[bucket_of_entry_[i]];
+    if (stage_ == 2) {  // backward has written this gradient, into freed pages: they are held again
+      committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);
+      committed_peak_ = std::max(committed_peak_, committed_bytes_);
+    }
     DLPERF_ASSERT(b.pending > 0, "a parameter reported final twice in one step");
     --b.pending;
   }
@@ -67,19 +87,37 @@ void ZeroExchange::launch_ready() {
   while (launched_ < buckets_.size() && buckets_[launched_].pending == 0) {
     const size_t b = launched_++;
     act([this, b] {
+      if (stage_ == 2) {
+        if (in_flight_.size() >= kInFlight) {
+          free_bucket(in_flight_.front());
+          in_flight_.erase(in_flight_.begin());
+        }
+        in_flight_.push_back(b);
+      }
       const GradBucket& r = buckets_[b].range;
       const size_t p = piece_of_bucket_[b];
-      float* recv = shard_grads_.data() + (p == SIZE_MAX ? 0 : shard_.pieces[p].local);
-      requests(step_).scatter[b] = comm_.reduce_scatter_start(store_.grads().data() + r.begin, recv, shard_.counts[b]);
+      Buffer& into = micro_ > 0 ? *micro_recv_ : shard_grads_;
+      float* recv = into.data() + (p == SIZE_MAX ? 0 : shard_.pieces[p].local);
+      scatter(b) = comm_.reduce_scatter_start(store_.grads().data() + r.begin, recv, shard_.counts[b]);
     });
   }
+}
+
+void ZeroExchange::free_bucket(size_t b) {
+  comm_.join(scatter(b));
+  const GradBucket& r = buckets_[b].range;
+  committed_bytes_ -= store_.grads().decommit(r.begin, r.end - r.begin);
 }
 
 void ZeroExchange::finish() {
   for (size_t b = launched_; b < buckets_.size(); ++b) buckets_[b].pending = 0;  // layers without a report (none in practice)
   launch_ready();
   act([this] {
-    for (auto& r : requests(step_).scatter) comm_.join(r);
+    for (size_t b : in_flight_) free_bucket(b);  // stage 2: the last buckets' gradients are not needed either
+    in_flight_.clear();
+    for (size_t b = 0; b < buckets_.size(); ++b) comm_.join(scatter(b));
+    if (micro_ > 0) be_.accumulate({shard_grads_.data(), shard_.local_size}, {micro_recv_->data(), shard_.local_size}, false);
+    if (++micro_ < micro_batches_) return;  // stage 2, an earlier micro-batch: begin_step starts the next one's buckets
     if (!norm_) return;
     // After the joins the shard holds its reduced gradients: its sum of squares, then the sum
     // over ranks, which the step gate reads in place of summing the (unreduced) flat buffer.

@@ -14,6 +14,19 @@
 // addition, so ZeRO's parameters equal the allreduce's bit for bit; on more ranks the two
 // collectives may associate the sum differently (fp32 round-off).
 //
+// Stage 2 also frees each bucket's full gradients once its reduce-scatter is done: the flat
+// gradient buffer starts decommitted and is decommitted bucket by bucket (Buffer::decommit: on
+// the CPU its whole pages go back to the kernel), and each gradient is committed (counted) again
+// when backward reports it written. A page shared by two buckets is not freed (and stays
+// counted): at most one page per bucket (4 KiB against 25 MiB). At most kInFlight buckets are reduce-scattering at once; launching one more first
+// waits for the oldest and frees it, so the full gradients held at any time are those in flight
+// plus the buckets backward is writing (memory_plan.h bounds them). With --grad-accum the buffer
+// cannot carry a sum across micro-batches, so stage 2 reduce-scatters every micro-batch (as
+// DeepSpeed's stage 2 does) and sums into the shard: micro-batch 0 into the shard's gradients,
+// later ones into a shard-sized receive buffer added to them. That moves the reduce-scatter's
+// bytes once per micro-batch (docs/communication.md) and sums over micro-batches after summing
+// over ranks, the reverse of stages 0 and 1 (fp32 round-off).
+//
 // Requests are kept per step parity, as BucketedAllreduce does (step n+1's buckets start before
 // step n is retired).
 #pragma once
@@ -34,16 +47,21 @@ class ZeroExchange final : public GradientExchange {
   // global_norm: form the sum of squares over every shard after the reduce-scatter (clipping by
   // the global norm): each rank sums its block on `be` (a host read-back on a GPU), then the
   // ranks' sums are allreduced in f64 into the communicator's memory, where the step gate reads it.
+  // stage: 1 or 2; micro_batches: --grad-accum (stage 2 reduce-scatters each one).
   ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-               Backend& be, bool global_norm);
+               Backend& be, bool global_norm, int stage = 1, int64_t micro_batches = 1);
+  static constexpr size_t kInFlight = kZeroBucketsInFlight;
 
   int world_size() const override { return comm_.size(); }
+  bool reduces_each_micro_batch() const override { return stage_ == 2; }
   size_t bucket_count() const override { return buckets_.size(); }
   void begin_step(int64_t step) override;
   void on_ready(const Layer& layer) override;
   void finish() override;
   void complete(int64_t step) override;
   void poll() override;
+  // Stage 2: the most bytes of full gradients held at once so far (the committed buckets).
+  size_t gradient_bytes_peak() const { return committed_peak_; }
   // Reduce-scatters, then all-gathers, each in bucket order.
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
   int64_t bytes_moved(int64_t step) override;
@@ -60,12 +78,15 @@ class ZeroExchange final : public GradientExchange {
     int pending = 0;  // parameters not yet final this step
   };
   struct Requests {
-    std::vector<CommRequest> scatter, gather;  // per bucket
+    std::vector<CommRequest> scatter;  // per micro-batch (stage 2) and bucket: [micro * buckets + b]
+    std::vector<CommRequest> gather;   // per bucket
     CommRequest norm;                          // the allreduce of the shards' sums of squares
   };
   Requests& requests(int64_t step) { return requests_[static_cast<size_t>(step & 1)]; }
   void act(std::function<void()> work);
   void launch_ready();  // starts, in order, every bucket whose parameters are all final
+  CommRequest& scatter(size_t b) { return requests(step_).scatter[static_cast<size_t>(micro_) * buckets_.size() + b]; }
+  void free_bucket(size_t b);  // stage 2: waits for its reduce-scatter, then decommits it
 
   Communicator& comm_;
   ParamStore& store_;
@@ -77,6 +98,12 @@ class ZeroExchange final : public GradientExchange {
   std::vector<size_t> bucket_of_entry_;
   std::vector<size_t> piece_of_bucket_;  // index into shard_.pieces, or SIZE_MAX when this rank's block is empty
   std::array<Requests, 2> requests_;
+  int stage_;
+  int64_t micro_batches_;
+  int64_t micro_ = 0;                    // the micro-batch backward is in (stage 2)
+  std::unique_ptr<Buffer> micro_recv_;   // stage 2 with accumulation: later micro-batches' reduced shard
+  std::vector<size_t> in_flight_;        // stage 2: launched buckets not yet freed, oldest first
+  size_t committed_bytes_ = 0, committed_peak_ = 0;  // stage 2: full-gradient bytes held (now, at most)
   int64_t step_ = -1;
   int64_t completed_step_ = -1;
   size_t launched_ = 0;
@@ -84,7 +111,7 @@ class ZeroExchange final : public GradientExchange {
 };
 
 // "\nzero: stage 1, ..." for the run's banner: the shard of each rank and how balanced they are.
-std::string zero_banner(const ShardLayout& shard);
+std::string zero_banner(const ShardLayout& shard, int stage = 1);
 
 // The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
 class GatherAfterStep final : public Optimizer {

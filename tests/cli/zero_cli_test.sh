@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ZeRO-2 through dlperf-train (issue 25's "done when"): a reduced Llama and a reduced ResNet-50
+# train on two MPI ranks with --zero 2 --recompute block --grad-accum 2 and a falling loss, the
+# replicas bit-identical, the trace naming stage 2; Llama 3.1 8B planned with --zero 2 on 8
+# ranks of 80 GB fits (the plan printed, exit 0).
+# Usage: zero_cli_test.sh DLPERF_TRAIN MPIEXEC
+set -u
+train=$1 mpiexec=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+opts=(--zero 2 --recompute block --grad-accum 2 --threads 1 --iterations 30 --warmup 5 --print-every 10)
+
+run() {  # label, drop (the loss must fall by more), model arguments...
+  local label=$1 drop=$2
+  shift 2
+  timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "$@" "${opts[@]}" --output "$dir/$label.h5" >"$dir/$label.log" 2>&1
+  local rc=$? loss
+  loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/$label.log")
+  if [ "$rc" -ne 0 ]; then echo "FAIL $label: exit $rc"; tail -20 "$dir/$label.log"; fail=1
+  elif ! grep -q '^zero: stage 2, optimizer state and gradients sharded over 2 ranks' "$dir/$label.log"; then
+    echo "FAIL $label: no stage 2 banner"; grep '^zero' "$dir/$label.log"; fail=1
+  elif ! grep -q '^global batch: .* (batch .* x grad-accum 2 x 2 ranks)' "$dir/$label.log"; then echo "FAIL $label: global batch"; fail=1
+  elif ! grep -q 'bit-identical on all 2 ranks' "$dir/$label.log"; then echo "FAIL $label: replicas differ"; tail -5 "$dir/$label.log"; fail=1
+  elif ! awk -v s="$loss" -v d="$drop" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - d) }'; then echo "FAIL $label: $loss"; fail=1
+  elif ! h5dump -a /runs/run_000001/zero_stage "$dir/$label.h5" 2>/dev/null | grep -q '(0): 2$'; then
+    echo "FAIL $label: the trace's zero_stage is not 2"; fail=1
+  else echo "ok   $label, zero 2 + recompute block + grad-accum 2 on 2 ranks: $loss"; fi
+}
+# Buckets of 10 KiB and 50 KiB: a dozen or more per model, so several are freed each micro-batch.
+run llama 1.0 --model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 \
+  --llama-vocab 128 --seq-len 48 --batch-size 2 --lr 3e-3 --bucket-mb 0.01
+run resnet50 0.5 --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 10 --batch-size 4 \
+  --bucket-mb 0.05
+
+# Llama 3.1 8B, bf16, 8 ranks of 80 GB: stage 2 holds a few buckets of full gradients, so it fits
+# where stage 1 (a whole f32 gradient buffer) does not.
+plan=(--model llama3_8b --seq-len 8192 --batch-size 1 --recompute block --precision bf16 --plan-only --plan-ranks 8 --memory-limit-mb 81920)
+"$train" "${plan[@]}" --zero 2 >"$dir/plan2.log" 2>&1
+rc2=$?
+"$train" "${plan[@]}" --zero 1 >"$dir/plan1.log" 2>&1
+rc1=$?
+if [ "$rc2" -ne 0 ] || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan2.log" || [ "$rc1" -ne 2 ]; then
+  echo "FAIL 8B plan: zero 2 exit $rc2, zero 1 exit $rc1"; cat "$dir/plan2.log"; tail -1 "$dir/plan1.log"; fail=1
+else echo "ok   8B on 8 x 80 GB: zero 2 $(grep -o 'total .*fits' "$dir/plan2.log"); zero 1 refused"; fi
+
+[ "$fail" -eq 0 ] && echo "zero cli ok"
+exit "$fail"
