@@ -1,10 +1,12 @@
 // Heartbeat thread and diagnosis; see heartbeat.h for what it tells and why.
 #include "comm/heartbeat.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <sstream>
 
+#include "comm/job_abort.h"
 #include "core/check.h"
 
 namespace dlperf {
@@ -30,10 +32,31 @@ Heartbeat::Heartbeat(MPI_Comm parent, std::vector<std::string> hosts, std::chron
   peer_completed_.assign(n, 0);
   peer_left_.assign(n, 0);
   hosts_.resize(n);
+  world_rank_.resize(n);
+  {
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    DLPERF_CHECK_MPI(MPI_Comm_group(comm_.get(), &mine));
+    DLPERF_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> ranks(n);
+    for (size_t i = 0; i < n; ++i) ranks[i] = static_cast<int>(i);
+    DLPERF_CHECK_MPI(MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_rank_.data()));
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+  }
   if (size_ > 1) thread_ = std::thread([this] { run(); });
+  register_heartbeat(this);
+}
+
+std::optional<bool> Heartbeat::heard_from_world_rank(int q) const {
+  const auto it = std::find(world_rank_.begin(), world_rank_.end(), q);
+  if (it == world_rank_.end() || it - world_rank_.begin() == rank_) return std::nullopt;
+  const auto i = static_cast<size_t>(it - world_rank_.begin());
+  std::lock_guard lock(mu_);
+  return !peer_left_[i] && Clock::now() - last_heard_[i] < 2 * period_;
 }
 
 Heartbeat::~Heartbeat() {
+  unregister_heartbeat(this);
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   // Pending requests on it would make MPI_Comm_free wait on peers that may be gone.

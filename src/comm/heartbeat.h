@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -46,6 +47,10 @@ class Heartbeat {
   // from, in seconds, and which rank that is (-1 alone): the watchdog's sign of a peer that
   // died, was stopped or was cut off.
   std::pair<double, int> longest_silence() const;
+  // World rank q: nullopt when it is not in this heartbeat's communicator (or is this rank);
+  // else whether it was heard from in the last two periods and has not said goodbye
+  // (comm/job_abort.h: who ends the job).
+  std::optional<bool> heard_from_world_rank(int q) const;
   // A fault happened: do not wait for goodbyes (a dead peer would never send one).
   void fast_shutdown() { fast_.store(true); }
 
@@ -56,6 +61,7 @@ class Heartbeat {
   int rank_ = 0;
   int size_ = 1;
   std::vector<std::string> hosts_;
+  std::vector<int> world_rank_;  // [size]: each rank's rank in MPI_COMM_WORLD
   std::chrono::milliseconds period_;
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> completed_{0};

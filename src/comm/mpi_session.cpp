@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "comm/job_abort.h"
 #include "comm/mpi_comm_handle.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -140,9 +141,6 @@ void MpiSession::bound_exit(std::chrono::milliseconds bound, std::string program
   });
 }
 
-void MpiSession::abort(int exit_code) const {
-  MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
-}
+void MpiSession::abort(int exit_code) const { abort_job(exit_code); }
 
 }  // namespace dlperf

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "comm/job_abort.h"
 #include "comm/mpi_main.h"
 #include "core/check.h"
 #include "core/test_fault.h"
@@ -107,8 +108,7 @@ void Watchdog::fire(const Phase& p, const Heartbeat* heartbeat, const std::strin
   std::fprintf(stderr, "%s: rank %d (%s): phase %s: %s: %s; aborting the job\n", program_.c_str(), rank_, host_.c_str(), p.name.c_str(),
                why.c_str(), diagnosis.c_str());
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, kExitError);
-  std::_Exit(kExitError);  // MPI_Abort does not return
+  abort_job(kExitError);
 }
 
 }  // namespace dlperf
