@@ -43,6 +43,9 @@ bool attempt(const TrainOptions& base, const WorldInfo& w, int64_t b) {
   o.profile_ops = 0;
   try {
     TrainingStack s = build_stack(o, w);
+    // A trial trains alone, without the exchange that commits and frees ZeRO-2's gradient
+    // buckets: it holds them all, as stage 1 does (a batch that fits that way fits stage 2).
+    if (s.store->gradients_decommitted()) s.store->grads().commit(0, s.store->size());
     init_stack(s, o, w, nullptr);
     TrainConfig tc = train_config(o, 1, nullptr);
     tc.max_loss_growth = 0;  // a trial asks whether the batch fits, not whether 3 steps converge
