@@ -196,6 +196,9 @@ TEST(Zero2, EqualsZero1BitForBitAndFreesTheGradients) {
     // The allocation counter (what --memory-limit-mb is checked against) sees the difference.
     EXPECT_LE(two.allocated_peak, one.allocated_peak - static_cast<int64_t>((two.grads_bytes - two.grads_held_peak) * 9 / 10));
   }
+  // Clipping by the global norm: the shard's squares are summed after the last bucket is freed.
+  const Outcome one = train(1, false, 1, 0.05f), two = train(2, false, 1, 0.05f);
+  EXPECT_EQ(0, std::memcmp(two.params.data(), one.params.data(), one.params.size() * sizeof(float))) << "sgd, clipped";
 }
 
 // With accumulation, stage 2 reduce-scatters every micro-batch and sums the reduced shards: the
