@@ -40,6 +40,7 @@ std::string format_eta(double seconds) {
 // per-op profile's marks in between.
 struct MicroIndex {
   int data = -1, forward = -1, backward = -1;  // marks after each phase of one micro-batch
+  int comm = -1;  // after its own reduction (an exchange that reduces each micro-batch), else -1
   int loss = -1;  // first of its loss terms
 };
 struct StepIndex {
@@ -196,8 +197,12 @@ struct Trainer::Run {
         t.be_.accumulate({accum->data(), accum->size()}, {t.grads_->data(), t.grads_->size()}, k == 0);
       }
     }
-    if (!last && each_micro_batch()) exchange->finish();  // this micro-batch's reduction, summed into the shard
     graph.act([this] { at(step).micro.back().backward = recorder->mark(); });
+    if (!last && each_micro_batch()) {  // this micro-batch's reduction, summed into the shard: exposed communication
+      phase(Phase::comm_exposed);
+      exchange->finish();
+      graph.act([this] { at(step).micro.back().comm = recorder->mark(); });
+    }
   }
 
   void add_accumulated(const Layer& l) {
@@ -225,9 +230,13 @@ struct Trainer::Run {
       add(Phase::forward, mi.data, mi.forward);
       add(Phase::backward, mi.forward, mi.backward);
       prev = mi.backward;
+      if (mi.comm >= 0) {
+        add(Phase::comm_exposed, mi.backward, mi.comm);
+        prev = mi.comm;
+      }
       for (size_t i = 0; mi.loss >= 0 && i < loss_terms.size(); ++i) loss += r.values.at(static_cast<size_t>(mi.loss) + i);
     }
-    set(Phase::comm_exposed, prev, ix.comm);
+    add(Phase::comm_exposed, prev, ix.comm);
     set(Phase::optimizer, ix.comm, ix.optimizer);
     // The step's loss: the mean over its micro-batches (the global batch's mean loss).
     it.loss = (loss_terms.empty() ? ix.host_loss : loss) / static_cast<float>(ix.micro.size());
