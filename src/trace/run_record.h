@@ -79,7 +79,7 @@ struct RunInfo {
   // (batch_per_device x grad_accum x world_size). 0 in older files: read as 1 and batch x ranks.
   int64_t grad_accum = 1;
   int64_t global_batch = 0;
-  int64_t zero_stage = 0;  // --zero: 0 replicated, 1 sharded optimizer state
+  int64_t zero_stage = 0;  // --zero: 0 replicated, 1 sharded optimizer state, 2 and gradients freed per bucket
   // Schema 1.3, LLM runs (issue 24; 0 and "" otherwise; docs/llm.md): training model FLOPs per
   // token (3 x forward, causal attention half), the peak per device and where it came from, and
   // the run's own tokens/s (all ranks, the measured window) and MFU.
@@ -88,7 +88,7 @@ struct RunInfo {
   std::string peak_source;
   double tokens_per_s = 0;
   double mfu = 0;
-  // --zero 1: the smallest and largest shard (parameter elements a rank owns, over all ranks;
+  // --zero 1 or 2: the smallest and largest shard (parameter elements a rank owns, over all ranks;
   // balanced: within one element per bucket); 0 otherwise.
   int64_t zero_shard_min = 0, zero_shard_max = 0;
   int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (a lower bound: train/memory_plan.h); 0: none

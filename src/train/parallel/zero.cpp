@@ -14,8 +14,9 @@ double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t
 
 std::string zero_banner(const ShardLayout& shard, int stage) {
   const auto [lo, hi] = std::minmax_element(shard.rank_elems.begin(), shard.rank_elems.end());
-  return "\nzero: stage " + std::to_string(stage) + (stage == 2 ? ", optimizer state and gradients" : ", optimizer state") + " sharded over " + std::to_string(shard.world) + " ranks: " + std::to_string(*lo) + " to " +
-         std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
+  const std::string what = stage == 2 ? "optimizer state and gradients" : "optimizer state";
+  return "\nzero: stage " + std::to_string(stage) + ", " + what + " sharded over " + std::to_string(shard.world) + " ranks: " +
+         std::to_string(*lo) + " to " + std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
          " buckets reduce-scattered, weights all-gathered)";
 }
 
