@@ -30,6 +30,7 @@
 #include <limits>
 
 #include "backend/onednn/bf16.h"
+#include "backend/onednn/fast_exp.h"
 #include "backend/onednn/ops.h"
 
 namespace dlperf::onednn {
@@ -55,29 +56,7 @@ inline void axpy(float alpha, const float* x, float* y, int64_t d) {
   for (int64_t c = 0; c < d; ++c) y[c] += alpha * x[c];
 }
 
-// exp(x) for x <= 0 (scores minus their row's maximum or log-sum-exp), vectorisable: x = n ln2
-// + r with |r| <= ln2 / 2 (Cody-Waite, two-part ln2), exp(r) by Cephes' degree-5 minimax
-// polynomial (relative error about 1e-7, as expf's), times 2^n built in the exponent bits.
-// Below -87 (exp < 1.7e-38) it returns 0, as no f32 normal number is smaller.
-inline float fast_exp(float x) {
-  const float xc = std::max(x, -87.0f);
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < -87.0f ? 0.0f : e * scale;
-}
-
-#define DLPERF_TILE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define DLPERF_TILE_CLONES DLPERF_ISA_CLONES
 
 // rows x D row-major f32 -> D x kBlock (zero-padded beyond `rows`): the key-major operand of
 // the score tiles.
