@@ -22,7 +22,8 @@ class CpuBuffer final : public Buffer {
   // committed false: the buffer starts decommitted (every whole page of it; see decommit). Its
   // untouched pages are the kernel's zero pages: nothing to madvise, only not to count. (The
   // charge follows the mapping here, which touches no page; only buffers under 1 MiB are
-  // memset.)
+  // memset.) The budget holds what is committed: charged here, refunded as it changes and at
+  // the end.
   CpuBuffer(MemoryBudget& budget, size_t n, bool committed)
       : budget_(budget),
         n_(n),
@@ -30,14 +31,12 @@ class CpuBuffer final : public Buffer {
         data_(static_cast<float*>(memory_.data())),
         page_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
         released_(memory_.mapped() ? round_up(n) / page_ : 0, !committed),
-        initially_released_(committed ? 0 : released_.size() * page_),
-        released_bytes_(initially_released_),
-        charge_(budget, static_cast<int64_t>(round_up(n) - initially_released_)) {}
+        released_bytes_(committed ? 0 : released_.size() * page_) {
+    budget_.charge(committed_bytes());  // throws past --memory-limit-mb; memory_ is then unmapped
+  }
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
-  ~CpuBuffer() override {  // charge_ then refunds what it charged: leave the counter as that expects
-    budget_.used += static_cast<int64_t>(released_bytes_) - static_cast<int64_t>(initially_released_);
-  }
+  ~CpuBuffer() override { budget_.refund(committed_bytes()); }
   float* data() override { return data_; }
   size_t size() const override { return n_; }
   void read(std::span<float> out, size_t offset) const override {
@@ -89,15 +88,14 @@ class CpuBuffer final : public Buffer {
   // Whole pages (round_up(n) is a multiple of 64, and an mmap'ed buffer is >= 1 MiB: the last
   // partial page, if any, is left out of the bitmap and always counted).
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
+  int64_t committed_bytes() const { return static_cast<int64_t>(round_up(n_) - released_bytes_); }
   MemoryBudget& budget_;
   size_t n_;
   HostMemory memory_;  // zero-filled
   float* data_;
   size_t page_;
   std::vector<bool> released_;  // per whole page of an mmap'ed buffer: decommitted now; empty otherwise
-  size_t initially_released_;
-  size_t released_bytes_;
-  Charge charge_;  // round_up(n_) - initially_released_
+  size_t released_bytes_;  // decommitted now
 };
 
 const char* isa_name(dnnl::cpu_isa isa) {
