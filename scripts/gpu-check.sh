@@ -24,7 +24,8 @@
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
 #                  attention is dlperf's flagged fallback, not cuDNN's fused SDPA), then
 #                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model
-# A stage that runs past 9.5 minutes has its running step stopped (exit 124 in summary.tsv).
+# A stage that runs past 9.5 minutes (GPU_CHECK_STAGE_LIMIT seconds, where set) has its running
+# step stopped (exit 124 in summary.tsv).
 #
 # Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
 #   --stage     run only these stages (default: all, in order)
@@ -41,7 +42,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STAGE_NAMES=(tests plan memcheck racecheck synccheck resnet50 vgg16 bert profile variants llama)
-STAGE_LIMIT=570  # seconds a stage may take: its steps run under `timeout` for what is left of it
+STAGE_LIMIT=${GPU_CHECK_STAGE_LIMIT:-570}  # seconds a stage may take: its steps run under `timeout` for what is left of it
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die_usage() { echo "gpu-check: $*" >&2; echo "Try '$0 --help'." >&2; exit 2; }
@@ -134,7 +135,8 @@ stage_tests() {
     step 1 ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure --timeout 300
   else
     for t in dlperf_cuda_kernel_limits_test dlperf_cuda_conformance_test dlperf_cuda_cnn_conformance_test \
-             dlperf_cuda_bert_conformance_test dlperf_cuda_train_conformance_test dlperf_cuda_step_test dlperf_cuda_real_shapes_test; do
+             dlperf_cuda_bert_conformance_test dlperf_cuda_llama_conformance_test dlperf_cuda_recompute_conformance_test \
+             dlperf_cuda_train_conformance_test dlperf_cuda_step_test dlperf_cuda_real_shapes_test; do
       step 1 "${t#dlperf_cuda_}" "$(test_exe "$t")" --gtest_output="xml:$out/1-${t}.xml"
     done
     step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
