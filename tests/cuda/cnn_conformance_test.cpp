@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include <iostream>
+#include <utility>
 
 #include "conformance_util.h"
 
@@ -110,8 +111,8 @@ TEST_F(CnnConformance, ThreeChannelStemPaddedToFour) {
 }
 
 // y, dx, dz, dgamma, dbeta, running mean | var of one batch norm.
-std::vector<std::vector<float>> run_bn(Backend& be, DType t, Layout layout, int64_t channels, bool relu, bool residual) {
-  const Dims xd{4, channels, 6, 6};
+std::vector<std::vector<float>> run_bn(Backend& be, DType t, Layout layout, int64_t channels, int64_t hw, bool relu, bool residual) {
+  const Dims xd{4, channels, hw, hw};
   auto x = input(be, xd, t, layout, randoms(static_cast<size_t>(product(xd)), 2, 2.0f));
   auto z = input(be, xd, t, layout, randoms(static_cast<size_t>(product(xd)), 3));
   auto op = be.batch_norm({"bn", channels, 1e-5f, 0.1f, relu, residual ? z.get() : nullptr}, *x);
@@ -136,12 +137,16 @@ TEST_F(CnnConformance, BatchNormReluAndResidual) {
   const char* names[] = {"y", "dx", "dz", "dgamma", "dbeta", "running stats"};
   for (const Case& c : cases()) {
     auto g = gpu(c.precision);
-    for (int64_t channels : {8, 6})  // 6: not a multiple of 4, off cuDNN's f16 fused kernels
+    // C = 6: not a multiple of 4, off cuDNN's f16 fused kernels and batch_norm.cu's 16-byte
+    // packs; C = 256 at 32 x 32: several tiles of packs (f32) and row blocks long enough for
+    // the reductions' four-rows-in-flight loop.
+    for (auto [channels, hw] : {std::pair<int64_t, int64_t>{8, 6}, {6, 6}, {256, 32}})
       for (int mode = 0; mode < 3; ++mode) {
         const bool relu = mode > 0, residual = mode == 2;
-        SCOPED_TRACE(label(c) + " C=" + std::to_string(channels) + (residual ? " bn+add+relu" : relu ? " bn+relu" : " bn"));
-        const auto want = run_bn(*cpu, DType::f32, Layout::canonical, channels, relu, residual);
-        const auto got = run_bn(*g, g->dtype(), c.layout, channels, relu, residual);
+        SCOPED_TRACE(label(c) + " C=" + std::to_string(channels) + " " + std::to_string(hw) + "x" + std::to_string(hw) +
+                     (residual ? " bn+add+relu" : relu ? " bn+relu" : " bn"));
+        const auto want = run_bn(*cpu, DType::f32, Layout::canonical, channels, hw, relu, residual);
+        const auto got = run_bn(*g, g->dtype(), c.layout, channels, hw, relu, residual);
         // batch statistics of rounded data and the 1/std scaling loosen the low-precision bounds
         const double tol = 2 * tolerance(c.precision) + 1e-5;
         for (size_t i = 0; i < want.size(); ++i) expect_rel(want[i], got[i], tol, names[i]);

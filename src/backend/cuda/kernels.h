@@ -131,7 +131,8 @@ cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, fl
 
 // ---- batch_norm.cu ------------------------------------------------------------------------
 // Channels-last batch norm in training mode, fused with the residual add and ReLU, x (rows =
-// N*H*W, channels). Launch geometry: tiles of 32 channels x row_blocks blocks of rows.
+// N*H*W, channels). Launch geometry: tiles of channels (at most `tiles`, the count for one
+// channel a lane) x row_blocks blocks of rows.
 struct BnNhwcGrid {
   unsigned tiles = 1, row_blocks = 1;
 };
