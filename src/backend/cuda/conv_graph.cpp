@@ -171,6 +171,7 @@ std::shared_ptr<const GraphPlan> cached_plan(Context& ctx, const ConvShape& s, C
     policy.deterministic = needs_determinism(ctx, d);
     policy.f32_data = s.dtype == DType::f32;
     policy.allow_tensor_core_f32 = ctx.tf32();
+    policy.want_tensor_cores = s.dtype != DType::f32 || ctx.tf32();
     policy.autotune_candidates = ctx.conv_autotune ? kAutotuneCandidates : 0;
     // Every plan is executed once on scratch operands before it is accepted (a finalized plan can
     // still fail to run), and timed there under --conv-autotune. The buffers live for the

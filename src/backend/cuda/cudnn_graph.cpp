@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace dlperf::cuda {
 
@@ -191,6 +192,7 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
   std::vector<int64_t> seen;
   int rejected = 0, failed = 0;
   std::string first_failure;
+  std::optional<GraphPlan> no_tensor_cores;  // the first plan that runs without them
   for (const auto& cfg : cfgs) {
     if (candidates.size() >= want) break;
     const EngineInfo info = engine_info(*cfg);
@@ -226,8 +228,13 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
         continue;  // the next candidate
       }
     }
+    if (policy.want_tensor_cores && !p.tensor_cores_) {  // kept in reserve: a later one may have them
+      if (!no_tensor_cores) no_tensor_cores = std::move(p);
+      continue;
+    }
     candidates.push_back(std::move(p));
   }
+  if (candidates.empty() && no_tensor_cores) candidates.push_back(std::move(*no_tensor_cores));
   if (candidates.empty())
     throw Error(ErrorKind::library, "cuDNN graph API: none of " + std::to_string(cfgs.size()) + " engine configurations qualifies (" +
                                         std::to_string(rejected) + " ruled out by numerics, support or workspace, " +

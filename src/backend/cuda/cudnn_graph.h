@@ -90,6 +90,10 @@ struct PlanPolicy {
   bool f32_data = false;
   size_t workspace_limit = size_t{1} << 30;
   int autotune_candidates = 0;  // > 0: time this many finalizable plans, keep the fastest
+  // Tensor cores wanted (tf32, fp16, bf16): a plan without them is kept only when no later
+  // configuration in the heuristics' and the fallback list has them. On an H200, VGG16's tf32
+  // stem filter gradient (C = 4) got a CUDA-core engine as the heuristics' first choice.
+  bool want_tensor_cores = false;
 };
 
 // The variant pack (device pointers by unique id, and the workspace) of the last execution of
