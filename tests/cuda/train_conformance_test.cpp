@@ -4,6 +4,14 @@
 // fp16, 6e-2 for bf16 (8-bit mantissas). Dropout is off so both backends train the same
 // function (each backend draws its own masks). fp16 runs with a static loss scale of 1024, as
 // the trainer's dynamic scaling would start in steps this short.
+//
+// The reduced ResNet is compared over its first 4 steps only, at learning rate 0.002: its loss
+// is chaotic further on whatever the backend. On the CPU backend alone, 1 thread against 2
+// (summation order only, 1e-7 apart at step 1) drifts to 4% by step 6 and 13% by step 8 at
+// learning rate 0.02 (batch norm over 8 values per channel at 1x1 in layer4), which an H200
+// run of this test failed on (fp32 off by 0.2% at step 5, 9% at step 6): a test of the model's
+// sensitivity, not of the backend. At 0.002, the CPU's bf16 against its f32 stays within 2% over
+// the 4 steps compared; VGG16 and BERT stay well conditioned for all 10 at their rates.
 #include <cmath>
 #include <ostream>
 
@@ -22,6 +30,7 @@ namespace {
 using namespace cuda_test;
 
 constexpr int kSteps = 10;
+constexpr int kResNetSteps = 4;  // compared (see the top of this file)
 
 double step_tolerance(Precision p) {
   switch (p) {
@@ -75,7 +84,7 @@ std::vector<float> train(BackendKind kind, Precision p, Net net) {
     model->forward();
     losses.push_back(model->loss());
     model->backward(scale, [](const Layer&) {});
-    opt->step(net == Net::bert ? 1e-3f : 0.02f, 1.0f / scale);
+    opt->step(net == Net::bert ? 1e-3f : net == Net::resnet ? 0.002f : 0.02f, 1.0f / scale);
   }
   be->synchronize();
   return losses;
@@ -93,7 +102,8 @@ TEST_P(TrainConformance, LossesAgreeWithTheCpuBackend) {
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16, Precision::bf16}) {
     const auto got = train(BackendKind::cuda, p, net);
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i)
+    const size_t compared = net == Net::resnet ? kResNetSteps : want.size();
+    for (size_t i = 0; i < compared; ++i)
       EXPECT_NEAR(got[i], want[i], step_tolerance(p) * std::fabs(want[i])) << name(p) << " step " << i;
   }
 }
