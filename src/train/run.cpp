@@ -522,14 +522,18 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     steps.push_back(mine.iterations[i].end - mine.iterations[i].start);
   std::sort(steps.begin(), steps.end());
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
+  // The backend's own count of what it allocated, where it keeps one (cpu: what
+  // --memory-limit-mb checks); cuda reports 0 and its device figure is the peak memory.
+  char allocated[64] = "";
+  if (const int64_t a = be.allocated_peak_bytes(); a > 0)
+    std::snprintf(allocated, sizeof allocated, "allocated %.0f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));
   char line[320];
   std::snprintf(line, sizeof line,
                 "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
-                "loss %.4f -> %.4f; peak memory %.0f MiB (allocated %.0f MiB, plan >= %.0f MiB)\n",
+                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan >= %.0f MiB)\n",
                 s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
-                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), static_cast<double>(be.allocated_peak_bytes()) / (1024.0 * 1024.0),
-                plan_memory(o, w.size).total() / (1024.0 * 1024.0));
+                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), allocated, plan_memory(o, w.size).total() / (1024.0 * 1024.0));
   out << line;
   if (is_llama_model(o.model)) {
     const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());
