@@ -222,19 +222,29 @@ GraphPlan plan_graph(Context& ctx, std::shared_ptr<Graph> graph, const PlanPolic
     p.name_ = "engine " + std::to_string(info.index) + (info.note[CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC] ? " nondeterministic" : "");
     p.tensor_cores_ = info.note[CUDNN_NUMERICAL_NOTE_TENSOR_CORE];
     seen.push_back(info.index);
+    // Without tensor cores where they are wanted: the first such plan is kept in reserve and
+    // not run unless it is needed (CUDA-core engines on VGG16's 224x224 layers are slow to
+    // trial; an H200 spent over 30 s planning VGG16 fp16 under --conv-autotune while every one
+    // of them was trialled, the share of that not measured).
+    if (policy.want_tensor_cores && !p.tensor_cores_) {
+      if (!no_tensor_cores) no_tensor_cores = std::move(p);
+      continue;
+    }
     if (run_for_timing) {
       if (std::string err = trial(ctx, p, run_for_timing); !err.empty()) {
         if (failed++ == 0) first_failure = p.name_ + ": " + err;
         continue;  // the next candidate
       }
     }
-    if (policy.want_tensor_cores && !p.tensor_cores_) {  // kept in reserve: a later one may have them
-      if (!no_tensor_cores) no_tensor_cores = std::move(p);
-      continue;
-    }
     candidates.push_back(std::move(p));
   }
-  if (candidates.empty() && no_tensor_cores) candidates.push_back(std::move(*no_tensor_cores));
+  if (candidates.empty() && no_tensor_cores) {  // none has them: the reserve, if it runs
+    std::string err = run_for_timing ? trial(ctx, *no_tensor_cores, run_for_timing) : std::string();
+    if (err.empty())
+      candidates.push_back(std::move(*no_tensor_cores));
+    else if (failed++ == 0)
+      first_failure = no_tensor_cores->name_ + ": " + err;
+  }
   if (candidates.empty())
     throw Error(ErrorKind::library, "cuDNN graph API: none of " + std::to_string(cfgs.size()) + " engine configurations qualifies (" +
                                         std::to_string(rejected) + " ruled out by numerics, support or workspace, " +
