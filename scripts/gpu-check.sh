@@ -18,7 +18,9 @@
 #   6  resnet50    bench/vs_pytorch.sh --device cuda, ResNet-50 b256, fp16 bf16 tf32
 #   7  vgg16       the same, VGG16 b128
 #   8  bert        the same, BERT-base b64
-#   9  profile     per-kernel GPU time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
+#   9  profile     where the step goes, op by op (--profile-ops, then dlperf-reduce --ops) for
+#                  ResNet-50 fp16, bf16 and tf32, VGG16 fp16 and BERT fp16; then per-kernel GPU
+#                  time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
 #                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
@@ -86,6 +88,7 @@ test_exe() {  # the path of a CUDA test executable
   if [ -n "$build" ]; then echo "$build/tests/cuda/$1"; else command -v "$1" || echo "$1"; fi
 }
 TRAIN=${DLPERF_TRAIN:-$( [ -n "$build" ] && [ -x "$build/src/dlperf-train" ] && echo "$build/src/dlperf-train" || echo dlperf-train)}
+REDUCE=$( [ -n "$build" ] && [ -x "$build/analysis/dlperf-reduce" ] && echo "$build/analysis/dlperf-reduce" || echo dlperf-reduce)
 export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one
 SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test)
 
@@ -196,7 +199,21 @@ profile_one() {  # name dlperf-train args...
   fi
 }
 
+# The op-level breakdown dlperf records itself (CUDA events around every op's forward and
+# backward over 10 measured steps): cheap, and it names each op's cuDNN engine beside its time.
+ops_one() {  # name dlperf-train args...
+  local name=$1; shift
+  [ $dry = 1 ] || rm -f "$out/9-ops-$name.h5"  # --output appends: one run per file
+  step 9 "ops-run-$name" "$TRAIN" "$@" --iterations 25 --warmup 10 --profile-ops 10 --output "$out/9-ops-$name.h5" &&
+    step 9 "ops-$name" "$REDUCE" --ops --ops-top 25 "$out/9-ops-$name.h5"
+}
+
 stage_profile() {
+  ops_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256
+  ops_one resnet50-bf16 --backend cuda --model resnet50 --precision bf16 --batch-size 256
+  ops_one resnet50-tf32 --backend cuda --model resnet50 --precision tf32 --batch-size 256
+  ops_one vgg16-fp16 --backend cuda --model vgg16 --precision fp16 --batch-size 128
+  ops_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64
   profile_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 20 --warmup 10
   profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 20 --warmup 10
 }
