@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include <iostream>
+#include <random>
 #include <utility>
 
 #include "conformance_util.h"
@@ -151,6 +152,56 @@ TEST_F(CnnConformance, BatchNormReluAndResidual) {
         const double tol = 2 * tolerance(c.precision) + 1e-5;
         for (size_t i = 0; i < want.size(); ++i) expect_rel(want[i], got[i], tol, names[i]);
       }
+  }
+}
+
+// Channels-last max pooling runs pooling.cu's kernels: the place of each maximum kept by
+// forward, dx gathered from it. Inputs are small integers (exact in every precision, and many
+// ties: the first maximum of a window in row-major order takes the gradient, as in oneDNN and
+// PyTorch); VGG's 2x2 / 2 over an odd size (the last row and column in no window: zero
+// gradient) with C = 12 (f16 / bf16 one channel a thread, f32 packs of 4), and ResNet's 3x3 / 2
+// padded 1 (overlapping windows, up to four sum into one dx) with C = 16 (16-byte packs).
+TEST_F(CnnConformance, MaxPoolChannelsLast) {
+  struct Shape {
+    Dims x;
+    Pool2dSpec spec;
+  };
+  const Shape shapes[] = {{{3, 12, 9, 9}, {PoolKind::max, 2, 2, 0}}, {{2, 16, 11, 11}, {PoolKind::max, 3, 2, 1}}};
+  for (Precision p : kPrecisions) {
+    auto g = gpu(p);
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(name(p)) + " k" + std::to_string(sh.spec.kernel));
+      std::vector<float> xv(static_cast<size_t>(product(sh.x)));
+      std::mt19937 rng(5);
+      std::uniform_int_distribution<int> u(-3, 3);
+      for (float& v : xv) v = static_cast<float>(u(rng));
+      std::vector<float> y[2], dx[2];
+      for (int k = 0; k < 2; ++k) {
+        Backend& be = k == 0 ? *cpu : *g;
+        auto x = input(be, sh.x, k == 0 ? DType::f32 : g->dtype(), k == 0 ? Layout::canonical : Layout::channels_last, xv);
+        auto pool = be.pool2d(sh.spec, *x);
+        auto out = pool->make_output();
+        pool->forward(*x, *out);
+        auto dy = be.tensor_like(*out);
+        be.convert(*input(be, out->dims(), DType::f32, Layout::canonical, randoms(static_cast<size_t>(out->numel()), 31)), *dy);
+        auto d = be.tensor_like(*x);
+        pool->backward(*dy, *d);
+        be.synchronize();
+        y[k] = read(*out);
+        dx[k] = read(*d);
+      }
+      EXPECT_EQ(y[0], y[1]) << "max pool y: integers are exact in every precision";
+      expect_rel(dx[0], dx[1], tolerance(p) + 1e-6, "max pool dx");
+      const int64_t h = sh.x[2];
+      if (sh.spec.kernel == 2) {  // 9 = 4 windows of 2 + row 8 and column 8, in none
+        for (size_t i = 0; i < dx[1].size(); ++i) {
+          const auto j = static_cast<int64_t>(i);
+          if ((j / h) % h == h - 1 || j % h == h - 1) {
+            ASSERT_EQ(dx[1][i], 0.0f) << i;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -14,6 +14,7 @@ std::vector<KernelLaunch> kernel_launches() {
   list_kernels_layer_norm(out);
   list_kernels_masked_softmax(out);
   list_kernels_optimizer(out);
+  list_kernels_pooling(out);
   list_kernels_step_gate(out);
   return out;
 }

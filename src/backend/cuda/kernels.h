@@ -53,6 +53,7 @@ void list_kernels_embedding(std::vector<KernelLaunch>& out);
 void list_kernels_layer_norm(std::vector<KernelLaunch>& out);
 void list_kernels_masked_softmax(std::vector<KernelLaunch>& out);
 void list_kernels_optimizer(std::vector<KernelLaunch>& out);
+void list_kernels_pooling(std::vector<KernelLaunch>& out);
 void list_kernels_step_gate(std::vector<KernelLaunch>& out);
 std::vector<KernelLaunch> kernel_launches();
 
@@ -160,6 +161,20 @@ cudaError_t launch_bn_nhwc_forward(const void* x, const void* z, void* y, ElemTy
 cudaError_t launch_bn_nhwc_backward(const void* x, const void* y, const void* dy, void* dx, void* dz, ElemType t, int64_t rows,
                                     int64_t channels, BnNhwcGrid grid, const BnNhwcState& st, float* dgamma, float* dbeta, bool relu,
                                     cudaStream_t s);
+
+// ---- pooling.cu ---------------------------------------------------------------------------
+// Channels-last max pooling over k x k windows: x (n, h, w, c) -> y (n, ho, wo, c), and the
+// place of each maximum in its window (row-major, one byte per element of y) for backward.
+struct MaxPoolShape {
+  int64_t n = 0;
+  int c = 0, h = 0, w = 0, ho = 0, wo = 0;
+  int k = 1, stride = 1, pad = 0;
+};
+bool max_pool_nhwc_supported(const MaxPoolShape& s);  // k * k <= 256 (a place fits a byte), pad < k
+cudaError_t launch_max_pool_nhwc_forward(const void* x, void* y, uint8_t* places, ElemType t, const MaxPoolShape& s, cudaStream_t st);
+// dx = the sum of dy over the windows whose maximum each element was (overwrites dx).
+cudaError_t launch_max_pool_nhwc_backward(const void* dy, const uint8_t* places, void* dx, ElemType t, const MaxPoolShape& s,
+                                          cudaStream_t st);
 
 // ---- cross_entropy.cu ---------------------------------------------------------------------
 // logits (rows, k) with row pitch ld >= k -> lse (rows), totals[0] = mean loss over counted
