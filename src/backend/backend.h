@@ -126,6 +126,10 @@ struct BackendOptions {
   // bit). On by default for library callers (the conformance and repro tests); dlperf-train
   // turns it off unless --deterministic, as PyTorch allows the faster nondeterministic engines.
   bool deterministic = true;
+  // CUDA, channels-last batch norm: cuDNN's persistent NHWC kernels for f16 and bf16 (where
+  // cuDNN accepts the shape) and dlperf's own (batch_norm.cu) for f32, or one of them always
+  // (the conformance tests cover both).
+  enum class BatchNormImpl : uint8_t { automatic, cudnn, kernels } cuda_batch_norm = BatchNormImpl::automatic;
 };
 
 // What a trace records about the device (issue 13, docs/trace-schema.md). CPU: empty model.

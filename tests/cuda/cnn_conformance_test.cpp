@@ -41,9 +41,10 @@ class CnnConformance : public ::testing::Test {
     DLPERF_NEED_GPU();
     cpu = make_backend(BackendKind::cpu, {});
   }
-  std::unique_ptr<Backend> gpu(Precision p) {
+  std::unique_ptr<Backend> gpu(Precision p, BackendOptions::BatchNormImpl bn = BackendOptions::BatchNormImpl::automatic) {
     BackendOptions o;
     o.precision = p;
+    o.cuda_batch_norm = bn;
     return make_backend(BackendKind::cuda, o);
   }
   std::unique_ptr<Backend> cpu;
@@ -136,22 +137,27 @@ std::vector<std::vector<float>> run_bn(Backend& be, DType t, Layout layout, int6
 
 TEST_F(CnnConformance, BatchNormReluAndResidual) {
   const char* names[] = {"y", "dx", "dz", "dgamma", "dbeta", "running stats"};
+  using Impl = BackendOptions::BatchNormImpl;
   for (const Case& c : cases()) {
-    auto g = gpu(c.precision);
-    // C = 6: not a multiple of 4, off cuDNN's f16 fused kernels and batch_norm.cu's 16-byte
-    // packs; C = 256 at 32 x 32: several tiles of packs (f32) and row blocks long enough for
-    // the reductions' four-rows-in-flight loop.
-    for (auto [channels, hw] : {std::pair<int64_t, int64_t>{8, 6}, {6, 6}, {256, 32}})
-      for (int mode = 0; mode < 3; ++mode) {
-        const bool relu = mode > 0, residual = mode == 2;
-        SCOPED_TRACE(label(c) + " C=" + std::to_string(channels) + " " + std::to_string(hw) + "x" + std::to_string(hw) +
-                     (residual ? " bn+add+relu" : relu ? " bn+relu" : " bn"));
-        const auto want = run_bn(*cpu, DType::f32, Layout::canonical, channels, hw, relu, residual);
-        const auto got = run_bn(*g, g->dtype(), c.layout, channels, hw, relu, residual);
-        // batch statistics of rounded data and the 1/std scaling loosen the low-precision bounds
-        const double tol = 2 * tolerance(c.precision) + 1e-5;
-        for (size_t i = 0; i < want.size(); ++i) expect_rel(want[i], got[i], tol, names[i]);
-      }
+    for (Impl impl : {Impl::cudnn, Impl::kernels}) {
+      if (c.layout != Layout::channels_last && impl == Impl::kernels) continue;  // NCHW has one path
+      auto g = gpu(c.precision, impl);
+      // C = 6: not a multiple of 4, off cuDNN's persistent kernels and batch_norm.cu's 16-byte
+      // packs; C = 256 at 32 x 32: several tiles of packs (f32) and row blocks long enough for
+      // the reductions' four-rows-in-flight loop. Channels-last runs both paths, each forced
+      // (cuDNN's where it accepts the data type: the planned name says which ran).
+      for (auto [channels, hw] : {std::pair<int64_t, int64_t>{8, 6}, {6, 6}, {256, 32}})
+        for (int mode = 0; mode < 3; ++mode) {
+          const bool relu = mode > 0, residual = mode == 2;
+          SCOPED_TRACE(label(c) + (impl == Impl::cudnn ? " cudnn" : " kernels") + " C=" + std::to_string(channels) + " " +
+                       std::to_string(hw) + "x" + std::to_string(hw) + (residual ? " bn+add+relu" : relu ? " bn+relu" : " bn"));
+          const auto want = run_bn(*cpu, DType::f32, Layout::canonical, channels, hw, relu, residual);
+          const auto got = run_bn(*g, g->dtype(), c.layout, channels, hw, relu, residual);
+          // batch statistics of rounded data and the 1/std scaling loosen the low-precision bounds
+          const double tol = 2 * tolerance(c.precision) + 1e-5;
+          for (size_t i = 0; i < want.size(); ++i) expect_rel(want[i], got[i], tol, names[i]);
+        }
+    }
   }
 }
 

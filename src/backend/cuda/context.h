@@ -65,6 +65,7 @@ struct Context {
   Precision precision = Precision::fp32;
   bool conv_autotune = false;  // time the top cuDNN engine configurations per convolution
   bool deterministic = true;   // backward convolutions on deterministic engines only (--deterministic)
+  BackendOptions::BatchNormImpl batch_norm = BackendOptions::BatchNormImpl::automatic;  // channels-last batch norm's choice
   cudaDeviceProp props{};
   MemoryCounter memory;  // declared before every allocation below: destroyed after them
   Stream stream;
