@@ -301,10 +301,15 @@ class SwiGlu {
   virtual void backward(const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da, Tensor& db) = 0;
 };
 
-// Grouped-query causal self-attention, computed blockwise with an online softmax (Dao 2022,
-// FlashAttention-2): never a (heads, T, T) buffer; forward saves only each row's log-sum-exp.
+// Grouped-query causal self-attention; forward saves only each row's log-sum-exp. The CPU
+// backend computes it blockwise with an online softmax (Dao 2022, FlashAttention-2), never a
+// (heads, T, T) buffer; the CUDA backend in chunks of query rows on cuBLAS products, one
+// (kv_heads, chunk, keys) score buffer at a time.
 struct AttentionSpec {
   int64_t batch = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  // CUDA: query rows per chunk of its cuBLAS path (0: the backend's choice; tests set small
+  // ones so that a short sequence still crosses chunks). The CPU backend ignores it.
+  int64_t query_chunk = 0;
 };
 // q (B*T, heads*D), k and v (B*T, kv_heads*D) as the projections write them ((B, T, H, D)
 // row-major) -> o (B*T, heads*D) = softmax(q k^T / sqrt(D) + causal mask) v, query head h

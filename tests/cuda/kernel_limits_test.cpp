@@ -138,9 +138,11 @@ TEST(KernelLimits, LlamaGrids) {
   expect_x(rows_grid(kLlamaTokens), "rms norm forward and token cross-entropy rows");
   expect_x(grid_for(kLlamaTokens * kQueryHeads * 64), "rope pairs");
   expect_x(grid_for(kLlamaTokens * 14336), "swiglu elements");
-  expect_x(attention_blocks(kLlamaTokens * kQueryHeads), "attention query rows");
-  expect_x(attention_blocks(int64_t{1} << 50), "attention rows, huge (looped)");
-  expect_x(attention_blocks(1), "one attention row");
+  // attention_gemm.cu: a block per score row of a chunk (kv heads x query rows), a warp per
+  // (token, head) row of delta; both loop past the grid
+  expect_x(rows_grid(8 * kLlamaTokens), "attention score rows, one chunk of every token");
+  expect_x(rows_grid((kLlamaTokens * kQueryHeads + 7) / 8), "attention delta rows");
+  expect_x(rows_grid(int64_t{1} << 50), "attention rows, huge (looped)");
 }
 
 }  // namespace

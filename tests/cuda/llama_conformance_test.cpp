@@ -126,28 +126,34 @@ TEST_F(LlamaConformance, TokenCrossEntropyInPlace) {
       {"loss", "dlogits * 4"});
 }
 
+// Once in one query chunk, once with query_chunk 6 (19 rows in four chunks, of 5, 5, 5 and 4: the
+// sums of dK and dV run over chunks as well as over each group's query heads).
 TEST_F(LlamaConformance, GroupedQueryCausalAttention) {
-  AttentionSpec s;
-  s.batch = 2, s.seq_len = 19, s.heads = 4, s.kv_heads = 2, s.head_dim = 40;  // head dim not a multiple of 32
-  const Dims dq{s.batch * s.seq_len, s.heads * s.head_dim}, dkv{s.batch * s.seq_len, s.kv_heads * s.head_dim};
-  const auto nq = static_cast<size_t>(product(dq)), nkv = static_cast<size_t>(product(dkv));
-  compare(
-      [&](Backend& be, DType t) -> Results {
-        auto q = input(be, dq, t, Layout::canonical, randoms(nq, 10, 2.0f));
-        auto k = input(be, dkv, t, Layout::canonical, randoms(nkv, 11, 2.0f));
-        auto v = input(be, dkv, t, Layout::canonical, randoms(nkv, 12));
-        auto dout = input(be, dq, t, Layout::canonical, randoms(nq, 13));
-        auto att = be.causal_attention(s, *q);
-        auto o = att->make_output();
-        att->forward(*q, *k, *v, *o);
-        auto gq = be.tensor_like(*q);
-        auto gk = be.tensor_like(*k);
-        auto gv = be.tensor_like(*v);
-        att->backward(*q, *k, *v, *o, *dout, *gq, *gk, *gv);
-        be.synchronize();
-        return {read(*o), read(*gq), read(*gk), read(*gv)};
-      },
-      {"o", "dq", "dk", "dv"});
+  for (int64_t chunk : {0, 6}) {
+    SCOPED_TRACE("query chunk " + std::to_string(chunk));
+    AttentionSpec s;
+    s.batch = 2, s.seq_len = 19, s.heads = 4, s.kv_heads = 2, s.head_dim = 40;  // head dim not a multiple of 32
+    s.query_chunk = chunk;
+    const Dims dq{s.batch * s.seq_len, s.heads * s.head_dim}, dkv{s.batch * s.seq_len, s.kv_heads * s.head_dim};
+    const auto nq = static_cast<size_t>(product(dq)), nkv = static_cast<size_t>(product(dkv));
+    compare(
+        [&](Backend& be, DType t) -> Results {
+          auto q = input(be, dq, t, Layout::canonical, randoms(nq, 10, 2.0f));
+          auto k = input(be, dkv, t, Layout::canonical, randoms(nkv, 11, 2.0f));
+          auto v = input(be, dkv, t, Layout::canonical, randoms(nkv, 12));
+          auto dout = input(be, dq, t, Layout::canonical, randoms(nq, 13));
+          auto att = be.causal_attention(s, *q);
+          auto o = att->make_output();
+          att->forward(*q, *k, *v, *o);
+          auto gq = be.tensor_like(*q);
+          auto gk = be.tensor_like(*k);
+          auto gv = be.tensor_like(*v);
+          att->backward(*q, *k, *v, *o, *dout, *gq, *gk, *gv);
+          be.synchronize();
+          return {read(*o), read(*gq), read(*gk), read(*gv)};
+        },
+        {"o", "dq", "dk", "dv"});
+  }
 }
 
 // A reduced Llama trained with Llama 3's AdamW recipe on both backends: untied, or with the

@@ -6,6 +6,7 @@ namespace dlperf::cuda {
 
 std::vector<KernelLaunch> kernel_launches() {
   std::vector<KernelLaunch> out;
+  list_kernels_attention_gemm(out);
   list_kernels_batch_norm(out);
   list_kernels_convert(out);
   list_kernels_cross_entropy(out);

@@ -45,6 +45,7 @@ struct KernelLaunch {
   unsigned threads = 0;    // threads per block at its largest launch
   size_t dynamic_smem = 0;  // dynamic shared memory bytes at that launch
 };
+void list_kernels_attention_gemm(std::vector<KernelLaunch>& out);
 void list_kernels_batch_norm(std::vector<KernelLaunch>& out);
 void list_kernels_convert(std::vector<KernelLaunch>& out);
 void list_kernels_cross_entropy(std::vector<KernelLaunch>& out);

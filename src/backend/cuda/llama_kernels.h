@@ -1,5 +1,6 @@
-// Launchers of the CUDA kernels behind Llama's ops (llama_kernels.cu): RMSNorm, RoPE, SwiGLU
-// and the large-vocabulary token cross-entropy. Like kernels.h this header is read by nvcc as
+// Launchers of the CUDA kernels behind Llama's ops: RMSNorm, RoPE, SwiGLU and the
+// large-vocabulary token cross-entropy (llama_kernels.cu), the row passes of causal attention
+// (attention_gemm.cu). Like kernels.h this header is read by nvcc as
 // C++17 and names no dlperf C++20 header; every launcher enqueues on the stream and returns
 // cudaGetLastError(). All arithmetic is f32 whatever the storage type (f32, bf16, f16).
 #pragma once
@@ -58,31 +59,22 @@ cudaError_t launch_token_xent_backward(const void* logits, void* g, ElemType t, 
 
 namespace dlperf::cuda {
 
-// ---- causal grouped-query attention (causal_attention.cu) ---------------------------------
-// q, o, dq (B*T, H*D); k, v, dk, dv (B*T, Hkv*D), row-major (B, T, heads, D); query head h reads
-// key/value head h / (H / Hkv). lse (B, H, T) f32 from the forward; delta (B, H, T) f32 scratch.
-// One warp per query row (forward, dq) or key row (dk, dv), an online softmax over the keys:
-// no (T, T) buffer. head_dim <= kAttnMaxHeadDim.
-constexpr int64_t kAttnMaxHeadDim = 256;
-constexpr int kAttnThreads = 128;  // 4 warps per block
-struct AttnArgs {
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  const void* o = nullptr;
-  const void* dout = nullptr;
-  void* out = nullptr;  // o (forward)
-  void* dq = nullptr;
-  void* dk = nullptr;
-  void* dv = nullptr;
-  float* lse = nullptr;
-  float* delta = nullptr;
-  int64_t batch = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  float scale = 1.0f;  // 1 / sqrt(D)
+// ---- causal attention on cuBLAS products (attention_gemm.cu, causal_attention.cpp) --------
+// One chunk of query rows [t0, t0 + rows) of batch entry b against keys [0, cols), cols = t0 +
+// rows, for query head g * (heads / kv_heads) + r of every key/value head g: the scores S and
+// probabilities P are (kv_heads, rows, cols), row-major, one matrix per g.
+struct AttnChunk {
+  int64_t seq_len = 0, heads = 0, kv_heads = 0;
+  int64_t b = 0, r = 0;
+  int64_t t0 = 0, rows = 0, cols = 0;
 };
-// Blocks of the attention launches over `items` rows (a grid-stride loop covers the rest).
-unsigned attention_blocks(int64_t items);
-cudaError_t launch_attention_forward(const AttnArgs& a, ElemType t, cudaStream_t s);
-cudaError_t launch_attention_backward(const AttnArgs& a, ElemType t, cudaStream_t s);
+// P (in t) = exp(S - lse) on keys <= the row's query, 0 beyond. saved_lse false: the row's lse
+// (B, H, T) = max + log(sum exp) is computed and stored; true: the forward's is read.
+cudaError_t launch_attn_probs(const float* s, void* p, ElemType t, float* lse, bool saved_lse, const AttnChunk& c, cudaStream_t st);
+// dS = P (dP - delta) * scale, written over P (pds); 0 on masked keys.
+cudaError_t launch_attn_dsoftmax(const float* dp, void* pds, ElemType t, const float* delta, float scale, const AttnChunk& c, cudaStream_t st);
+// delta (B, H, T) = sum over each head's elements of dout * o, both (B*T, H*D).
+cudaError_t launch_attn_delta(const void* o, const void* dout, float* delta, ElemType t, int64_t batch, int64_t seq, int64_t heads,
+                              int64_t head_dim, cudaStream_t st);
 
 }  // namespace dlperf::cuda
