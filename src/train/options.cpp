@@ -188,7 +188,6 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   // --data: Megatron indexed datasets, PREFIX.idx and PREFIX.bin each (data/indexed_dataset.h),
   // one or a blend (train/llama_data.h); the files' contents are checked when they are opened.
   if (!o.data.empty()) (void)parse_token_sources(o.data);
-  if (o.profile_ops > 0) throw_usage_error("--profile-ops does not time Llama's ops yet; drop it");
   validate_llama(llama_config(o));
   if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
 }

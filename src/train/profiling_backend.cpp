@@ -181,6 +181,42 @@ class RowGatherWrap final : public Wrap<RowGather> {
   void backward(const Tensor& idx, const Tensor& dy, Tensor& dx) override { p_.timed(op_, [&] { in_->backward(idx, dy, dx); }); }
 };
 
+class RmsNormWrap final : public LayerWrap<RmsNorm> {
+ public:
+  using LayerWrap::LayerWrap;
+  TensorPtr make_output() const override { return in_->make_output(); }
+  void forward(const Tensor& x, Tensor& y) override { p_.timed(op_, [&] { in_->forward(x, y); }); }
+  void backward(const Tensor& x, const Tensor& dy, Tensor& dx) override { p_.timed(op_, [&] { in_->backward(x, dy, dx); }); }
+};
+
+class RopeWrap final : public Wrap<Rope> {
+ public:
+  using Wrap::Wrap;
+  void forward(const Tensor& x, Tensor& y) override { p_.timed(op_, [&] { in_->forward(x, y); }); }
+  void backward(const Tensor& dy, Tensor& dx) override { p_.timed(op_, [&] { in_->backward(dy, dx); }); }
+};
+
+class SwiGluWrap final : public Wrap<SwiGlu> {
+ public:
+  using Wrap::Wrap;
+  TensorPtr make_output() const override { return in_->make_output(); }
+  void forward(const Tensor& a, const Tensor& b, Tensor& y) override { p_.timed(op_, [&] { in_->forward(a, b, y); }); }
+  void backward(const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da, Tensor& db) override {
+    p_.timed(op_, [&] { in_->backward(a, b, dy, da, db); });
+  }
+};
+
+class CausalAttentionWrap final : public Wrap<CausalAttention> {
+ public:
+  using Wrap::Wrap;
+  TensorPtr make_output() const override { return in_->make_output(); }
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) override { p_.timed(op_, [&] { in_->forward(q, k, v, o); }); }
+  void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq, Tensor& dk,
+                Tensor& dv) override {
+    p_.timed(op_, [&] { in_->backward(q, k, v, o, dout, dq, dk, dv); });
+  }
+};
+
 class ProfilingBackend final : public Backend {
  public:
   ProfilingBackend(Backend& inner, OpProfiler& p) : Backend({inner.precision(), 0, 0}), in_(inner), p_(p) {}
@@ -280,6 +316,23 @@ class ProfilingBackend final : public Backend {
   }
   std::unique_ptr<RowGather> gather_rows(const Tensor& x, const Tensor& idx) override {
     return std::make_unique<RowGatherWrap>(in_.gather_rows(x, idx), p_, p_.add_op(p_.unnamed("gather_rows"), "gather_rows", shape_of(x)));
+  }
+  std::unique_ptr<RmsNorm> rms_norm(const RmsNormSpec& s, const Tensor& x) override {
+    return std::make_unique<RmsNormWrap>(in_.rms_norm(s, x), p_, p_.add_op(s.name, "rms_norm", shape_of(x)));
+  }
+  std::unique_ptr<Rope> rope(const RopeSpec& s, const Tensor& x) override {
+    return std::make_unique<RopeWrap>(in_.rope(s, x), p_, p_.add_op(p_.unnamed("rope"), "rope", shape_of(x)));
+  }
+  std::unique_ptr<SwiGlu> swiglu(const Tensor& a) override {
+    return std::make_unique<SwiGluWrap>(in_.swiglu(a), p_, p_.add_op(p_.unnamed("swiglu"), "swiglu", shape_of(a)));
+  }
+  std::unique_ptr<CausalAttention> causal_attention(const AttentionSpec& s, const Tensor& q) override {
+    return std::make_unique<CausalAttentionWrap>(in_.causal_attention(s, q), p_,
+                                                 p_.add_op(p_.unnamed("causal_attention"), "causal_attention", shape_of(q)));
+  }
+  std::unique_ptr<SoftmaxCrossEntropy> token_cross_entropy(const CrossEntropySpec& s, const Tensor& logits) override {
+    return std::make_unique<CrossEntropyWrap>(in_.token_cross_entropy(s, logits), p_,
+                                              p_.add_op(p_.unnamed("token_cross_entropy"), "token_cross_entropy", shape_of(logits)));
   }
   std::unique_ptr<Linear> tied_linear(const LinearSpec& s, Embedding& tied, const Tensor& x) override {
     // The inner backend ties its decoder to its own embedding, not to the wrapper.

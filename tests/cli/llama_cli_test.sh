@@ -5,7 +5,8 @@
 # MPI ranks with a falling loss, replicas bit-identical, into a complete run.
 # Then the same on a Megatron indexed dataset written by dlperf-make-dataset --tokens, and a
 # corrupt one refused in one line.
-# dlperf-reduce shows tokens/s, TFLOP/s per device and MFU for the LLM runs.
+# dlperf-reduce shows tokens/s, TFLOP/s per device and MFU for the LLM runs, and --ops the
+# per-op profile of a Llama run (--profile-ops).
 # Usage: llama_cli_test.sh DLPERF_TRAIN MPIEXEC DLPERF_MAKE_DATASET DLPERF_REDUCE
 set -u
 train=$1 mpiexec=$2 make_dataset=$3 reduce=$4
@@ -39,6 +40,19 @@ bad '--dropout does not apply' "${small[@]}" --llama-hidden 64 --llama-heads 4 -
 bad '--llama-layers does not apply' --model bert_base --llama-layers 2
 bad 'optimizer adamw' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --optimizer lamb
 bad 'needs at least .* GiB' --model llama3_8b
+# --profile-ops times Llama's own ops as well: --ops names each kind beside the products.
+if timeout 120 "$train" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --threads 1 --iterations 5 --warmup 2 \
+     --print-every 0 --profile-ops 2 --output "$dir/prof.h5" >"$dir/prof.log" 2>&1 &&
+   "$reduce" "$dir/prof.h5" --ops --ops-top 5 >"$dir/ops" 2>&1; then
+  missing=""
+  for k in causal_attention rms_norm rope swiglu token_cross_entropy linear embedding; do
+    grep -q "^| $k | " "$dir/ops" || missing="$missing $k"
+  done
+  if [ -n "$missing" ]; then echo "FAIL --profile-ops llama: no$missing in --ops"; cat "$dir/ops"; fail=1
+  else echo "ok   --profile-ops llama: $(grep -c '^| [a-z_]* | [0-9]* | ' "$dir/ops") kinds of op timed"; fi
+else
+  echo "FAIL --profile-ops llama"; cat "$dir/prof.log" "$dir/ops" 2>/dev/null; fail=1
+fi
 # The memory plan (issue 25) against a given limit: 8B unsharded on one 80 GB rank is refused,
 # the plan printed first and one error line last; nothing written.
 "$train" --model llama3_8b --precision bf16 --plan-only --memory-limit-mb 81920 --output "$dir/bad.h5" >"$dir/plan80.log" 2>&1
