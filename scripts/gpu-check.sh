@@ -19,7 +19,8 @@
 #   7  vgg16       the same, VGG16 b128
 #   8  bert        the same, BERT-base b64
 #   9  profile     where the step goes, op by op (--profile-ops, then dlperf-reduce --ops) for
-#                  ResNet-50 fp16, bf16 and tf32, VGG16 fp16 and BERT fp16; then per-kernel GPU
+#                  ResNet-50 fp16, bf16 and tf32, VGG16 fp16, BERT fp16 and Llama 3.2 1B bf16
+#                  (sequence 8,192); then per-kernel GPU
 #                  time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
 #                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
@@ -214,6 +215,7 @@ stage_profile() {
   ops_one resnet50-tf32 --backend cuda --model resnet50 --precision tf32 --batch-size 256
   ops_one vgg16-fp16 --backend cuda --model vgg16 --precision fp16 --batch-size 128
   ops_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64
+  ops_one llama3_2_1b-bf16 --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1
   profile_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 20 --warmup 10
   profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 20 --warmup 10
 }

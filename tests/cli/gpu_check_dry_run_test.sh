@@ -33,10 +33,11 @@ grep -q -- 'vs_pytorch.sh --device cuda --model vgg16 --batch-size 128' <<<"$out
 grep -q -- 'vs_pytorch.sh --device cuda --model bert_base --batch-size 64' <<<"$out" || fail "bert bench"
 grep -q -- '--model resnet50 --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of resnet50 fp16"
 grep -q -- '--model bert_base --precision fp16' <<<"$(grep '^stage 9' <<<"$out")" || fail "profile of bert fp16"
-for m in "resnet50 --precision fp16" "resnet50 --precision bf16" "resnet50 --precision tf32" "vgg16 --precision fp16" "bert_base --precision fp16"; do
+for m in "resnet50 --precision fp16" "resnet50 --precision bf16" "resnet50 --precision tf32" "vgg16 --precision fp16" "bert_base --precision fp16" \
+  "llama3_2_1b --precision bf16 --seq-len 8192"; do
   grep -q -- "--model $m .*--profile-ops 10" <<<"$(grep '^stage 9 ops-run' <<<"$out")" || fail "op breakdown of $m"
 done
-[ "$(grep -c '^stage 9 ops-.*dlperf-reduce --ops' <<<"$out")" = 5 ] || fail "dlperf-reduce --ops after each op profile"
+[ "$(grep -c '^stage 9 ops-.*dlperf-reduce --ops' <<<"$out")" = 6 ] || fail "dlperf-reduce --ops after each op profile"
 grep -q -- '--model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 --plan-only' <<<"$out" || fail "no plan of llama3_2_1b"
 grep -q -- 'llama_vs_pytorch.sh --backend cuda --llama3-2-1b --precision bf16' <<<"$out" || fail "llama3_2_1b bench"
 
