@@ -24,9 +24,9 @@
 #                  time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
 #                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
-#  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails on any
-#                  fallback or reference kernel), then bench/llama_vs_pytorch.sh --backend cuda
-#                  --llama3-2-1b against PyTorch's SDPA model
+#  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
+#                  attention is the flagged cuBLAS fallback, not cuDNN's fused SDPA), then
+#                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model
 # A stage that runs past 9.5 minutes (GPU_CHECK_STAGE_LIMIT seconds, where set) has its running
 # step stopped (exit 124 in summary.tsv).
 #

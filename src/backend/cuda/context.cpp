@@ -88,11 +88,12 @@ void Context::record_kernel(std::string op, std::string pass, std::string shape,
 }
 
 void Context::warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why,
-                            MathUnits units) {
+                            MathUnits units, bool counted) {
   if (warned_.insert(pass + '\n' + fallback).second)  // later ones of the same kind: in the kernel record only
     std::cerr << "dlperf: warning: " << op << " " << pass << " " << shape << ": " << why << "; using " << fallback << " instead\n"
               << std::flush;
   record_kernel(std::move(op), std::move(pass), std::move(shape), fallback + " (fallback)", units);
+  if (counted && precision != Precision::fp32) kernels.back().reference = true;
 }
 
 std::string shape_str(const Dims& dims, DType t, bool nhwc) {

@@ -97,8 +97,10 @@ struct Context {
   void record_kernel(std::string op, std::string pass, std::string shape, std::string impl, MathUnits units = MathUnits::not_matmul);
   // A fast path that cannot be planned on this GPU / library: records the fallback (marked so
   // in its implementation name) and warns on stderr once per (pass, fallback) with the reason.
+  // counted: under tf32/bf16/fp16 the fallback is a reference kernel on the `kernels:` line
+  // whatever its units (attention on cuBLAS products stands in for cuDNN's fused SDPA).
   void warn_fallback(std::string op, std::string pass, std::string shape, const std::string& fallback, const std::string& why,
-                     MathUnits units = MathUnits::not_matmul);
+                     MathUnits units = MathUnits::not_matmul, bool counted = false);
   std::vector<PlannedKernel> kernels;
   // cuDNN graph-API plans by shape (conv_graph.cpp); null with a reason where none qualifies.
   std::map<std::string, std::shared_ptr<const GraphPlan>> graph_plans;
