@@ -67,7 +67,7 @@ class CudaBatchNorm final : public WithParams<BatchNorm> {
         path_ = BnPath::nhwc_kernels;
       }
     }
-    if (path_ == BnPath::nhwc_kernels && !work_.get()) plan_kernels();
+    if (path_ == BnPath::nhwc_kernels) plan_kernels();
     const char* names[] = {"cudnn_nhwc_persistent", "dlperf:batch_norm_nhwc", "cudnn_spatial+dlperf:add_relu"};
     const std::string impl = std::string(names[static_cast<int>(path_)]) + (residual_ ? " bn+add+relu" : s.fuse_relu ? " bn+relu" : " bn");
     const std::string shape = shape_str(xd, dtype_, nhwc_);
