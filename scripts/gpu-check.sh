@@ -30,8 +30,14 @@
 # A stage that runs past 9.5 minutes (GPU_CHECK_STAGE_LIMIT seconds, where set) has its running
 # step stopped (exit 124 in summary.tsv).
 #
+# A GPU lent for a few minutes: --deadline caps the whole run, stages in the order given, e.g.
+#   scripts/gpu-check.sh --stage 1,9,6,7,8,11 --repeats 1 --deadline 600
+# (tests, where the step goes, the PyTorch comparison, Llama): the running step is stopped at
+# the deadline and the rest is skipped, each skip a row of summary.tsv (status "skipped").
+#
 # Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
-#   --stage     run only these stages (default: all, in order)
+#                             [--deadline S]
+#   --stage     run only these stages, in the order given (default: all, in order)
 #   --out       the folder for everything (default gpu-check-<UTC time>); one log per command,
 #               summary.tsv (stage, step, exit status, seconds) and environment.txt
 #   --build     a CMake build tree with CUDA (ctest there); default build-tests when it has a
@@ -39,8 +45,11 @@
 #   --packed    the executables on PATH (source .gpu/env.sh) even where a build tree exists
 #   --dry-run   print the commands of the chosen stages, run nothing (works without a GPU)
 #   --repeats   interleaved repeats of the PyTorch comparison (default 3; medians reported)
+#   --deadline  seconds the whole run may take from its start (default: no limit beyond the
+#               stages' own)
 # On a packed machine: source .gpu/env.sh && scripts/gpu-check.sh
-# Exit status: 0 every step passed; 1 a step failed (summary.tsv names it); 2 bad usage.
+# Exit status: 0 every step that ran passed (skips are listed); 1 a step failed (summary.tsv
+# names it); 2 bad usage.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,13 +59,14 @@ STAGE_LIMIT=${GPU_CHECK_STAGE_LIMIT:-570}  # seconds a stage may take: its steps
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die_usage() { echo "gpu-check: $*" >&2; echo "Try '$0 --help'." >&2; exit 2; }
 
-stages="" out="" build="" dry=0 repeats=3 packed=0
+stages="" out="" build="" dry=0 repeats=3 packed=0 deadline=0
 while [ $# -gt 0 ]; do
   case $1 in
     --stage) [ $# -ge 2 ] || die_usage "--stage needs a value"; stages="${stages:+$stages,}$2"; shift 2 ;;
     --out) [ $# -ge 2 ] || die_usage "--out needs a value"; out=$2; shift 2 ;;
     --build) [ $# -ge 2 ] || die_usage "--build needs a value"; build=$2; shift 2 ;;
     --repeats) [ $# -ge 2 ] || die_usage "--repeats needs a value"; repeats=$2; shift 2 ;;
+    --deadline) [ $# -ge 2 ] || die_usage "--deadline needs a value"; deadline=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --packed) packed=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -64,6 +74,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die_usage "--repeats must be a positive integer (got '$repeats')"
+[[ $deadline =~ ^[0-9]+$ ]] || die_usage "--deadline must be a number of seconds (got '$deadline')"
 if [ -z "$stages" ]; then
   stages=$(seq -s, 1 ${#STAGE_NAMES[@]})
 fi
@@ -93,7 +104,8 @@ REDUCE=$( [ -n "$build" ] && [ -x "$build/analysis/dlperf-reduce" ] && echo "$bu
 export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one
 SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test)
 
-failed=0 stage_t0=$(date +%s)
+failed=0 skipped=0 stage_t0=$(date +%s)
+run_end=$(( deadline > 0 ? $(date +%s) + deadline : 0 ))  # --deadline: when everything stops
 # step STAGE NAME COMMAND...: runs (or prints) one command, its output in $out/STAGE-NAME.log.
 step() {
   local stage=$1 name=$2; shift 2
@@ -102,6 +114,14 @@ step() {
   t0=$(date +%s)
   left=$((STAGE_LIMIT - (t0 - stage_t0)))
   [ $left -ge 10 ] || left=10
+  if [ "$run_end" -gt 0 ]; then
+    if [ $((run_end - t0)) -lt 10 ]; then  # past --deadline: recorded, not run
+      printf '%s\t%s\tskipped\t0\n' "$stage" "$name" >>"$out/summary.tsv"
+      skipped=$((skipped + 1))
+      return 0
+    fi
+    [ $((run_end - t0)) -lt $left ] && left=$((run_end - t0))
+  fi
   echo "== stage $stage $name: $*" | tee "$log"
   if declare -F "$1" >/dev/null; then  # a function of this script (plan_check): timeout runs programs only
     timeout "$left" bash -c "$(declare -f "$1"); \"\$@\"" _ "$@" >>"$log" 2>&1
@@ -287,5 +307,6 @@ for s in "${chosen[@]}"; do
   esac
 done
 [ $dry = 1 ] && exit 0
+[ $skipped -eq 0 ] || echo "gpu-check: $skipped steps skipped at --deadline (summary.tsv lists them)"
 echo "gpu-check: everything is in $out (summary.tsv)"
 exit $failed

@@ -78,7 +78,13 @@ grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is i
 printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\n' >"$fake"
 DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" >/dev/null 2>&1 || fail "a clean plan failed the plan stage"
 
-for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent"; do
+# --deadline: a step with under 10 s left is not run but listed as skipped; the stage order is
+# the one given; skips alone are not a failure.
+DLPERF_TRAIN=$fake "$script" --stage 2,1 --deadline 3 --out "$work/q" >"$work/q.log" 2>&1 || fail "skips failed the run: $(cat "$work/q.log")"
+[ "$(grep -c '	skipped	' "$work/q/summary.tsv")" = "$(($(wc -l <"$work/q/summary.tsv") - 1))" ] || fail "--deadline ran a step"
+sed -n 2p "$work/q/summary.tsv" | grep -q '^2	plan-' || fail "--stage 2,1 did not start with stage 2"
+grep -q 'steps skipped at --deadline' "$work/q.log" || fail "no line on the skipped steps"
+for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent" "--deadline soon"; do
   set +e
   # shellcheck disable=SC2086
   "$script" --dry-run $bad >/dev/null 2>&1
@@ -87,6 +93,6 @@ for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packe
   [ $rc = 2 ] || fail "'$bad' exits $rc, not 2"
 done
 for f in "$work"/* "$work"/.[!.]*; do
-  case ${f##*/} in dlperf-train | o | p | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
+  case ${f##*/} in dlperf-train | o | p | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
 done
 echo "gpu-check dry run: ok"
