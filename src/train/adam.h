@@ -39,18 +39,34 @@ class AdamW final : public Optimizer {
   int64_t t_ = 0;
 };
 
+// LAMB over a shard (ZeRO, train/parallel/zero.h): a parameter's trust ratio needs its whole
+// norms, and its elements may lie in several ranks' shards. Each rank forms the squared norms of
+// its pieces (lamb_update, per piece), the ranks sum them per parameter (the shard reducer: an
+// allreduce of 2 doubles per store entry, set by GatherAfterStep), then each rank applies its
+// pieces with the parameter's ratio. Without a reducer (a --find-max-batch trial, which never
+// communicates) the ratios come from this rank's pieces alone.
 class Lamb final : public Optimizer {
  public:
-  Lamb(Backend& be, ParamStore& store, AdamConfig c);
+  // shard: null for the whole store; else its ranges only (train/optimizer.h).
+  Lamb(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "lamb"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  void set_shard_reducer(ShardReducer reducer) override { reduce_ = std::move(reducer); }
 
  private:
+  struct Piece {  // a shard range and the store entry it belongs to
+    size_t begin = 0, count = 0, local = 0, entry = 0;
+    bool decay = false;
+  };
   Backend& be_;
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_, update_;
-  std::vector<ParamSegment> params_;  // one per ParamStore entry: each has its own trust ratio
+  std::vector<ParamSegment> params_;  // unsharded: one per ParamStore entry, each its own trust ratio
+  std::vector<Piece> pieces_;         // sharded
+  Buffer* grads_ = nullptr;           // sharded: the shard's reduced gradients
+  std::vector<double> norms_;         // sharded: (w_sq, u_sq) per store entry
+  ShardReducer reduce_;
   int64_t t_ = 0;
 };
 
@@ -68,6 +84,7 @@ class ClipGradNorm final : public Optimizer {
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   float clip_norm() const override { return max_norm_; }
   bool capturable() const override { return inner_->capturable(); }
+  void set_shard_reducer(ShardReducer reducer) override { inner_->set_shard_reducer(std::move(reducer)); }
   float last_norm() const { return last_norm_; }  // before clipping, gate-less steps only
 
  private:

@@ -6,7 +6,9 @@
 // ResNet-50 v1.5 recipe, in iterations rather than epochs).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,10 @@ struct SegmentGroup {
 };
 std::vector<SegmentGroup> segment_groups(const ParamStore& store, const OptimizerShard* shard);
 
+// Sums values over the data-parallel ranks in place (blocking): what a sharded optimizer needs
+// when a quantity spans shards (LAMB's per-parameter norms).
+using ShardReducer = std::function<void(std::span<double>)>;
+
 // An optimizer updates the flat parameter buffer from the flat gradient buffer.
 class Optimizer {
  public:
@@ -65,6 +71,9 @@ class Optimizer {
   // so it can be captured in a CUDA graph (SGD; the Adam family's host-side bias correction
   // and LAMB's trust ratios are not, until the optimizer kernels take them from the device).
   virtual bool capturable() const { return false; }
+  // A sharded optimizer whose update needs sums over the ranks gets them from here (set by
+  // GatherAfterStep, train/parallel/zero.h); wrappers pass it on. Others ignore it.
+  virtual void set_shard_reducer(ShardReducer) {}
 };
 
 class Sgd final : public Optimizer {

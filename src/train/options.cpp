@@ -47,7 +47,8 @@ void validate_zero(const TrainOptions& o) {
     throw_usage_error("--zero must be 0 (replicated), 1 (sharded optimizer state) or 2 (and sharded gradients), got " + std::to_string(o.zero));
   if (o.zero == 0) return;
   const std::string z = "--zero " + std::to_string(o.zero);
-  if (o.optimizer == "lamb") throw_usage_error(z + " shards sgd and adamw; lamb's trust ratio needs each parameter's whole norm: use --optimizer adamw");
+  if (o.optimizer == "lamb" && o.zero == 2)
+    throw_usage_error(z + " shards sgd and adamw; lamb is sharded by --zero 1 only: use --zero 1 or --optimizer adamw");
   if (o.precision == Precision::fp16)
     throw_usage_error(z + " with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
   if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
@@ -261,7 +262,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                        "before its backward")
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
-                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw); 2 "
+                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw, lamb); 2 "
                                                           "(ZeRO-2, cpu): also frees each bucket's full gradients once "
                                                           "reduce-scattered")
     ("plan-ranks", po::value(&o.plan_ranks)->default_value(o.plan_ranks), "with --plan-only: print the memory plan for this many "

@@ -160,9 +160,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Backend& be, Pa
   // NVIDIA's BERT betas and eps; Llama 3's (beta2 0.95, eps 1e-8 as torchtitan and Meta's recipe).
   const AdamConfig adam = is_llama_model(o.model) ? AdamConfig{0.9f, 0.95f, 1e-8f, o.weight_decay}
                                                   : AdamConfig{0.9f, 0.999f, 1e-6f, o.weight_decay};
-  DLPERF_ASSERT(!shard || o.optimizer != "lamb", "LAMB is not sharded (options refuse it)");
   if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(be, store, adam, shard);
-  else if (o.optimizer == "lamb") opt = std::make_unique<Lamb>(be, store, adam);
+  else if (o.optimizer == "lamb") opt = std::make_unique<Lamb>(be, store, adam, shard);
   else opt = std::make_unique<Sgd>(be, store, SgdConfig{o.momentum, o.weight_decay}, shard);
   if (o.clip_grad_norm > 0) opt = std::make_unique<ClipGradNorm>(be, store, std::move(opt), o.clip_grad_norm);
   return opt;

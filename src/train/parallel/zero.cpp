@@ -130,6 +130,17 @@ void ZeroExchange::finish() {
   });
 }
 
+void ZeroExchange::sum_over_ranks(std::span<double> values) {
+  if (values.empty()) return;
+  act([this, values] {
+    if (!sums_ || sums_->size_bytes() != values.size_bytes()) sums_ = comm_.make_byte_buffer(values.size_bytes());
+    sums_->upload_bytes(std::as_bytes(values));
+    CommRequest r = comm_.allreduce_start(sums_->bytes(), sums_->bytes(), values.size(), DataType::float64);
+    comm_.wait(r);
+    sums_->download_bytes(std::as_writable_bytes(values));
+  });
+}
+
 void ZeroExchange::gather_params() {
   act([this] {
     auto& g = requests(step_).gather;

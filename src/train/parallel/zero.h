@@ -33,6 +33,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -71,6 +72,10 @@ class ZeroExchange final : public GradientExchange {
   // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
   // parameter values and orders the compute queue after them (MPI: waits).
   void gather_params();
+  // Sums host values over the ranks in place, blocking (f64 allreduce in the communicator's
+  // memory): a sharded optimizer's per-parameter quantities (LAMB's norms). Not counted in
+  // bytes_moved, which counts the gradients' and parameters' collectives.
+  void sum_over_ranks(std::span<double> values);
 
  private:
   struct Bucket {
@@ -94,6 +99,7 @@ class ZeroExchange final : public GradientExchange {
   Buffer& shard_grads_;
   Backend& be_;
   std::unique_ptr<CommBuffer> norm_;  // (1) f64 in the communicator's memory; null without global_norm
+  std::unique_ptr<CommBuffer> sums_;  // sum_over_ranks' values in the communicator's memory
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_entry_;
   std::vector<size_t> piece_of_bucket_;  // index into shard_.pieces, or SIZE_MAX when this rank's block is empty
@@ -116,7 +122,9 @@ std::string zero_banner(const ShardLayout& shard, int stage = 1);
 // The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
 class GatherAfterStep final : public Optimizer {
  public:
-  GatherAfterStep(std::unique_ptr<Optimizer> inner, ZeroExchange& zero) : inner_(std::move(inner)), zero_(zero) {}
+  GatherAfterStep(std::unique_ptr<Optimizer> inner, ZeroExchange& zero) : inner_(std::move(inner)), zero_(zero) {
+    inner_->set_shard_reducer([&zero](std::span<double> values) { zero.sum_over_ranks(values); });
+  }
   std::string name() const override { return inner_->name(); }
   void step(float lr, float grad_scale, const float* gate = nullptr) override {
     inner_->step(lr, grad_scale, gate);
