@@ -262,17 +262,6 @@ __global__ void bn_bwd_apply(const T* x, const T* y, const T* dy, const T* dz, T
   });
 }
 
-// Calls f(integral_constant<int, V>) with V = 16 bytes of T when every pointer is 16-byte
-// aligned and C a multiple of V, else V = 1.
-template <class T, class F>
-cudaError_t dispatch_pack(int64_t C, std::initializer_list<const void*> ptrs, F&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  bool vec = C % kVec == 0;
-  for (const void* q : ptrs) vec = vec && reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
-  if (vec) return f(std::integral_constant<int, kVec>{});
-  return f(std::integral_constant<int, 1>{});
-}
-
 }  // namespace
 
 BnNhwcGrid bn_nhwc_grid(int64_t rows, int64_t channels, int sm_count) {

@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "backend/cuda/kernels.h"
@@ -115,6 +117,17 @@ template <class T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
+
+// Calls f(integral_constant<int, V>) with V = 16 bytes of T (one Pack) when n is a multiple of
+// V, every pointer is 16-byte aligned and `also` holds (a caller's own condition), else V = 1.
+template <class T, class F>
+cudaError_t dispatch_pack(int64_t n, std::initializer_list<const void*> ptrs, F&& f, bool also = true) {
+  constexpr int kVec = 16 / sizeof(T);
+  bool vec = also && n % kVec == 0;
+  for (const void* q : ptrs) vec = vec && reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
+  if (vec) return f(std::integral_constant<int, kVec>{});
+  return f(std::integral_constant<int, 1>{});
+}
 
 // A grid-stride loop over the packs of a channels-last (rows, C) array, calling f(p, c) with c
 // the pack's first channel (0 <= c < C, a multiple of V; C % V == 0). A thread's channel moves

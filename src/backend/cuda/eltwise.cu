@@ -17,8 +17,8 @@ constexpr float kSqrt1_2 = 0.70710678118654752f;     // 1 / sqrt(2)
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1 / sqrt(2 pi)
 
 // Every kernel moves V elements at a time: 16 bytes (V = 16 / sizeof(T)) when the pointers are
-// 16-byte aligned and count % V == 0, else V = 1 (dispatch_vec below). In-place calls (y == x)
-// are fine: each pack is read before it is written.
+// 16-byte aligned and count % V == 0, else V = 1 (dispatch_pack, common.cuh). In-place calls
+// (y == x) are fine: each pack is read before it is written.
 template <class T, int V>
 __global__ void act_fwd(ActKind k, const T* x, T* y, int64_t packs) {
   using P = Pack<T, V>;
@@ -105,17 +105,6 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t packs, float p_drop, fl
   }
 }
 
-// Calls f(integral_constant<int, V>) with V = 16 bytes of T when count % V == 0 and every
-// pointer is 16-byte aligned, else V = 1.
-template <class T, class F>
-cudaError_t dispatch_vec(int64_t count, std::initializer_list<const void*> ptrs, F&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  bool vec = count % kVec == 0;
-  for (const void* q : ptrs) vec = vec && reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
-  if (vec) return f(std::integral_constant<int, kVec>{});
-  return f(std::integral_constant<int, 1>{});
-}
-
 #undef DLPERF_GRID_STRIDE
 
 }  // namespace
@@ -124,7 +113,7 @@ cudaError_t launch_activation_forward(ActKind k, const void* x, void* y, ElemTyp
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_vec<T>(count, {x, y}, [&](auto v) {
+    return dispatch_pack<T>(count, {x, y}, [&](auto v) {
       act_fwd<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(k, static_cast<const T*>(x), static_cast<T*>(y), count / v());
       return launched();
     });
@@ -136,7 +125,7 @@ cudaError_t launch_activation_backward(ActKind k, const void* x, const void* dy,
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_vec<T>(count, {x, dy, dx}, [&](auto v) {
+    return dispatch_pack<T>(count, {x, dy, dx}, [&](auto v) {
       act_bwd<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(k, static_cast<const T*>(x), static_cast<const T*>(dy),
                                                                   static_cast<T*>(dx), count / v());
       return launched();
@@ -148,7 +137,7 @@ cudaError_t launch_add(const void* a, const void* b, void* y, ElemType t, int64_
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_vec<T>(count, {a, b, y}, [&](auto v) {
+    return dispatch_pack<T>(count, {a, b, y}, [&](auto v) {
       add_kernel<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y),
                                                                      count / v(), relu);
       return launched();
@@ -160,7 +149,7 @@ cudaError_t launch_relu_backward_from_y(const void* y, const void* dy, void* dx,
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_vec<T>(count, {y, dy, dx}, [&](auto v) {
+    return dispatch_pack<T>(count, {y, dy, dx}, [&](auto v) {
       relu_bwd_y<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(static_cast<const T*>(y), static_cast<const T*>(dy),
                                                                      static_cast<T*>(dx), count / v());
       return launched();
@@ -176,7 +165,7 @@ cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, fl
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_vec<T>(count, {x, y}, [&](auto v) {
+    return dispatch_pack<T>(count, {x, y}, [&](auto v) {
       dropout_kernel<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), count / v(), p,
                                                                          scale, key);
       return launched();

@@ -125,15 +125,11 @@ __global__ void max_pool_bwd(const T* __restrict__ dy, const uint8_t* __restrict
   }
 }
 
-// V = 16 bytes of T when C is a multiple of it and every pointer 16-byte aligned (the place
-// array: 8-byte aligned for V = 8), else V = 1.
-template <class T, class F>
-cudaError_t dispatch_channels(int c, std::initializer_list<const void*> ptrs, const void* places, F&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  bool vec = c % kVec == 0 && reinterpret_cast<std::uintptr_t>(places) % kVec == 0;
-  for (const void* q : ptrs) vec = vec && reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
-  if (vec) return f(std::integral_constant<int, kVec>{});
-  return f(std::integral_constant<int, 1>{});
+// 16-byte packs of T where C and the pointers allow (dispatch_pack, common.cuh) and the place
+// array is aligned for V places (8 bytes for V = 8), else one channel a thread.
+template <class T>
+bool places_aligned(const void* places) {
+  return reinterpret_cast<std::uintptr_t>(places) % (16 / sizeof(T)) == 0;
 }
 
 }  // namespace
@@ -148,11 +144,14 @@ cudaError_t launch_max_pool_nhwc_forward(const void* x, void* y, uint8_t* places
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_channels<T>(s.c, {x, y}, places, [&](auto v) {
-      const int64_t packs = count / v();
-      max_pool_fwd<T, v()><<<grid_for(packs), kThreads, 0, st>>>(static_cast<const T*>(x), static_cast<T*>(y), places, s, packs);
-      return launched();
-    });
+    return dispatch_pack<T>(
+        s.c, {x, y},
+        [&](auto v) {
+          const int64_t packs = count / v();
+          max_pool_fwd<T, v()><<<grid_for(packs), kThreads, 0, st>>>(static_cast<const T*>(x), static_cast<T*>(y), places, s, packs);
+          return launched();
+        },
+        places_aligned<T>(places));
   });
 }
 
@@ -162,11 +161,14 @@ cudaError_t launch_max_pool_nhwc_backward(const void* dy, const uint8_t* places,
   if (count == 0) return cudaSuccess;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
-    return dispatch_channels<T>(s.c, {dy, dx}, places, [&](auto v) {
-      const int64_t packs = count / v();
-      max_pool_bwd<T, v()><<<grid_for(packs), kThreads, 0, st>>>(static_cast<const T*>(dy), places, static_cast<T*>(dx), s, packs);
-      return launched();
-    });
+    return dispatch_pack<T>(
+        s.c, {dy, dx},
+        [&](auto v) {
+          const int64_t packs = count / v();
+          max_pool_bwd<T, v()><<<grid_for(packs), kThreads, 0, st>>>(static_cast<const T*>(dy), places, static_cast<T*>(dx), s, packs);
+          return launched();
+        },
+        places_aligned<T>(places));
   });
 }
 
