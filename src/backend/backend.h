@@ -172,6 +172,10 @@ class Backend {
   // The same, starting decommitted (Buffer::decommit over all of it): ZeRO-2's gradients, which
   // are committed bucket by bucket as backward writes them. Default: an ordinary buffer.
   virtual std::unique_ptr<Buffer> decommitted_buffer(size_t elems) { return buffer(elems); }
+  // True when Buffer::decommit really gives memory back (CPU: madvise). ZeRO then also shards
+  // the f32 master weights of low-precision runs (train/parallel/zero.h); where it does not
+  // (CUDA until its buffers map memory in chunks), they stay whole on every rank.
+  virtual bool frees_decommitted() const { return false; }
   // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
   // copies), 64-byte aligned on the CPU. Safe to call from any thread.
   virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }

@@ -17,18 +17,19 @@ namespace {
 // ResNet v1.5 (torchvision's resnet50 at width 64, blocks 3,4,6,3): stem conv 7x7 and its batch
 // norm; per bottleneck conv 1x1, 3x3, 1x1 with batch norms, a projection (conv 1x1 + norm) on
 // each stage's first block; the classifier.
-int64_t resnet_parameters(const TrainOptions& o) {
-  const int64_t w = o.resnet_width;
-  int64_t n = 3 * 49 * w + 2 * w, in = w;
+// filters_only: the convolution filters and the classifier's matrix, without norms and bias.
+int64_t resnet_parameters(const TrainOptions& o, bool filters_only = false) {
+  const int64_t w = o.resnet_width, norm = filters_only ? 0 : 2;
+  int64_t n = 3 * 49 * w + norm * w, in = w;
   for (int s = 0; s < 4; ++s) {
     const int64_t p = w << s;
     for (int b = 0; b < o.resnet_blocks[static_cast<size_t>(s)]; ++b) {
-      n += in * p + 2 * p + 9 * p * p + 2 * p + p * 4 * p + 8 * p;
-      if (b == 0) n += in * 4 * p + 8 * p;
+      n += in * p + norm * p + 9 * p * p + norm * p + p * 4 * p + norm * 4 * p;
+      if (b == 0) n += in * 4 * p + norm * 4 * p;
       in = 4 * p;
     }
   }
-  return n + in * o.num_classes + o.num_classes;
+  return n + in * o.num_classes + (filters_only ? 0 : o.num_classes);
 }
 
 // The largest parameter tensor (elements): what one bucket can exceed --bucket-mb by.
@@ -76,6 +77,32 @@ int64_t planned_parameter_count(const TrainOptions& o) {
   return bert_parameter_count(c);
 }
 
+int64_t planned_matrix_count(const TrainOptions& o) {
+  if (o.model == "resnet50") return resnet_parameters(o, true);
+  if (o.model == "vgg16") {
+    int64_t biases = 2 * o.vgg_hidden + o.num_classes;  // the classifier's three linears
+    for (int v : {1, 1, 2, 2, 4, 4, 4, 8, 8, 8, 8, 8, 8}) biases += v * o.vgg_width;  // the 13 convolutions (VGG-D)
+    VggConfig vc;
+    vc.width = o.vgg_width;
+    vc.hidden = o.vgg_hidden;
+    vc.classes = o.num_classes;
+    vc.image_size = o.image_size;
+    return vgg_parameter_count(vc) - biases;
+  }
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o);
+    const int64_t H = c.hidden, D = c.hidden / c.heads, q = c.heads * D, kv = c.kv_heads * D;
+    return c.layers * (H * q + 2 * H * kv + q * H + 3 * H * c.ffn) + (c.tied ? 0 : c.vocab * H);  // the output head when untied
+  }
+  const int64_t H = o.bert_hidden, I = o.bert_intermediate;
+  return o.bert_layers * (4 * H * H + 2 * H * I) + 2 * H * H /* pooler, transform */ + 2 * H /* next-sentence classifier */;
+}
+
+bool shards_master_weights(const TrainOptions& o, int ranks) {
+  const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
+  return low && o.zero > 0 && ranks > 1 && o.backend == BackendKind::cpu;
+}
+
 MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   MemoryPlan p;
   p.ranks = ranks;
@@ -84,6 +111,10 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
   p.weights = low ? 2.0 * P : f32;
   p.master = low ? f32 : 0.0;
+  if (shards_master_weights(o, ranks)) {
+    const double kept = 4.0 * static_cast<double>(p.parameters - planned_matrix_count(o));
+    p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks);
+  }
   const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
   const bool sharded = o.zero > 0 && ranks > 1;
   p.optimizer = sharded ? (state + 1.0) * f32 / ranks : state * f32;  // sharded: + the shard's reduced gradients

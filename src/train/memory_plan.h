@@ -6,7 +6,9 @@
 // Per rank, with P the model's parameters (analytic counts, as torchvision/Hugging Face count
 // them; the flat buffers add 64-byte alignment padding, < 16 floats per tensor), n ranks:
 //   weights        4P (fp32: the f32 values are also what forward reads), or 2P bf16/fp16 copies
-//   master         0 in fp32; 4P f32 master values in bf16/fp16
+//   master         0 in fp32; 4P f32 master values in bf16/fp16; with sharded master weights
+//                  (shards_master_weights) 4P/n plus (1 - 1/n) 4K, K the parameters other than
+//                  matrices and filters (kept whole: forward reads them in f32)
 //   gradients      4P (one flat f32 buffer the layers write); --zero 2 frees each bucket once
 //                  reduce-scattered, so at most (buckets in flight + 1) buckets and the layer being
 //                  written are held: min(4P, 3 (B + T) + 2T), B = --bucket-mb, T = the largest
@@ -38,6 +40,13 @@ struct MemoryPlan {
 
 // The model's trainable parameters from its options (no allocation).
 int64_t planned_parameter_count(const TrainOptions& o);
+// Those of them with ParamRole::weight (convolution filters, linear matrices): what sharded
+// master weights shard; the rest (biases, norms, embeddings) stay whole on every rank.
+int64_t planned_matrix_count(const TrainOptions& o);
+// ZeRO shards the f32 master weights as well (train/parallel/zero.h): bf16/fp16 runs under
+// --zero 1/2 on more than one rank, on a backend whose buffers give decommitted memory back
+// (cpu; cuda keeps the whole master until its buffers map memory in chunks).
+bool shards_master_weights(const TrainOptions& o, int ranks);
 MemoryPlan plan_memory(const TrainOptions& o, int ranks);
 // The plan as lines "memory plan per rank (...): ...", against `limit_bytes` (0: unknown).
 std::string format_memory_plan(const MemoryPlan& p, double limit_bytes);

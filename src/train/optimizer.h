@@ -74,6 +74,10 @@ class Optimizer {
   // A sharded optimizer whose update needs sums over the ranks gets them from here (set by
   // GatherAfterStep, train/parallel/zero.h); wrappers pass it on. Others ignore it.
   virtual void set_shard_reducer(ShardReducer) {}
+  // True when step() also rebuilds the layers' compute copies (bf16/fp16) of the weights it
+  // changed (ZeRO with sharded master weights refreshes each bucket as it is all-gathered): the
+  // trainer then does not refresh them before forward.
+  virtual bool refreshes_compute_weights() const { return false; }
 };
 
 class Sgd final : public Optimizer {

@@ -379,9 +379,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     grad_comm->broadcast(store.values().data(), store.size(), 0);
   }
   std::unique_ptr<GradientExchange> exchange;
+  ZeroExchange* zero_exchange = nullptr;
   if (w.size > 1 && stack.shard) {  // --zero 1/2: reduce-scatter, sharded update, all-gather
     auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be, o.clip_grad_norm > 0,
-                                               o.zero, o.grad_accum);
+                                               o.zero, o.grad_accum, stack.shard_master);
+    zero_exchange = zero.get();
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
     exchange = std::move(zero);
   } else if (w.size > 1) {
@@ -405,7 +407,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
-    if (stack.shard) out << zero_banner(*stack.shard, o.zero);
+    if (stack.shard) out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master());
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
@@ -485,6 +487,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   mine.data_bad_samples = data.stats().bad_samples;
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
+  if (zero_exchange) {  // sharded master weights: the whole values again, for the checksum
+    auto phase = watch.collective("restore");
+    zero_exchange->restore_values();
+  }
   const uint64_t checksum = store.checksum();
   std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
   std::string transports;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "train/memory_plan.h"
 #include "train/registry.h"
 
 namespace dlperf {
@@ -23,7 +24,10 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
     model_be = s.profiled.get();
   }
   s.model = make_model(o, *model_be);
-  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers(), o.zero == 2 && w.size > 1);
+  s.shard_master = shards_master_weights(o, w.size) && s.backend->frees_decommitted();
+  // Gradients decommitted until backward writes them: stage 2 frees them again; with sharded
+  // master weights they are not counted (nor touched) before the master is released.
+  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers(), (o.zero == 2 || s.shard_master) && w.size > 1);
   if (o.zero > 0 && w.size > 1) {  // one rank owns everything: nothing to shard
     s.cut = std::make_unique<BucketCut>(cut_buckets(*s.store, bucket_bytes(o)));
     s.shard = std::make_unique<ShardLayout>(make_shard_layout(s.cut->buckets, w.size, w.rank));

@@ -33,6 +33,9 @@ struct TrainingStack {
   std::unique_ptr<ShardLayout> shard;
   std::unique_ptr<Buffer> shard_grads;
   std::unique_ptr<OptimizerShard> optimizer_shard;
+  // The f32 master weights are sharded too (ZeroExchange's shard_master): bf16/fp16 on a backend
+  // that frees decommitted memory. The gradients then start decommitted, as stage 2's do.
+  bool shard_master = false;
   Backend& be() { return *backend; }
   // The backend the model was built on, which the trainer drives (the profiling decorator
   // forwards everything else to the real one).

@@ -163,7 +163,7 @@ struct Trainer::Run {
       at(step).micro.push_back({recorder->mark(), -1, -1, -1});
     });
     phase(Phase::forward);
-    if (k == 0) t.be_.refresh_compute_weights(layers);
+    if (k == 0 && !t.opt_.refreshes_compute_weights()) t.be_.refresh_compute_weights(layers);
     t.model_.forward();
     graph.act([this, k] {
       StepIndex& ix = at(step);

@@ -33,16 +33,21 @@ run llama 1.0 --model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads
 run resnet50 0.5 --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 10 --batch-size 4 \
   --bucket-mb 0.05
 
-# Llama 3.1 8B, bf16, 8 ranks of 80 GB: stage 2 holds a few buckets of full gradients, so it fits
-# where stage 1 (a whole f32 gradient buffer) does not.
-plan=(--model llama3_8b --seq-len 8192 --batch-size 1 --recompute block --precision bf16 --plan-only --plan-ranks 8 --memory-limit-mb 81920)
-"$train" "${plan[@]}" --zero 2 >"$dir/plan2.log" 2>&1
+# Llama 3.1 8B, bf16, 8 ranks of 80 GB (the cpu backend's plan): stage 1 with the f32 master
+# sharded fits (it did not while every rank kept the whole master: 91 GiB), stage 2 fits with
+# less; unsharded on one rank it is refused with the one line.
+plan=(--model llama3_8b --seq-len 8192 --batch-size 1 --recompute block --precision bf16 --plan-only --memory-limit-mb 81920)
+"$train" "${plan[@]}" --plan-ranks 8 --zero 2 >"$dir/plan2.log" 2>&1
 rc2=$?
-"$train" "${plan[@]}" --zero 1 >"$dir/plan1.log" 2>&1
+"$train" "${plan[@]}" --plan-ranks 8 --zero 1 >"$dir/plan1.log" 2>&1
 rc1=$?
-if [ "$rc2" -ne 0 ] || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan2.log" || [ "$rc1" -ne 2 ]; then
-  echo "FAIL 8B plan: zero 2 exit $rc2, zero 1 exit $rc1"; cat "$dir/plan2.log"; tail -1 "$dir/plan1.log"; fail=1
-else echo "ok   8B on 8 x 80 GB: zero 2 $(grep -o 'total .*fits' "$dir/plan2.log"); zero 1 refused"; fi
+"$train" "${plan[@]}" --zero 0 >"$dir/plan0.log" 2>&1
+rc0=$?
+if [ "$rc2" -ne 0 ] || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan2.log" || [ "$rc1" -ne 0 ] ||
+   ! grep -q 'master weights *5.45 GiB' "$dir/plan1.log" || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan1.log" ||
+   [ "$rc0" -ne 2 ] || ! tail -1 "$dir/plan0.log" | grep -q 'the run needs at least .* GiB per rank'; then
+  echo "FAIL 8B plan: zero 2 exit $rc2, zero 1 exit $rc1, zero 0 exit $rc0"; cat "$dir/plan2.log" "$dir/plan1.log"; tail -1 "$dir/plan0.log"; fail=1
+else echo "ok   8B on 8 x 80 GB: zero 1 $(grep -o 'total .*fits' "$dir/plan1.log"); zero 2 $(grep -o 'total .*fits' "$dir/plan2.log"); zero 0 on 1 rank refused"; fi
 
 [ "$fail" -eq 0 ] && echo "zero cli ok"
 exit "$fail"

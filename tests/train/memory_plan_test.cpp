@@ -1,5 +1,6 @@
 // The memory plan (issue 25): its parameter counts equal the built models' (reduced shapes, and
-// the published full-size counts), and its parameter-side bytes follow the options.
+// the published full-size counts), so do its counts of matrices and filters (what sharded master
+// weights shard), and its parameter-side bytes follow the options.
 #include <gtest/gtest.h>
 
 #include "train/memory_plan.h"
@@ -11,7 +12,12 @@ namespace {
 int64_t built_count(const TrainOptions& o) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
   auto model = make_model(o, *be);
-  return ParamStore(*be, model->layers()).parameter_count();
+  const int64_t all = ParamStore(*be, model->layers()).parameter_count();
+  int64_t matrices = 0;
+  for (const Layer* l : model->layers())
+    for (const ParamSpec& p : l->params()) matrices += p.role == ParamRole::weight ? product(p.dims) : 0;
+  EXPECT_EQ(planned_matrix_count(o), matrices) << o.model;
+  return all;
 }
 
 TEST(MemoryPlan, ParameterCountsEqualTheBuiltModels) {
@@ -78,8 +84,13 @@ TEST(MemoryPlan, OptimizerStateShrinksWithZeroAndRanks) {
   const MemoryPlan p = plan_memory(o, 8);
   EXPECT_DOUBLE_EQ(p.accumulation, 4 * P);
   EXPECT_DOUBLE_EQ(p.weights, 2 * P);
-  EXPECT_DOUBLE_EQ(p.master, 4 * P);
+  EXPECT_DOUBLE_EQ(p.master, 4 * P / 8 + 4 * (P - static_cast<double>(planned_matrix_count(o))) * 7 / 8);  // sharded master
   EXPECT_GT(p.total(), p.weights + p.master + p.gradients);
+  o.backend = BackendKind::cuda;  // its buffers keep decommitted memory: the whole master
+  EXPECT_DOUBLE_EQ(plan_memory(o, 8).master, 4 * P);
+  o.backend = BackendKind::cpu;
+  o.zero = 0;
+  EXPECT_DOUBLE_EQ(plan_memory(o, 8).master, 4 * P);
 }
 
 }  // namespace

@@ -167,6 +167,7 @@ class CpuBackend final : public Backend {
   }
   std::unique_ptr<Buffer> buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems, true); }
   std::unique_ptr<Buffer> decommitted_buffer(size_t elems) override { return std::make_unique<CpuBuffer>(ctx_->budget, elems, false); }
+  bool frees_decommitted() const override { return true; }
 
   // Peak resident set size of this process (VmHWM), the CPU analogue of peak device memory.
   int64_t peak_memory_bytes() const override {

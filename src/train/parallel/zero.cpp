@@ -12,16 +12,17 @@ namespace {
 double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 }  // namespace
 
-std::string zero_banner(const ShardLayout& shard, int stage) {
+std::string zero_banner(const ShardLayout& shard, int stage, bool master) {
   const auto [lo, hi] = std::minmax_element(shard.rank_elems.begin(), shard.rank_elems.end());
-  const std::string what = stage == 2 ? "optimizer state and gradients" : "optimizer state";
+  const std::string what = stage == 2 ? (master ? "optimizer state, gradients and f32 master weights" : "optimizer state and gradients")
+                                      : (master ? "optimizer state and f32 master weights" : "optimizer state");
   return "\nzero: stage " + std::to_string(stage) + ", " + what + " sharded over " + std::to_string(shard.world) + " ranks: " +
          std::to_string(*lo) + " to " + std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
          " buckets reduce-scattered, weights all-gathered)";
 }
 
 ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-                           Backend& be, bool global_norm, int stage, int64_t micro_batches)
+                           Backend& be, bool global_norm, int stage, int64_t micro_batches, bool shard_master)
     : comm_(comm),
       store_(store),
       shard_(shard),
@@ -52,6 +53,61 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     DLPERF_ASSERT(store.gradients_decommitted(), "ZeRO-2's parameter store starts with its gradients decommitted");
     if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
+  if (shard_master) plan_master_release(cut);
+}
+
+void ZeroExchange::plan_master_release(const BucketCut& cut) {
+  shard_master_ = true;
+  const auto& entries = store_.entries();
+  const size_t n = buckets_.size();
+  releasable_.assign(n, {});
+  refresh_after_.assign(n, {});
+  release_after_.assign(n, {});
+  // Each layer's first and last bucket (its parameters are neighbours in flat order).
+  std::vector<Layer*> layers;
+  std::vector<std::pair<size_t, size_t>> span;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t b = cut.bucket_of_entry[i];
+    const auto it = std::find(layers.begin(), layers.end(), entries[i].layer);
+    if (it == layers.end()) {
+      layers.push_back(entries[i].layer);
+      span.emplace_back(b, b);
+    } else {
+      auto& [first, last] = span[static_cast<size_t>(it - layers.begin())];
+      first = std::min(first, b);
+      last = std::max(last, b);
+    }
+  }
+  std::vector<size_t> done_by(n, 0);  // bucket b may be released once bucket done_by[b] is refreshed
+  for (size_t b = 0; b < n; ++b) done_by[b] = b;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    refresh_after_[span[l].second].push_back(layers[l]);
+    for (size_t b = span[l].first; b <= span[l].second; ++b) done_by[b] = std::max(done_by[b], span[l].second);
+  }
+  for (size_t b = 0; b < n; ++b) release_after_[done_by[b]].push_back(b);
+  // The keep set: this rank's block of each bucket, and every parameter read in f32 in the step.
+  std::vector<std::vector<ValueRange>> keep(n);
+  for (size_t b = 0; b < n; ++b) keep[b].push_back({block_begin(b), shard_.counts[b][static_cast<size_t>(shard_.rank)]});
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].layer->params()[entries[i].index].role != ParamRole::weight) keep[cut.bucket_of_entry[i]].push_back({entries[i].offset, entries[i].elems});
+  for (size_t b = 0; b < n; ++b) {
+    auto& k = keep[b];
+    std::sort(k.begin(), k.end(), [](const ValueRange& x, const ValueRange& y) { return x.begin < y.begin; });
+    size_t at = buckets_[b].range.begin;
+    for (const ValueRange& r : k) {
+      if (r.begin > at) releasable_[b].push_back({at, r.begin - at});
+      at = std::max(at, r.begin + r.count);
+    }
+    if (buckets_[b].range.end > at) releasable_[b].push_back({at, buckets_[b].range.end - at});
+  }
+  // The values are final (after the initial broadcast): the compute copies from them, then the
+  // rest of the master goes.
+  be_.refresh_compute_weights(layers);
+  for (size_t b = 0; b < n; ++b) release_values(b);
+}
+
+void ZeroExchange::release_values(size_t b) {
+  for (const ValueRange& r : releasable_[b]) store_.values().decommit(r.begin, r.count);
 }
 
 void ZeroExchange::begin_step(int64_t step) {
@@ -73,7 +129,7 @@ void ZeroExchange::on_ready(const Layer& layer) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].layer != &layer) continue;
     Bucket& b = buckets_[bucket_of_entry_[i]];
-    if (stage_ == 2) {  // backward has written this gradient, into freed pages: they are held again
+    if (store_.gradients_decommitted()) {  // backward has written this gradient, into freed pages: they are held again
       committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);
       committed_peak_ = std::max(committed_peak_, committed_bytes_);
     }
@@ -141,16 +197,45 @@ void ZeroExchange::sum_over_ranks(std::span<double> values) {
   });
 }
 
+size_t ZeroExchange::block_begin(size_t b) const {
+  size_t at = buckets_[b].range.begin;
+  for (int r = 0; r < shard_.rank; ++r) at += shard_.counts[b][static_cast<size_t>(r)];
+  return at;
+}
+
+CommRequest ZeroExchange::start_gather(size_t b) {
+  const GradBucket& range = buckets_[b].range;
+  if (shard_master_) store_.values().commit(range.begin, range.end - range.begin);
+  float* values = store_.values().data();  // in place: this rank's block is the source
+  return comm_.all_gather_start(values + block_begin(b), values + range.begin, shard_.counts[b]);
+}
+
 void ZeroExchange::gather_params() {
   act([this] {
     auto& g = requests(step_).gather;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      float* bucket = store_.values().data() + buckets_[b].range.begin;
-      size_t mine = 0;  // this rank's block's offset in the bucket: in place
-      for (int r = 0; r < shard_.rank; ++r) mine += shard_.counts[b][static_cast<size_t>(r)];
-      g[b] = comm_.all_gather_start(bucket + mine, bucket, shard_.counts[b]);
+    if (!shard_master_) {
+      for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b);
+      for (auto& r : g) comm_.join(r);
+      return;
     }
-    for (auto& r : g) comm_.join(r);
+    // Two buckets' values whole at a time: the next one's all-gather runs while this one's
+    // layers are refreshed and its values released.
+    if (!buckets_.empty()) g[0] = start_gather(0);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (b + 1 < buckets_.size()) g[b + 1] = start_gather(b + 1);
+      comm_.join(g[b]);
+      if (!refresh_after_[b].empty()) be_.refresh_compute_weights(refresh_after_[b]);
+      for (size_t done : release_after_[b]) release_values(done);
+    }
+  });
+}
+
+void ZeroExchange::restore_values() {
+  if (!shard_master_) return;
+  act([this] {
+    std::vector<CommRequest> g(buckets_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b);
+    for (auto& r : g) comm_.wait(r);
   });
 }
 

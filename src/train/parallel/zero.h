@@ -27,6 +27,21 @@
 // bytes once per micro-batch (docs/communication.md) and sums over micro-batches after summing
 // over ranks, the reverse of stages 0 and 1 (fp32 round-off).
 //
+// Sharded master weights (bf16/fp16 runs, where Backend::frees_decommitted): the f32 master values
+// are also kept only for the rank's blocks, as Megatron's distributed optimizer keeps them, plus
+// the parameters forward and backward read in f32 (every role but ParamRole::weight: biases,
+// normalisation parameters, embedding tables; small, except an untied embedding). The rest of
+// the flat value buffer is decommitted. After the sharded update, each bucket is committed,
+// all-gathered in f32 (the next bucket's all-gather already started), and the compute copies of
+// the layers it completes are rebuilt from it (Backend::refresh_compute_weights); once every
+// layer touching a bucket is refreshed, its values outside the keep set are decommitted again.
+// The full f32 values then exist for at most two buckets (and a layer spanning them) at a time,
+// so the master costs 4P/n plus the kept parameters instead of 4P; the trainer's own refresh
+// before forward is skipped (Optimizer::refreshes_compute_weights). The bytes moved are
+// unchanged (the all-gather is in f32 either way), and the compute copies are those of the
+// whole master (the same f32 values, the same conversion): runs equal those with the whole
+// master bit for bit. restore_values() gathers everything back whole (end of run: checksums).
+//
 // Requests are kept per step parity, as BucketedAllreduce does (step n+1's buckets start before
 // step n is retired).
 #pragma once
@@ -49,8 +64,11 @@ class ZeroExchange final : public GradientExchange {
   // the global norm): each rank sums its block on `be` (a host read-back on a GPU), then the
   // ranks' sums are allreduced in f64 into the communicator's memory, where the step gate reads it.
   // stage: 1 or 2; micro_batches: --grad-accum (stage 2 reduce-scatters each one).
+  // shard_master: shard the f32 master values too (see above; bf16/fp16 runs only). The store's
+  // values must be final when this is constructed (after the initial broadcast): the compute
+  // copies are built from them here, then the values outside the keep set are released.
   ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-               Backend& be, bool global_norm, int stage = 1, int64_t micro_batches = 1);
+               Backend& be, bool global_norm, int stage = 1, int64_t micro_batches = 1, bool shard_master = false);
   static constexpr size_t kInFlight = kZeroBucketsInFlight;
 
   int world_size() const override { return comm_.size(); }
@@ -72,6 +90,10 @@ class ZeroExchange final : public GradientExchange {
   // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
   // parameter values and orders the compute queue after them (MPI: waits).
   void gather_params();
+  bool shards_master() const { return shard_master_; }
+  // Sharded master: commits and all-gathers every bucket, so every rank holds all the f32 values
+  // again (what read_values and checksums read); blocking. Without sharded master: nothing to do.
+  void restore_values();
   // Sums host values over the ranks in place, blocking (f64 allreduce in the communicator's
   // memory): a sharded optimizer's per-parameter quantities (LAMB's norms). Not counted in
   // bytes_moved, which counts the gradients' and parameters' collectives.
@@ -92,6 +114,10 @@ class ZeroExchange final : public GradientExchange {
   void launch_ready();  // starts, in order, every bucket whose parameters are all final
   CommRequest& scatter(size_t b) { return requests(step_).scatter[static_cast<size_t>(micro_) * buckets_.size() + b]; }
   void free_bucket(size_t b);  // stage 2: waits for its reduce-scatter, then decommits it
+  void plan_master_release(const BucketCut& cut);
+  size_t block_begin(size_t b) const;  // flat offset of this rank's block of bucket b
+  CommRequest start_gather(size_t b);  // commits bucket b's values (sharded master), starts their all-gather
+  void release_values(size_t b);  // sharded master: decommits bucket b outside the keep set
 
   Communicator& comm_;
   ParamStore& store_;
@@ -110,6 +136,16 @@ class ZeroExchange final : public GradientExchange {
   std::unique_ptr<Buffer> micro_recv_;   // stage 2 with accumulation: later micro-batches' reduced shard
   std::vector<size_t> in_flight_;        // stage 2: launched buckets not yet freed, oldest first
   size_t committed_bytes_ = 0, committed_peak_ = 0;  // stage 2: full-gradient bytes held (now, at most)
+  // Sharded master: per bucket, the value ranges outside the keep set; the layers whose last
+  // parameter lies in it (refreshed once it is gathered); the buckets all of whose layers are
+  // refreshed once it is (released then).
+  struct ValueRange {
+    size_t begin = 0, count = 0;
+  };
+  bool shard_master_ = false;
+  std::vector<std::vector<ValueRange>> releasable_;
+  std::vector<std::vector<Layer*>> refresh_after_;
+  std::vector<std::vector<size_t>> release_after_;
   int64_t step_ = -1;
   int64_t completed_step_ = -1;
   size_t launched_ = 0;
@@ -117,7 +153,7 @@ class ZeroExchange final : public GradientExchange {
 };
 
 // "\nzero: stage 1, ..." for the run's banner: the shard of each rank and how balanced they are.
-std::string zero_banner(const ShardLayout& shard, int stage = 1);
+std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = false);
 
 // The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
 class GatherAfterStep final : public Optimizer {
@@ -131,6 +167,7 @@ class GatherAfterStep final : public Optimizer {
     zero_.gather_params();
   }
   float clip_norm() const override { return inner_->clip_norm(); }
+  bool refreshes_compute_weights() const override { return zero_.shards_master(); }
 
  private:
   std::unique_ptr<Optimizer> inner_;
