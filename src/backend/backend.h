@@ -183,6 +183,8 @@ class Backend {
   // The most bytes of tensors and buffers the backend held at once (its allocation counter; CPU:
   // what --memory-limit-mb is checked against); 0 where the backend does not count.
   virtual int64_t allocated_peak_bytes() const { return 0; }
+  // What it holds now, by the same count (the memory plan reads it after building the model).
+  virtual int64_t allocated_bytes() const { return 0; }
   // Memory in use on the device as the device reports it (CUDA: total - free from
   // cudaMemGetInfo, every process and library included); 0 where there is no device.
   virtual int64_t device_memory_used_bytes() const { return 0; }

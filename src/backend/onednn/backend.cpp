@@ -178,6 +178,7 @@ class CpuBackend final : public Backend {
     return 0;
   }
   int64_t allocated_peak_bytes() const override { return ctx_->budget.peak; }
+  int64_t allocated_bytes() const override { return ctx_->budget.used; }
   void synchronize() override { ctx_->stream.wait(); }
 
   std::unique_ptr<Conv2d> conv2d(const Conv2dSpec& s, const Tensor& x) override { return make_conv2d(ctx_, s, x); }

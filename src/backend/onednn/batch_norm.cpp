@@ -33,9 +33,9 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     record_kernel(*ctx_, s.name, "forward", shape_of(xd, dtype_), fwd_pd_);
     record_kernel(*ctx_, s.name, "backward", shape_of(xd, dtype_), bwd_pd_);
     const md c_md = plain_md({s.channels}, DType::f32);
-    mean_ = dnnl::memory(fwd_pd_.mean_desc(), ctx_->engine);
-    var_ = dnnl::memory(fwd_pd_.variance_desc(), ctx_->engine);
-    if (s.fuse_relu && !residual_) workspace_ = dnnl::memory(fwd_pd_.workspace_desc(), ctx_->engine);
+    mean_ = ChargedMemory(*ctx_, fwd_pd_.mean_desc());
+    var_ = ChargedMemory(*ctx_, fwd_pd_.variance_desc());
+    if (s.fuse_relu && !residual_) workspace_ = ChargedMemory(*ctx_, fwd_pd_.workspace_desc());
     if (residual_) plan_residual(cpu(*s.residual).desc());
     spec_.residual = nullptr;  // planned for; the tensor itself may go
     running_mean_.assign(static_cast<size_t>(s.channels), 0.0f);
@@ -92,7 +92,7 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
     add_ = dnnl::binary(add_pd);
     record_kernel(*ctx_, spec_.name, "forward_add", shape_of(x_dims_, dtype_), add_pd);
     to_z_ = PlannedReorder(*ctx_, y_md, z_md, spec_.name + " residual gradient");
-    if (to_z_.needed()) d_ = dnnl::memory(y_md, ctx_->engine);
+    if (to_z_.needed()) d_ = ChargedMemory(*ctx_, y_md);
   }
 
   void normalise(const Tensor& x, Tensor& y) {
@@ -146,12 +146,13 @@ class CpuBatchNorm final : public WithParams<BatchNorm> {
   dnnl::batch_normalization_backward::primitive_desc bwd_pd_;
   dnnl::batch_normalization_forward fwd_;
   dnnl::batch_normalization_backward bwd_;
-  dnnl::memory mean_, var_, workspace_;  // (C), (C): this step's batch statistics
+  ChargedMemory mean_, var_, workspace_;  // (C), (C): this step's batch statistics
   bool residual_ = false;
   dnnl::binary add_;                    // residual: y = act(y + z)
   dnnl::eltwise_backward relu_bwd_;     // residual with ReLU: d = [y > 0] dy
   PlannedReorder to_z_;                 // residual: d in y's layout -> dz in z's, when they differ
-  dnnl::memory d_, y_;                  // that d, when it needs its own buffer; the last forward's y
+  ChargedMemory d_;                     // that d, when it needs its own buffer
+  dnnl::memory y_;                      // the last forward's y
   std::vector<float> running_mean_, running_var_;
   bool update_running_ = true;  // off while a block is recomputed (--recompute block)
 };

@@ -156,6 +156,7 @@ class CpuCausalAttention final : public CausalAttention {
                           std::to_string(s.kv_heads) + " heads, " + std::to_string(s.head_dim) + ") " + to_string(dtype_));
     lse_.resize(static_cast<size_t>(s.batch * s.heads * s.seq_len));
     delta_.resize(lse_.size());
+    rows_charge_ = Charge(ctx_->budget, static_cast<int64_t>(2 * lse_.size() * sizeof(float)));
   }
 
   TensorPtr make_output() const override {
@@ -331,6 +332,7 @@ class CpuCausalAttention final : public CausalAttention {
   Ctx ctx_;
   AttentionSpec s_;
   DType dtype_;
+  Charge rows_charge_;        // lse_ and delta_, as tensors are charged
   std::vector<float> lse_;    // (B, H, T) log-sum-exp of each query row's scaled scores, from the last forward
   std::vector<float> delta_;  // (B, H, T) rowsum(dO * O), backward scratch
 };

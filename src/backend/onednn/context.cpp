@@ -169,6 +169,9 @@ void PlannedReorder::run(Context& ctx, const dnnl::memory& src, const dnnl::memo
   prim_.execute(ctx.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
+ChargedMemory::ChargedMemory(Context& ctx, const dnnl::memory::desc& layout)
+    : dnnl::memory(layout, ctx.engine), charge_(ctx.budget, static_cast<int64_t>(layout.get_size())) {}
+
 // ---- Param -------------------------------------------------------------------------------------
 
 Param::Param(std::shared_ptr<Context> ctx, std::string name, const md& master, const Dims& canonical)

@@ -57,6 +57,20 @@ class Charge {
   int64_t bytes_ = 0;
 };
 
+struct Context;
+
+// A oneDNN memory an op allocates for itself (batch statistics, workspaces, masks, staging),
+// charged to the budget as a tensor is, refunded when it goes: the allocation counter (and the
+// memory plan checked against it) sees it too.
+class ChargedMemory : public dnnl::memory {
+ public:
+  ChargedMemory() = default;
+  ChargedMemory(Context& ctx, const dnnl::memory::desc& layout);
+
+ private:
+  Charge charge_;
+};
+
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};

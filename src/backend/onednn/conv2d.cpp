@@ -72,7 +72,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
       const auto pd = compat::eltwise_backward(ctx_->engine, relu, y_md);
       relu_bwd_ = dnnl::eltwise_backward(pd);
       record_kernel(*ctx_, s.name, "backward_relu", shape, pd);
-      masked_ = dnnl::memory(y_md, ctx_->engine);
+      masked_ = ChargedMemory(*ctx_, y_md);
     }
   }
 
@@ -120,7 +120,8 @@ class CpuConv2d final : public WithParams<Conv2d> {
   dnnl::convolution_backward_weights bwd_w_;
   dnnl::convolution_backward_data bwd_d_;
   dnnl::eltwise_backward relu_bwd_;  // fuse_relu
-  dnnl::memory masked_, y_;          // fuse_relu: masked dy; the last forward's output
+  ChargedMemory masked_;             // fuse_relu: masked dy
+  dnnl::memory y_;                   // the last forward's output
 };
 
 }  // namespace

@@ -19,7 +19,7 @@ class CpuCrossEntropy final : public SoftmaxCrossEntropy {
     rows_ = d[0];
     record_own_kernel(*ctx_, "cross_entropy", "forward_backward", shape_of(d, logits.dtype()));
     const md f32_md = plain_md(d, DType::f32);
-    probs_ = dnnl::memory(f32_md, ctx_->engine);
+    probs_ = ChargedMemory(*ctx_, f32_md);
     to_f32_ = PlannedReorder(*ctx_, logits.desc(), f32_md, "cross_entropy");
     from_f32_ = PlannedReorder(*ctx_, f32_md, logits.desc(), "cross_entropy");
     labels_.resize(static_cast<size_t>(rows_));
@@ -88,7 +88,7 @@ class CpuCrossEntropy final : public SoftmaxCrossEntropy {
   int64_t counted_ = 0;
   float loss_ = 0.0f;
   std::vector<int32_t> labels_;
-  dnnl::memory probs_;  // (M, K) f32: logits, then softmax, then the gradient
+  ChargedMemory probs_;  // (M, K) f32: logits, then softmax, then the gradient
   PlannedReorder to_f32_, from_f32_;
 };
 

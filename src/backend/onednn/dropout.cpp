@@ -25,7 +25,10 @@ class CpuDropout final : public Dropout {
     if (!(p >= 0.0f && p < 1.0f)) throw_usage_error("dropout probability must be in [0, 1) (got " + std::to_string(p) + ")");
     if (dtype_ != DType::f32 && dtype_ != DType::bf16) throw_usage_error("dropout: f32 or bf16 data only");
     if (x.desc() != plain_md(x.dims(), dtype_)) throw_usage_error("dropout: plain (canonical) layout only");
-    if (p_ > 0.0f) mask_.resize(static_cast<size_t>(n_));
+    if (p_ > 0.0f) {
+      mask_charge_ = Charge(ctx_->budget, n_);
+      mask_.resize(static_cast<size_t>(n_));
+    }
     // keep an element when its 24-bit uniform draw is below (1 - p) * 2^24
     threshold_ = static_cast<uint32_t>((1.0 - static_cast<double>(p_)) * 16777216.0);
   }
@@ -79,6 +82,7 @@ class CpuDropout final : public Dropout {
   uint32_t threshold_ = 0;
   uint64_t calls_ = 0;
   bool repeat_ = false;  // repeat_last_mask(): the next forward reuses calls_
+  Charge mask_charge_;         // the mask's bytes, as a tensor's are charged
   std::vector<uint8_t> mask_;  // 1 keep, 0 drop: the last forward's mask
 };
 

@@ -22,8 +22,8 @@ class CpuLayerNorm final : public WithParams<LayerNorm> {
     bwd_ = dnnl::layer_normalization_backward(bwd_pd_);
     record_kernel(*ctx_, s.name, "forward", shape_of(dims_, dtype_), fwd_pd_);
     record_kernel(*ctx_, s.name, "backward", shape_of(dims_, dtype_), bwd_pd_);
-    mean_ = dnnl::memory(fwd_pd_.mean_desc(), ctx_->engine);      // (M) f32
-    var_ = dnnl::memory(fwd_pd_.variance_desc(), ctx_->engine);   // (M) f32
+    mean_ = ChargedMemory(*ctx_, fwd_pd_.mean_desc());      // (M) f32
+    var_ = ChargedMemory(*ctx_, fwd_pd_.variance_desc());   // (M) f32
     const md c_md = plain_md({s.features}, DType::f32);            // (C)
     add_param(ctx_, s.name + ".weight", ParamRole::norm_scale, {s.features}, c_md);
     add_param(ctx_, s.name + ".bias", ParamRole::norm_shift, {s.features}, c_md);
@@ -60,7 +60,7 @@ class CpuLayerNorm final : public WithParams<LayerNorm> {
   dnnl::layer_normalization_backward::primitive_desc bwd_pd_;
   dnnl::layer_normalization_forward fwd_;
   dnnl::layer_normalization_backward bwd_;
-  dnnl::memory mean_, var_;
+  ChargedMemory mean_, var_;
 };
 
 }  // namespace

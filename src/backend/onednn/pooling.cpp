@@ -24,7 +24,7 @@ class CpuPool2d final : public Pool2d {
     bwd_ = dnnl::pooling_backward(bwd_pd_);
     record_kernel(*ctx_, op, "forward", shape_of(xd, t), fwd_pd_);
     record_kernel(*ctx_, op, "backward", shape_of(xd, t), bwd_pd_);
-    if (kind == PoolKind::max) workspace_ = dnnl::memory(fwd_pd_.workspace_desc(), ctx_->engine);
+    if (kind == PoolKind::max) workspace_ = ChargedMemory(*ctx_, fwd_pd_.workspace_desc());
   }
 
   TensorPtr make_output() const override { return std::make_unique<CpuTensor>(ctx_, y_dims_, dtype_, fwd_pd_.dst_desc()); }
@@ -52,7 +52,7 @@ class CpuPool2d final : public Pool2d {
   dnnl::pooling_backward::primitive_desc bwd_pd_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward bwd_;
-  dnnl::memory workspace_;
+  ChargedMemory workspace_;
 };
 
 class CpuGlobalAvgPool final : public GlobalAvgPool {
@@ -63,8 +63,8 @@ class CpuGlobalAvgPool final : public GlobalAvgPool {
         dtype_(x.dtype()) {
     const Dims& xd = x.dims();
     y_dims_ = {xd[0], xd[1]};
-    pooled_ = dnnl::memory(pool_.dst_desc(), ctx_->engine);
-    dpooled_ = dnnl::memory(pool_.dst_desc(), ctx_->engine);
+    pooled_ = ChargedMemory(*ctx_, pool_.dst_desc());
+    dpooled_ = ChargedMemory(*ctx_, pool_.dst_desc());
     // (N, C) row-major is the same memory as (N, C, 1, 1) nchw: the reorders go through that view.
     view_md_ = md({xd[0], xd[1], 1, 1}, to_dnnl(dtype_), tag::nchw);
     to_plain_ = PlannedReorder(*ctx_, pool_.dst_desc(), view_md_, "global_avg_pool");
@@ -89,7 +89,7 @@ class CpuGlobalAvgPool final : public GlobalAvgPool {
   DType dtype_;
   Dims y_dims_;
   md view_md_;
-  dnnl::memory pooled_, dpooled_;
+  ChargedMemory pooled_, dpooled_;
   PlannedReorder to_plain_, from_plain_;
 };
 
