@@ -102,6 +102,10 @@ class Bert final : public BertModel {
     seq_rel_ = be.linear({"cls.seq_relationship", H, 2, true}, *pooled_);
     nsp_logits_ = seq_rel_->make_output();
     nsp_xent_ = be.cross_entropy({2, 0.0f, kIgnore}, *nsp_logits_);
+    // Backward's gradient scratch, allocated with the model (the memory plan counts it, and a
+    // batch that cannot fit fails before its first step).
+    grads();
+    for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->grads(l > 0 ? *layers_[l - 1]->out : *x0_, cache_);
   }
 
   std::string name() const override { return "bert"; }
@@ -189,49 +193,77 @@ class Bert final : public BertModel {
   float loss() override { return mlm_loss() + nsp_loss(); }
   std::vector<const float*> loss_terms() override { return {mlm_xent_->loss_location(), nsp_xent_->loss_location()}; }
 
+  // Backward's gradient scratch (the cache's), asked for at build time too so that it is
+  // allocated with the model: the heads', the layers' outputs and inputs from the last layer's
+  // down (alternating between two buffers per shape: a layer reads dout while writing dx), the
+  // embeddings'.
+  struct Grads {
+    Tensor *d_mlm_logits, *d_head, *d_head2, *d_h, *d_nsp_logits, *d_pool, *d_pool2, *d_cls, *d_emb, *d_emb2;
+    std::vector<Tensor*> io;
+  };
+  Grads grads() {
+    Grads g{};
+    g.d_mlm_logits = &cache_.like("d_mlm_logits", *mlm_logits_);
+    g.d_head = &cache_.like("d_head", *t3_);
+    g.d_head2 = &cache_.like("d_head2", *t2_);
+    g.d_h = &cache_.like("d_head2", *h_);
+    g.d_nsp_logits = &cache_.like("d_nsp_logits", *nsp_logits_);
+    g.d_pool = &cache_.like("d_pool", *pooled_);
+    g.d_pool2 = &cache_.like("d_pool2", *p1_);
+    g.io.push_back(&cache_.like("d_io0", *layers_.back()->out));
+    g.d_cls = &cache_.like("d_io1", *layers_.back()->out);
+    for (size_t l = layers_.size(); l-- > 0;) {
+      const Tensor& x = l > 0 ? *layers_[l - 1]->out : *x0_;
+      g.io.push_back(&cache_.like(g.io.back() == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x));
+    }
+    g.d_emb = &cache_.like("d_emb", *emb_norm_);
+    g.d_emb2 = &cache_.like("d_emb2", *e_word_);
+    return g;
+  }
+
   void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
+    const Grads g = grads();
     // masked-LM head (the decoder writes the word table's gradient first)
-    Tensor& dlogits = cache_.like("d_mlm_logits", *mlm_logits_);
+    Tensor& dlogits = *g.d_mlm_logits;
     mlm_xent_->backward(dlogits, loss_scale);
-    Tensor& dt3 = cache_.like("d_head", *t3_);
+    Tensor& dt3 = *g.d_head;
     decoder_->backward(*t3_, dlogits, &dt3);
     ready(*decoder_);
-    Tensor& dt2 = cache_.like("d_head2", *t2_);
+    Tensor& dt2 = *g.d_head2;
     transform_ln_->backward(*t2_, dt3, dt2);
     ready(*transform_ln_);
     gelu_->backward(*t1_, dt2, dt3);
-    Tensor& dh = cache_.like("d_head2", *h_);
+    Tensor& dh = *g.d_h;
     transform_->backward(*h_, dt3, &dh);
     ready(*transform_);
     // next-sentence head
-    Tensor& dnsp = cache_.like("d_nsp_logits", *nsp_logits_);
+    Tensor& dnsp = *g.d_nsp_logits;
     nsp_xent_->backward(dnsp, loss_scale);
-    Tensor& dpooled = cache_.like("d_pool", *pooled_);
+    Tensor& dpooled = *g.d_pool;
     seq_rel_->backward(*pooled_, dnsp, &dpooled);
     ready(*seq_rel_);
-    Tensor& dp1 = cache_.like("d_pool2", *p1_);
+    Tensor& dp1 = *g.d_pool2;
     tanh_->backward(*p1_, dpooled, dp1);
     pooler_->backward(*c0_, dp1, &dpooled);
     ready(*pooler_);
     // both heads read the last encoder output
-    const Tensor& last = *layers_.back()->out;
-    Tensor* dout = &cache_.like("d_io0", last);
+    Tensor* dout = g.io[0];
     mlm_gather_->backward(*mlm_rows_, dh, *dout);
-    Tensor& dcls = cache_.like("d_io1", last);
+    Tensor& dcls = *g.d_cls;
     cls_gather_->backward(*cls_rows_, dpooled, dcls);
     add_->forward(*dout, dcls, *dout);
     for (size_t l = layers_.size(); l-- > 0;) {
       const Tensor& x = l > 0 ? *layers_[l - 1]->out : *x0_;
-      Tensor* dx = &cache_.like(dout == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x);
+      Tensor* dx = g.io[layers_.size() - l];
       // The last layer's activations are still in the shared buffers: no other layer wrote them since.
       if (cfg_.recompute && l + 1 < layers_.size()) layers_[l]->recompute(x, *mask_, layer_seed(l));
       layers_[l]->backward(x, *dout, *dx, cache_, ready);
       dout = dx;
     }
     // embeddings: the three tables receive the same gradient
-    Tensor& dnorm = cache_.like("d_emb", *emb_norm_);
+    Tensor& dnorm = *g.d_emb;
     emb_drop_->backward(*dout, dnorm);
-    Tensor& de = cache_.like("d_emb2", *e_word_);
+    Tensor& de = *g.d_emb2;
     emb_ln_->backward(*e_word_, dnorm, de);
     ready(*emb_ln_);
     token_type_->backward(*segments_, de);

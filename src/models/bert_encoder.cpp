@@ -74,41 +74,59 @@ void EncoderLayer::recompute(const Tensor& x, const Tensor& mask, uint64_t seed)
   forward(x, mask, seed);
 }
 
+EncoderLayer::Grads EncoderLayer::grads(const Tensor& x, TensorCache& cache) const {
+  Grads r{};
+  r.d_h = &cache.like("d_h", *x1);
+  r.d_h2 = &cache.like("d_h2", *x1);
+  r.d_inter = &cache.like("d_inter", *g);
+  r.d_inter2 = &cache.like("d_inter2", *i);
+  r.d_h3 = &cache.like("d_h3", *x1);
+  r.d_context = &cache.like("d_h3", *context);
+  r.d_scores = &cache.like("d_scores", *probs);
+  r.d_v = &cache.like("d_v", *v);
+  r.d_scores2 = &cache.like("d_scores2", *probs);
+  r.d_q = &cache.like("d_q", *q);
+  r.d_k = &cache.like("d_k", *k);
+  r.d_x = &cache.like("d_h2", x);
+  return r;
+}
+
 void EncoderLayer::backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready) {
+  const Grads b = grads(x, cache);
   // second half: out = LN2(x1 + drop(output(gelu(inter(x1)))))
-  Tensor& ds2 = cache.like("d_h", *x1);   // the residual's gradient
-  Tensor& d_o = cache.like("d_h2", *x1);  // output.dense's
+  Tensor& ds2 = *b.d_h;   // the residual's gradient
+  Tensor& d_o = *b.d_h2;  // output.dense's
   norm2->backward(dout, d_o, ds2);
   ready(*norm2);
-  Tensor& dg = cache.like("d_inter", *g);
+  Tensor& dg = *b.d_inter;
   output->backward(*g, d_o, &dg);
   ready(*output);
-  Tensor& di = cache.like("d_inter2", *i);
+  Tensor& di = *b.d_inter2;
   gelu->backward(*i, dg, di);
-  Tensor& dx1 = cache.like("d_h3", *x1);
+  Tensor& dx1 = *b.d_h3;
   inter->backward(*x1, di, &dx1);
   ready(*inter);
   add->forward(dx1, ds2, dx1);  // the residual path's gradient joins
   // first half: x1 = LN1(x + drop(attn_dense(context)))
-  Tensor& ds1 = cache.like("d_h", *x1);  // ds2 is no longer needed
-  Tensor& da = cache.like("d_h2", *x1);
+  Tensor& ds1 = *b.d_h;  // ds2 is no longer needed
+  Tensor& da = *b.d_h2;
   norm1->backward(dx1, da, ds1);
   ready(*norm1);
-  Tensor& dctx = cache.like("d_h3", *context);
+  Tensor& dctx = *b.d_context;
   attn_dense->backward(*context, da, &dctx);
   ready(*attn_dense);
-  Tensor& dprobs_d = cache.like("d_scores", *probs);
-  Tensor& dv = cache.like("d_v", *v);
+  Tensor& dprobs_d = *b.d_scores;
+  Tensor& dv = *b.d_v;
   context_mm->backward(*probs_d, *v, dctx, dprobs_d, dv);
-  Tensor& dprobs = cache.like("d_scores2", *probs);
+  Tensor& dprobs = *b.d_scores2;
   probs_drop->backward(dprobs_d, dprobs);
-  Tensor& dscores = cache.like("d_scores", *probs);
+  Tensor& dscores = *b.d_scores;
   softmax->backward(*probs, dprobs, dscores);
-  Tensor& dq = cache.like("d_q", *q);
-  Tensor& dk = cache.like("d_k", *k);
+  Tensor& dq = *b.d_q;
+  Tensor& dk = *b.d_k;
   scores_mm->backward(*q, *k, dscores, dq, dk);
   // x feeds q, k, v and the residual: dx = ds1 + dx_q + dx_k + dx_v
-  Tensor& dxp = cache.like("d_h2", x);
+  Tensor& dxp = *b.d_x;
   value->backward(x, dv, &dx);
   ready(*value);
   key->backward(x, dk, &dxp);

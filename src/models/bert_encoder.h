@@ -23,6 +23,12 @@ struct EncoderLayer {
   void recompute(const Tensor& x, const Tensor& mask, uint64_t seed);
   // dout: gradient of out (read); dx: gradient of x (written). dout and dx must differ.
   void backward(const Tensor& x, const Tensor& dout, Tensor& dx, TensorCache& cache, const GradReadyFn& ready);
+  // Backward's gradient scratch from `cache` (shared by the layers of one shape); the model
+  // asks for it at build time too, so it is allocated with the model.
+  struct Grads {
+    Tensor *d_h, *d_h2, *d_inter, *d_inter2, *d_h3, *d_context, *d_scores, *d_v, *d_scores2, *d_q, *d_k, *d_x;
+  };
+  Grads grads(const Tensor& x, TensorCache& cache) const;
 
   ActivationStore acts;  // declared first: the members below keep their tensors in it
   std::unique_ptr<Linear> query, key, value, attn_dense, inter, output;

@@ -46,6 +46,22 @@ class Llama final : public Model {
                      : be.linear({"output", c.hidden, c.vocab, false}, *n_);
     logits_ = output_->make_output();
     xent_ = be.token_cross_entropy({c.vocab, 0.0f, -1}, *logits_);
+    // Backward's gradient scratch, allocated with the model (the memory plan counts it, and a
+    // batch that cannot fit fails before its first step).
+    io_grads();
+    for (auto& b : blocks_) b->grads(cache_);
+  }
+
+  // The gradient of the final norm's output, then of each block's output and input from the
+  // last block's down: they alternate between two buffers per shape (a block reads dout while
+  // writing dx).
+  std::vector<Tensor*> io_grads() {
+    std::vector<Tensor*> io{&cache_.like("d_n", *n_), &cache_.like("d_io0", *blocks_.back()->out)};
+    for (size_t l = blocks_.size(); l-- > 0;) {
+      const Tensor& x = l > 0 ? *blocks_[l - 1]->out : *x0_;
+      io.push_back(&cache_.like(io.back() == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x));
+    }
+    return io;
   }
 
   std::string name() const override { return "llama"; }
@@ -99,15 +115,16 @@ class Llama final : public Model {
   void backward(const LossGradScale& scale, const GradReadyFn& ready) override {
     xent_->backward(*logits_, scale);  // the gradient over the logits: no second (M, V) tensor
     const Tensor& last = *blocks_.back()->out;
-    Tensor& dn = cache_.like("d_n", *n_);
-    Tensor* dout = &cache_.like("d_io0", last);
+    const std::vector<Tensor*> io = io_grads();
+    Tensor& dn = *io[0];
+    Tensor* dout = io[1];
     output_->backward(*n_, *logits_, &dn);
     if (!cfg_.tied) ready(*output_);
     norm_->backward(last, dn, *dout);
     ready(*norm_);
     for (size_t l = blocks_.size(); l-- > 0;) {
       const Tensor& x = l > 0 ? *blocks_[l - 1]->out : *x0_;
-      Tensor* dx = &cache_.like(dout == &cache_.like("d_io0", x) ? "d_io1" : "d_io0", x);
+      Tensor* dx = io[blocks_.size() - l + 1];
       // Refill the shared activations (same kernels, same bits); the last block's are still there.
       if (cfg_.recompute && l + 1 < blocks_.size()) blocks_[l]->forward(x, ops_);
       blocks_[l]->backward(x, *dout, *dx, ops_, cache_, ready);

@@ -64,40 +64,58 @@ void TransformerBlock::forward(const Tensor& x, SharedOps& ops) {
   ops.add->forward(*h, *proj, *out);  // out = h + w2(s)
 }
 
+TransformerBlock::Grads TransformerBlock::grads(TensorCache& cache) const {
+  Grads r{};
+  r.d_s = &cache.like("d_s", *ffn->s);
+  r.d_g1 = &cache.like("d_g1", *ffn->g1);
+  r.d_g3 = &cache.like("d_g3", *ffn->g3);
+  r.d_f = &cache.like("d_f", *f);
+  r.d_f2 = &cache.like("d_f2", *f);
+  r.d_h = &cache.like("d_h", *h);
+  r.d_o = &cache.like("d_o", *attn->o);
+  r.d_q = &cache.like("d_q", *attn->q);
+  r.d_k = &cache.like("d_k", *attn->k);
+  r.d_v = &cache.like("d_v", *attn->v);
+  r.d_a = &cache.like("d_f", *a);  // d_f and d_f2 are free again by then: same (M, H) shape
+  r.d_a2 = &cache.like("d_f2", *a);
+  return r;
+}
+
 void TransformerBlock::backward(const Tensor& x, const Tensor& dout, Tensor& dx, SharedOps& ops, TensorCache& cache,
                                 const GradReadyFn& ready) {
   FeedForward& ff = *ffn;
   Attention& at = *attn;
+  const Grads b = grads(cache);
   // feed-forward: dh = dout + ffn_norm'(dout through w2, swiglu, w1 and w3)
-  Tensor& ds = cache.like("d_s", *ff.s);
+  Tensor& ds = *b.d_s;
   ff.w2->backward(*ff.s, dout, &ds);
   ready(*ff.w2);
-  Tensor& dg1 = cache.like("d_g1", *ff.g1);
-  Tensor& dg3 = cache.like("d_g3", *ff.g3);
+  Tensor& dg1 = *b.d_g1;
+  Tensor& dg3 = *b.d_g3;
   ops.swiglu->backward(*ff.g1, *ff.g3, ds, dg1, dg3);
-  Tensor& df = cache.like("d_f", *f);
-  Tensor& df2 = cache.like("d_f2", *f);
+  Tensor& df = *b.d_f;
+  Tensor& df2 = *b.d_f2;
   ff.w1->backward(*f, dg1, &df);
   ready(*ff.w1);
   ff.w3->backward(*f, dg3, &df2);
   ready(*ff.w3);
   ops.add->forward(df, df2, df);
-  Tensor& dh = cache.like("d_h", *h);
+  Tensor& dh = *b.d_h;
   ffn_norm->backward(*h, df, dh);
   ready(*ffn_norm);
   ops.add->forward(dh, dout, dh);
   // attention: dx = dh + attention_norm'(dh through wo, attention, RoPE, wq, wk and wv)
-  Tensor& d_o = cache.like("d_o", *at.o);
+  Tensor& d_o = *b.d_o;
   at.wo->backward(*at.o, dh, &d_o);
   ready(*at.wo);
-  Tensor& dq = cache.like("d_q", *at.q);
-  Tensor& dk = cache.like("d_k", *at.k);
-  Tensor& dv = cache.like("d_v", *at.v);
+  Tensor& dq = *b.d_q;
+  Tensor& dk = *b.d_k;
+  Tensor& dv = *b.d_v;
   at.attention->backward(*at.q, *at.k, *at.v, *at.o, d_o, dq, dk, dv);
   ops.rope_q->backward(dq, dq);
   ops.rope_k->backward(dk, dk);
-  Tensor& da = cache.like("d_f", *a);  // d_f and d_f2 are free again: same (M, H) shape
-  Tensor& da2 = cache.like("d_f2", *a);
+  Tensor& da = *b.d_a;
+  Tensor& da2 = *b.d_a2;
   at.wq->backward(*a, dq, &da);
   ready(*at.wq);
   at.wk->backward(*a, dk, &da2);

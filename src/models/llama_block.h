@@ -43,6 +43,12 @@ struct TransformerBlock {
   void forward(const Tensor& x, SharedOps& ops);
   // dout: gradient of out (read); dx: gradient of x (written). dout and dx must differ.
   void backward(const Tensor& x, const Tensor& dout, Tensor& dx, SharedOps& ops, TensorCache& cache, const GradReadyFn& ready);
+  // Backward's gradient scratch from `cache` (shared by the blocks of one shape); the model
+  // asks for it at build time too, so it is allocated with the model.
+  struct Grads {
+    Tensor *d_s, *d_g1, *d_g3, *d_f, *d_f2, *d_h, *d_o, *d_q, *d_k, *d_v, *d_a, *d_a2;
+  };
+  Grads grads(TensorCache& cache) const;
 
   ActivationStore acts;  // declared first: the members below keep their tensors in it
   std::unique_ptr<RmsNorm> attention_norm, ffn_norm;

@@ -98,34 +98,47 @@ struct Bottleneck {
     for (BatchNorm* bn : bns) bn->set_running_stats_update(true);
   }
 
-  // dout: gradient of out; dx: gradient of x (written). Gradient scratch comes from `cache`,
-  // shared with the other blocks of the same shapes.
-  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, TensorCache& cache, const GradReadyFn& ready) {
+  // The gradient scratch of backward, from `cache` (shared with the other blocks of the same
+  // shapes): asked for at build time too, so it is allocated with the model.
+  struct Grads {
+    Tensor *d, *d_a3, *d_dsa = nullptr, *d_short = nullptr, *d_b2, *d_a2, *d_b1, *d_a1;
+  };
+  Grads grads(const Tensor& x, bool with_dx, TensorCache& cache) const {
+    Grads g{};
     // bn3's backward gives both branches their gradient d = relu'(out) dout: d_a3 for its own
     // input, d for the shortcut (in the shortcut's layout).
-    Tensor& d = ds_conv ? cache.like("d_sum_ds", *ds_b) : cache.like("d_sum", x);
-    Tensor& d_a3 = cache.like("d_a3", *a3);
+    g.d = ds_conv ? &cache.like("d_sum_ds", *ds_b) : &cache.like("d_sum", x);
+    g.d_a3 = &cache.like("d_a3", *a3);
+    if (ds_conv) {
+      g.d_dsa = &cache.like("d_ds_a", *ds_a);
+      g.d_short = with_dx ? &cache.like("d_ds_x", x) : nullptr;
+    }
+    g.d_b2 = &cache.like("d_b2", *b2);
+    g.d_a2 = &cache.like("d_a2", *a2);
+    g.d_b1 = &cache.like("d_b1", *b1);
+    g.d_a1 = &cache.like("d_a1", *a1);
+    return g;
+  }
+
+  // dout: gradient of out; dx: gradient of x (written).
+  void backward(const Tensor& x, const Tensor& dout, Tensor* dx, TensorCache& cache, const GradReadyFn& ready) {
+    const Grads g = grads(x, dx != nullptr, cache);
+    Tensor &d = *g.d, &d_a3 = *g.d_a3, &d_b2 = *g.d_b2, &d_a2 = *g.d_a2, &d_b1 = *g.d_b1, &d_a1 = *g.d_a1;
     bn3->backward_add(*a3, dout, d_a3, d);
     ready(*bn3);
-    Tensor* d_short = nullptr;
+    Tensor* d_short = g.d_short;
     if (ds_conv) {
-      Tensor& d_dsa = cache.like("d_ds_a", *ds_a);
-      ds_bn->backward(*ds_a, d, d_dsa);
+      ds_bn->backward(*ds_a, d, *g.d_dsa);
       ready(*ds_bn);
-      d_short = dx ? &cache.like("d_ds_x", x) : nullptr;
-      ds_conv->backward(x, d_dsa, d_short);
+      ds_conv->backward(x, *g.d_dsa, d_short);
       ready(*ds_conv);
     }
-    Tensor& d_b2 = cache.like("d_b2", *b2);
     conv3->backward(*b2, d_a3, &d_b2);
     ready(*conv3);
-    Tensor& d_a2 = cache.like("d_a2", *a2);
     bn2->backward(*a2, d_b2, d_a2);
     ready(*bn2);
-    Tensor& d_b1 = cache.like("d_b1", *b1);
     conv2->backward(*b1, d_a2, &d_b1);
     ready(*conv2);
-    Tensor& d_a1 = cache.like("d_a1", *a1);
     bn1->backward(*a1, d_b1, d_a1);
     ready(*bn1);
     conv1->backward(x, d_a1, dx);
@@ -179,7 +192,27 @@ class ResNet final : public Model {
     xent_ = be.cross_entropy({c.classes, c.label_smoothing, -1}, *logits_);
     dlogits_ = be.tensor_like(*logits_);
     df_ = be.tensor_like(*f_);
+    // Backward's gradient scratch, allocated with the model (the memory plan counts it, and a
+    // batch that cannot fit fails before its first step).
+    io_grads();
+    for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->grads(i > 0 ? *blocks_[i - 1]->out : *p_, true, cache_);
+    stem_grads();
   }
+
+  // The blocks' output and input gradients, from the last block's dout down to the first
+  // block's dx: they alternate between two buffers per shape (a block reads dout while writing
+  // dx), a third where the two would coincide.
+  std::vector<Tensor*> io_grads() {
+    std::vector<Tensor*> io{&cache_.like("d_io0", *blocks_.back()->out)};
+    for (size_t i = blocks_.size(); i-- > 0;) {
+      const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
+      Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
+      if (dx == io.back()) dx = &cache_.like("d_io2", x);
+      io.push_back(dx);
+    }
+    return io;
+  }
+  std::pair<Tensor*, Tensor*> stem_grads() { return {&cache_.like("d_stem_b", *b_), &cache_.like("d_stem_a", *a_)}; }
 
   std::string name() const override { return "resnet"; }
   int64_t samples_per_step() const override { return cfg_.batch; }
@@ -239,25 +272,19 @@ class ResNet final : public Model {
     xent_->backward(*dlogits_, loss_scale);
     fc_->backward(*f_, *dlogits_, df_.get());
     ready(*fc_);
-    // Block gradients alternate between two buffers per shape: a block reads dout while writing dx.
-    const Tensor& last = *blocks_.back()->out;
-    Tensor* dout = &cache_.like("d_io0", last);
-    gap_->backward(*df_, *dout);
+    const std::vector<Tensor*> io = io_grads();
+    gap_->backward(*df_, *io[0]);
     for (size_t i = blocks_.size(); i-- > 0;) {
       const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
-      Tensor* dx = &cache_.like(i % 2 ? "d_io0" : "d_io1", x);
-      if (dx == dout) dx = &cache_.like("d_io2", x);
       // The last block's activations are still in the shared buffers: no other block wrote them since.
       if (cfg_.recompute && i + 1 < blocks_.size()) blocks_[i]->recompute(x);
-      blocks_[i]->backward(x, *dout, dx, cache_, ready);
-      dout = dx;
+      blocks_[i]->backward(x, *io[blocks_.size() - 1 - i], io[blocks_.size() - i], cache_, ready);
     }
-    Tensor& d_b = cache_.like("d_stem_b", *b_);
-    pool_->backward(*dout, d_b);
-    Tensor& d_a = cache_.like("d_stem_a", *a_);
-    bn1_->backward(*a_, d_b, d_a);
+    const auto [d_b, d_a] = stem_grads();
+    pool_->backward(*io.back(), *d_b);
+    bn1_->backward(*a_, *d_b, *d_a);
     ready(*bn1_);
-    conv1_->backward(input(), d_a, nullptr);
+    conv1_->backward(input(), *d_a, nullptr);
     ready(*conv1_);
   }
 

@@ -99,6 +99,7 @@ class Vgg final : public Model {
     fc6_ = be.linear({"classifier.6", c.hidden, c.classes, true}, *d3_);
     logits_ = fc6_->make_output();
     xent_ = be.cross_entropy({c.classes, c.label_smoothing, -1}, *logits_);
+    reserve_gradients();
   }
 
   std::string name() const override { return "vgg16"; }
@@ -164,6 +165,21 @@ class Vgg final : public Model {
   float loss() override { return xent_->loss(); }
   std::vector<const float*> loss_terms() override { return {xent_->loss_location()}; }
 
+  // Backward's gradient buffers, allocated with the model (the memory plan counts them, and a
+  // batch that cannot fit fails before its first step): the ones backward asks the cache for.
+  void reserve_gradients() {
+    for (const auto& [role, t] : {std::pair{"d_logits", logits_.get()}, {"d_hidden", d3_.get()}, {"d_hidden0", d0_.get()}, {"d_flat", flat_.get()}})
+      cache_.like(role, *t);
+    const Tensor* dy = &cache_.like("d_io0", stages_.back()->out());
+    for (size_t i = stages_.size(); i-- > 1;) dy = &stage_dx(i, *dy);
+  }
+  // A stage's input gradient: gradients alternate between two buffers per shape, a stage reads
+  // dy while writing dx.
+  Tensor& stage_dx(size_t i, const Tensor& dy) {
+    const Tensor& x = stages_[i - 1]->out();
+    return cache_.like(&dy == &cache_.like("d_io0", stages_[i]->out()) ? "d_io1" : "d_io0", x);
+  }
+
   void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
     Tensor& dlogits = cache_.like("d_logits", *logits_);
     xent_->backward(dlogits, loss_scale);
@@ -180,8 +196,7 @@ class Vgg final : public Model {
     Tensor& dflat = cache_.like("d_flat", *flat_);
     fc0_->backward(*flat_, dh0, &dflat);
     ready(*fc0_);
-    // Features: gradients alternate between two buffers per shape; a stage reads dy while
-    // writing dx. Each convolution applies its fused ReLU's mask itself.
+    // Features (stage_dx). Each convolution applies its fused ReLU's mask itself.
     Tensor* dy = &cache_.like("d_io0", stages_.back()->out());
     be_.convert(dflat, *dy);
     for (size_t i = stages_.size(); i-- > 0;) {
@@ -189,7 +204,7 @@ class Vgg final : public Model {
       const Tensor& x = i > 0 ? stages_[i - 1]->out() : input();
       Tensor* dx = nullptr;  // the images need no gradient
       if (i > 0) {
-        dx = &cache_.like(dy == &cache_.like("d_io0", s.out()) ? "d_io1" : "d_io0", x);
+        dx = &stage_dx(i, *dy);
         DLPERF_ASSERT(dx->same_layout(x), "gradient scratch in the layout of its activation");
       }
       if (s.conv) {
