@@ -91,7 +91,7 @@ struct RunInfo {
   // --zero 1 or 2: the smallest and largest shard (parameter elements a rank owns, over all ranks;
   // balanced: within one element per bucket); 0 otherwise.
   int64_t zero_shard_min = 0, zero_shard_max = 0;
-  int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (a lower bound: train/memory_plan.h); 0: none
+  int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (train/memory_plan.h: with the model built on cpu, else a lower bound); 0: none
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };

@@ -49,9 +49,11 @@ int64_t largest_parameter_tensor(const TrainOptions& o) {
   return std::max({o.bert_vocab * o.bert_hidden, o.bert_hidden * o.bert_intermediate, 3 * o.bert_hidden * o.bert_hidden});
 }
 
+// GiB, or MiB below one GiB (a reduced model's plan would read 0.00 GiB throughout).
 std::string gib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
   return buf;
 }
 
@@ -109,11 +111,17 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   p.parameters = planned_parameter_count(o);
   const double P = static_cast<double>(p.parameters), f32 = 4.0 * P;
   const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
+  // A bucket closes once it reaches --bucket-mb, so it exceeds it by less than one tensor.
+  const double tensor = 4.0 * static_cast<double>(largest_parameter_tensor(o));
+  const double bucket = o.bucket_mb * 1024.0 * 1024.0 + tensor;
   p.weights = low ? 2.0 * P : f32;
   p.master = low ? f32 : 0.0;
+  // Sharded master: the all-gather holds up to two buckets whole at a time, and a layer spanning them.
+  double gathering = 0;
   if (shards_master_weights(o, ranks)) {
     const double kept = 4.0 * static_cast<double>(p.parameters - planned_matrix_count(o));
-    p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks);
+    gathering = std::min(f32, 2.0 * bucket + tensor) * (1.0 - 1.0 / ranks);
+    p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks) + gathering;
   }
   const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
   const bool sharded = o.zero > 0 && ranks > 1;
@@ -122,28 +130,39 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   p.accumulation = o.grad_accum > 1 ? f32 : 0.0;
   if (sharded && o.zero == 2) {
     // Buckets in flight, the one backward is closing, and the layer it is writing (<= 2 of the
-    // largest tensor); a bucket exceeds --bucket-mb by less than one tensor.
-    const double tensor = 4.0 * static_cast<double>(largest_parameter_tensor(o));
-    const double bucket = o.bucket_mb * 1024.0 * 1024.0 + tensor;
+    // largest tensor).
     p.gradients = std::min(f32, static_cast<double>(kZeroBucketsInFlight + 1) * bucket + 2.0 * tensor);
     p.accumulation = o.grad_accum > 1 ? f32 / ranks : 0.0;  // later micro-batches' reduced shard
+    // The master's all-gather comes after backward, when these buckets are freed: the peak holds
+    // the larger of the two, not both.
+    p.master -= std::min(gathering, p.gradients);
   }
   p.activations_min = min_activation_bytes(o);
   return p;
 }
 
+MemoryPlan with_built_model(MemoryPlan p, const TrainOptions& o, double model_bytes) {
+  if (model_bytes <= 0) return p;
+  p.model = model_bytes;
+  p.copies_in_model = o.precision == Precision::bf16 || o.precision == Precision::fp16;
+  return p;
+}
+
 std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   const auto row = [](const char* what, double bytes) { return std::string("  ") + what + gib(bytes) + "\n"; };
+  const bool built = p.model > 0;
   std::string s = "memory plan per rank (" + std::to_string(p.ranks) + " rank" + (p.ranks > 1 ? "s" : "") + ", " +
-                  std::to_string(p.parameters) + " parameters):\n";
-  s += row("weights          ", p.weights);
+                  std::to_string(p.parameters) + " parameters" + (built ? ", the model built" : "") + "):\n";
+  if (built && p.copies_in_model) s += "  weights          (bf16/fp16 copies: in the model row)\n";
+  else s += row("weights          ", p.weights);
   s += row("master weights   ", p.master);
   s += row("gradients        ", p.gradients);
   s += row("optimizer state  ", p.optimizer);
   s += row("accumulation     ", p.accumulation);
-  s += row("activations  >=  ", p.activations_min);
+  if (built) s += row("model (built)    ", p.model) + "    (weight copies and layouts, activations, their gradients, workspaces)\n";
+  else s += row("activations  >=  ", p.activations_min);
   s += row("buckets          ", 0.0);
-  s += "  total        >=  " + gib(p.total());
+  s += std::string(built ? "  total            " : "  total        >=  ") + gib(p.total());
   if (limit_bytes > 0) s += " of " + gib(limit_bytes) + (p.total() <= limit_bytes ? ": fits" : ": DOES NOT FIT");
   return s + "\n";
 }

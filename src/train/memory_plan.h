@@ -8,7 +8,8 @@
 //   weights        4P (fp32: the f32 values are also what forward reads), or 2P bf16/fp16 copies
 //   master         0 in fp32; 4P f32 master values in bf16/fp16; with sharded master weights
 //                  (shards_master_weights) 4P/n plus (1 - 1/n) 4K, K the parameters other than
-//                  matrices and filters (kept whole: forward reads them in f32)
+//                  matrices and filters (kept whole: forward reads them in f32), plus (1 - 1/n)
+//                  of the buckets the all-gather holds whole at once: min(4P, 2 (B + T) + T)
 //   gradients      4P (one flat f32 buffer the layers write); --zero 2 frees each bucket once
 //                  reduce-scattered, so at most (buckets in flight + 1) buckets and the layer being
 //                  written are held: min(4P, 3 (B + T) + 2T), B = --bucket-mb, T = the largest
@@ -17,11 +18,18 @@
 //                  or 2, plus the shard's reduced gradients 4P/n
 //   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches); 4P/n under
 //                  --zero 2 (it reduces each micro-batch and sums the reduced shards)
-//   activations    a lower bound (size_limits.h: the first layers' outputs), not yet the full
-//                  per-layer count; with --recompute block, transformers count each layer's
-//                  output and one layer's full set (ResNet's bound, the stem, is unchanged)
+//   activations    from the options alone: a lower bound (size_limits.h: the first layers'
+//                  outputs); with --recompute block, transformers count each layer's output and
+//                  one layer's full set (ResNet's bound, the stem, is unchanged)
+//   model          once the model is built on a backend that counts its allocations (cpu):
+//                  what the build allocated, in place of the activation bound (and, in
+//                  bf16/fp16, of the weights row): weight copies and layouts, every activation,
+//                  backward's gradient scratch (the models allocate it with themselves), batch
+//                  statistics, masks and workspaces. The plan then equals the allocation
+//                  counter's peak to within a few hundred bytes (tests/train/memory_plan_test.cpp,
+//                  every model, fp32 and bf16); oneDNN's scratchpads are outside both.
 // Buckets cost nothing extra here: the allreduce and the reduce-scatter work in place / into
-// the shard buffer above. The backends' workspaces are not counted.
+// the shard buffer above.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +43,15 @@ struct MemoryPlan {
   int ranks = 1;
   int64_t parameters = 0;
   double weights = 0, master = 0, gradients = 0, optimizer = 0, accumulation = 0, activations_min = 0;
-  double total() const { return weights + master + gradients + optimizer + accumulation + activations_min; }
+  // The model as built (with_built_model), 0 before: what the backend allocated building it.
+  // It replaces the activation floor and, in bf16/fp16, the weights row (the compute copies are
+  // among the model's allocations); in fp32 the weights row is the flat f32 values buffer.
+  double model = 0;
+  bool copies_in_model = false;
+  double total() const {
+    if (model > 0) return (copies_in_model ? 0.0 : weights) + master + gradients + optimizer + accumulation + model;
+    return weights + master + gradients + optimizer + accumulation + activations_min;
+  }
 };
 
 // The model's trainable parameters from its options (no allocation).
@@ -48,6 +64,11 @@ int64_t planned_matrix_count(const TrainOptions& o);
 // (cpu; cuda keeps the whole master until its buffers map memory in chunks).
 bool shards_master_weights(const TrainOptions& o, int ranks);
 MemoryPlan plan_memory(const TrainOptions& o, int ranks);
+// The plan once the model is built on a backend that counts its allocations (cpu): the model row
+// is what the build allocated (TrainingStack::model_bytes), every tensor, weight copy or
+// layout, activation gradient and workspace the step will use, in place of the activation floor.
+// The parameter-side rows stay the formulas above (their buffers are allocated exactly so).
+MemoryPlan with_built_model(MemoryPlan p, const TrainOptions& o, double model_bytes);
 // The plan as lines "memory plan per rank (...): ...", against `limit_bytes` (0: unknown).
 std::string format_memory_plan(const MemoryPlan& p, double limit_bytes);
 // The memory a rank may use: --memory-limit-mb, else the node's memory on cpu (0: unknown, cuda).

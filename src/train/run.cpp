@@ -324,8 +324,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   ParamStore& store = *stack.store;
   Model& model = *stack.model;
   const std::vector<PlannedKernel> kernels = be.planned_kernels();
+  // The plan again with the model's own allocations in place of the activation floor (cpu).
+  const MemoryPlan built_plan = with_built_model(plan_memory(o, w.size), o, stack.model_bytes);
   if (o.plan_only) {
     if (root) {
+      if (built_plan.model > 0) out << format_memory_plan(built_plan, memory_limit);
       out << "dlperf-train: " << model_title(o) << ", " << to_string(o.precision) << ", batch " << o.batch_size << " per device: "
           << with_commas(store.parameter_count()) << " parameters; backend " << be.description() << "\n";
       report_kernels(kernels, be.isa(), true, out);
@@ -421,7 +424,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   Trainer trainer(model, stack.model_be(), *stack.optimizer, tc, &store.grads(), &store);
   if (root) {
     rec.record.info.loss_scaling = to_string(tc.loss_scale.mode);
-    rec.record.info.memory_plan_bytes = static_cast<int64_t>(plan_memory(o, w.size).total());
+    rec.record.info.memory_plan_bytes = static_cast<int64_t>(built_plan.total());
     if (stack.shard) {  // every rank computes the same layout: rank 0 knows every shard
       const auto [lo, hi] = std::minmax_element(stack.shard->rank_elems.begin(), stack.shard->rank_elems.end());
       rec.record.info.zero_shard_min = static_cast<int64_t>(*lo);
@@ -536,10 +539,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   char line[320];
   std::snprintf(line, sizeof line,
                 "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
-                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan >= %.0f MiB)\n",
+                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan %s%.0f MiB)\n",
                 s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
-                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), allocated, plan_memory(o, w.size).total() / (1024.0 * 1024.0));
+                static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), allocated, built_plan.model > 0 ? "" : ">= ",
+                built_plan.total() / (1024.0 * 1024.0));
   out << line;
   if (is_llama_model(o.model)) {
     const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());

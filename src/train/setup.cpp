@@ -23,7 +23,9 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
     s.profiled = make_profiling_backend(*s.backend, *s.profiler);
     model_be = s.profiled.get();
   }
+  const int64_t before = s.backend->allocated_bytes();
   s.model = make_model(o, *model_be);
+  s.model_bytes = static_cast<double>(s.backend->allocated_bytes() - before);
   s.shard_master = shards_master_weights(o, w.size) && s.backend->frees_decommitted();
   // Gradients decommitted until backward writes them: stage 2 frees them again; with sharded
   // master weights they are not counted (nor touched) before the master is released.

@@ -36,6 +36,9 @@ struct TrainingStack {
   // The f32 master weights are sharded too (ZeroExchange's shard_master): bf16/fp16 on a backend
   // that frees decommitted memory. The gradients then start decommitted, as stage 2's do.
   bool shard_master = false;
+  // What building the model allocated on a backend that counts (cpu): its weight copies and
+  // layouts, activations, their gradients and workspaces (the memory plan's model row); 0 otherwise.
+  double model_bytes = 0;
   Backend& be() { return *backend; }
   // The backend the model was built on, which the trainer drives (the profiling decorator
   // forwards everything else to the real one).

@@ -44,7 +44,7 @@ rc1=$?
 "$train" "${plan[@]}" --zero 0 >"$dir/plan0.log" 2>&1
 rc0=$?
 if [ "$rc2" -ne 0 ] || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan2.log" || [ "$rc1" -ne 0 ] ||
-   ! grep -q 'master weights *5.45 GiB' "$dir/plan1.log" || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan1.log" ||
+   ! grep -q 'master weights *10.63 GiB' "$dir/plan1.log" || ! grep -q 'total .*GiB of 80.00 GiB: fits' "$dir/plan1.log" ||
    [ "$rc0" -ne 2 ] || ! tail -1 "$dir/plan0.log" | grep -q 'the run needs at least .* GiB per rank'; then
   echo "FAIL 8B plan: zero 2 exit $rc2, zero 1 exit $rc1, zero 0 exit $rc0"; cat "$dir/plan2.log" "$dir/plan1.log"; tail -1 "$dir/plan0.log"; fail=1
 else echo "ok   8B on 8 x 80 GB: zero 1 $(grep -o 'total .*fits' "$dir/plan1.log"); zero 2 $(grep -o 'total .*fits' "$dir/plan2.log"); zero 0 on 1 rank refused"; fi

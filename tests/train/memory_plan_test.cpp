@@ -3,8 +3,13 @@
 // weights shard), and its parameter-side bytes follow the options.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+
 #include "train/memory_plan.h"
 #include "train/registry.h"
+#include "train/setup.h"
+#include "train/trainer.h"
 
 namespace dlperf {
 namespace {
@@ -84,13 +89,82 @@ TEST(MemoryPlan, OptimizerStateShrinksWithZeroAndRanks) {
   const MemoryPlan p = plan_memory(o, 8);
   EXPECT_DOUBLE_EQ(p.accumulation, 4 * P);
   EXPECT_DOUBLE_EQ(p.weights, 2 * P);
-  EXPECT_DOUBLE_EQ(p.master, 4 * P / 8 + 4 * (P - static_cast<double>(planned_matrix_count(o))) * 7 / 8);  // sharded master
+  // Sharded master: the shard, the parameters kept whole, two 25 MiB buckets (each may exceed it
+  // by the largest tensor, layer4's 3x3 convolution, 512 x 512 x 9) being gathered.
+  const double gathering = 2 * (25.0 * 1024 * 1024 + 4 * 512 * 512 * 9) + 4 * 512 * 512 * 9;
+  EXPECT_DOUBLE_EQ(p.master, 4 * P / 8 + (4 * (P - static_cast<double>(planned_matrix_count(o))) + gathering) * 7 / 8);
   EXPECT_GT(p.total(), p.weights + p.master + p.gradients);
   o.backend = BackendKind::cuda;  // its buffers keep decommitted memory: the whole master
   EXPECT_DOUBLE_EQ(plan_memory(o, 8).master, 4 * P);
   o.backend = BackendKind::cpu;
   o.zero = 0;
   EXPECT_DOUBLE_EQ(plan_memory(o, 8).master, 4 * P);
+}
+
+// Builds and trains o for 3 steps on the cpu backend (one rank); returns {plan, measured peak}
+// (the backend's allocation counter).
+std::pair<double, double> plan_and_peak(TrainOptions o) {
+  o.iterations = 3;
+  o.warmup = 1;
+  o.print_every = 0;
+  o.threads = 2;
+  WorldInfo w;
+  w.hosts = {"localhost"};
+  w.local_ranks = {0};
+  TrainingStack s = build_stack(o, w);
+  init_stack(s, o, w, nullptr);
+  Trainer trainer(*s.model, s.model_be(), *s.optimizer, train_config(o, 1, nullptr), &s.store->grads(), s.store.get());
+  RankTrace trace;
+  trainer.run(*s.data, nullptr, trace, {}, nullptr);
+  const double plan = with_built_model(plan_memory(o, 1), o, s.model_bytes).total();
+  std::printf("%s %s batch %lld: plan %.0f bytes, measured peak %.0f\n", o.model.c_str(), to_string(o.precision),
+              static_cast<long long>(o.batch_size), plan, static_cast<double>(s.be().allocated_peak_bytes()));
+  return {plan, static_cast<double>(s.be().allocated_peak_bytes())};
+}
+
+// Issue 25: the plan's total matches the measured peak (the allocation counter) within 10 % for
+// each model, fp32 and bf16, at two batch sizes (the activations grow with the batch, the
+// parameters do not). It is held to 2 %: the model row is what the build allocated and the
+// parameter rows are exact formulas, so anything larger is a buffer allocated lazily in the step
+// (as backward's gradient scratch was, 15-30 % of the peak here) or a formula gone wrong.
+TEST(MemoryPlan, MatchesTheMeasuredPeakWithinTenPercent) {
+  std::vector<TrainOptions> models(4);
+  models[0].model = "resnet50";
+  models[0].resnet_blocks = {1, 1, 1, 1};
+  models[0].resnet_width = 16;
+  models[0].image_size = 64;
+  models[0].num_classes = 10;
+  models[1].model = "vgg16";
+  models[1].vgg_width = 16;
+  models[1].vgg_hidden = 64;
+  models[1].image_size = 64;
+  models[1].num_classes = 10;
+  models[2].model = "bert_base";
+  models[2].bert_layers = 2;
+  models[2].bert_hidden = 128;
+  models[2].bert_heads = 4;
+  models[2].bert_intermediate = 512;
+  models[2].bert_vocab = 1000;
+  models[2].seq_len = 64;
+  models[2].max_predictions = 8;
+  models[2].optimizer = "lamb";
+  models[3].model = "llama3_8b";
+  models[3].llama_layers = 2;
+  models[3].llama_hidden = 128;
+  models[3].llama_heads = 4;
+  models[3].llama_kv_heads = 2;
+  models[3].llama_ffn = 352;
+  models[3].llama_vocab = 1000;
+  models[3].seq_len = 64;
+  models[3].optimizer = "adamw";
+  for (TrainOptions o : models)
+    for (Precision p : {Precision::fp32, Precision::bf16})
+      for (int64_t b : {2, 8}) {
+        o.precision = p;
+        o.batch_size = b;
+        const auto [plan, peak] = plan_and_peak(o);
+        EXPECT_LT(std::abs(plan - peak), 0.02 * peak) << o.model << " " << to_string(p) << " batch " << b << ": plan " << plan << ", peak " << peak;
+      }
 }
 
 }  // namespace
