@@ -280,6 +280,13 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     out.windows.insert(w);
     acc.point.throughputs.push_back(*t.samples_per_s);
     add_phases(run, w, acc.phase_sum, acc.phase_count);
+    ScalePoint& mem = acc.point;
+    mem.memory_plan_bytes = std::max(mem.memory_plan_bytes, run.info.memory_plan_bytes);
+    for (const RankTrace& rank : run.ranks) {
+      mem.allocated_peak_bytes = std::max(mem.allocated_peak_bytes, rank.allocated_peak_bytes);
+      mem.peak_memory_bytes = std::max(mem.peak_memory_bytes, rank.peak_memory_bytes);
+      mem.device_peak_bytes = std::max(mem.device_peak_bytes, rank.device_memory_peak_bytes);
+    }
     find_stragglers(run, w, opt, out.stragglers);
   }
   for (auto& [key, points] : groups) {

@@ -92,6 +92,10 @@ struct ScalePoint {
   RepeatStats stats;                // of throughputs (runs = 0: every run excluded)
   std::optional<double> speedup, efficiency;
   PhaseBreakdown phases;
+  // Memory per rank, the highest over the included runs and their ranks (0: not recorded): the
+  // run's memory plan, the backend's allocation counter (cpu), the resident set (cpu) or dlperf's
+  // own device allocations (gpu), and the device's own figure (gpu).
+  int64_t memory_plan_bytes = 0, allocated_peak_bytes = 0, peak_memory_bytes = 0, device_peak_bytes = 0;
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
 };
 

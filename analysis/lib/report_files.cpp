@@ -74,7 +74,9 @@ void write_json(std::ostream& os, const Reduction& r) {
       os << (first ? "\n    " : ",\n    ") << json_string(point_name(c.key.backend, p.nodes, p.devices_per_node))
          << ": {\"average_speed\": " << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
-         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null");
+         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null")
+         << ", \"memory_plan_bytes\": " << p.memory_plan_bytes << ", \"allocated_peak_bytes\": " << p.allocated_peak_bytes
+         << ", \"peak_memory_bytes\": " << p.peak_memory_bytes;
       if (const auto l = llm_point(c, p))
         os << ", \"tokens_per_s\": " << exact(l->tokens_per_s) << ", \"tflops_per_device\": " << exact(l->tflops_per_device)
            << ", \"mfu\": " << (l->mfu ? exact(*l->mfu) : "null");

@@ -120,6 +120,38 @@ void phase_table(std::ostream& os, const ConfigResult& c) {
   }
 }
 
+// Memory per rank (issue 25): the plan against what was measured; only where a run recorded them.
+void memory_table(std::ostream& os, const ConfigResult& c) {
+  bool any = false, allocated = false, device = false;
+  for (const auto& p : c.points) {
+    if (p.stats.runs == 0) continue;
+    any = any || p.memory_plan_bytes > 0 || p.peak_memory_bytes > 0;
+    allocated = allocated || p.allocated_peak_bytes > 0;
+    device = device || p.device_peak_bytes > 0;
+  }
+  if (!any) return;
+  const auto mib = [](int64_t b) { return b > 0 ? fixed(static_cast<double>(b) / (1024.0 * 1024.0), 1) : std::string(); };
+  os << "\nMemory per rank, MiB (the highest over runs and ranks; the plan is dlperf-train's before the first step):\n\n";
+  std::vector<std::string> cols = {"node_num", device_column(c), "plan"};
+  if (allocated) cols.insert(cols.end(), {"allocated peak", "plan / allocated"});
+  cols.push_back(c.key.backend == "cpu" ? "resident peak" : "dlperf's device peak");
+  if (device) cols.push_back("device peak (cudaMemGetInfo)");
+  table_header(os, cols);
+  for (const auto& p : c.points) {
+    if (p.stats.runs == 0) continue;
+    os << "| " << p.nodes << " | " << p.devices() << " | " << mib(p.memory_plan_bytes) << " |";
+    if (allocated)
+      os << ' ' << mib(p.allocated_peak_bytes) << " | "
+         << (p.memory_plan_bytes > 0 && p.allocated_peak_bytes > 0
+                 ? fixed(static_cast<double>(p.memory_plan_bytes) / static_cast<double>(p.allocated_peak_bytes), 3)
+                 : std::string())
+         << " |";
+    os << ' ' << mib(p.peak_memory_bytes) << " |";
+    if (device) os << ' ' << mib(p.device_peak_bytes) << " |";
+    os << '\n';
+  }
+}
+
 }  // namespace
 
 void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& method, const ReportOptions& opt) {
@@ -150,6 +182,7 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
     repeat_table(os, c, opt, notes);
     os << "\nWhere the step time goes (measured window, mean over ranks and runs):\n\n";
     phase_table(os, c);
+    memory_table(os, c);
     if (const std::string net = differences(c, true); !net.empty())
       notes.push_back("note: " + c.label + " trains a reduced network (" + net + "): its samples/s are not " + c.key.model +
                       "'s and compare only with runs of the same sizes");

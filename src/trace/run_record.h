@@ -138,6 +138,9 @@ struct RankTrace {
   // "cpus 0-7 (numa 0); gpu 0000:17:00.0 (numa 0); nic mlx5_0 (numa 0)"; "" when not recorded.
   std::string binding;
   int64_t device_memory_peak_bytes = 0;  // GPU: highest memory in use as the device reported it; 0 on CPU
+  // Schema 1.3 (issue 25): the backend's allocation counter at its highest (cpu: what the memory
+  // plan, RunInfo::memory_plan_bytes, predicts); 0 where the backend keeps none.
+  int64_t allocated_peak_bytes = 0;
   std::vector<IterationTiming> iterations;  // completed iterations, in order
 };
 

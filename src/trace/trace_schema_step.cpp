@@ -8,6 +8,7 @@
 //   1.3 (issue 25): attributes grad_accum, global_batch, zero_stage (int); comm_bytes i64 (I, R)
 //   bucket_start, bucket_end  f64 (I, R, B)   when gradients were exchanged (B buckets)
 //   device_memory_peak_bytes  i64 (R)
+//   allocated_peak_bytes      i64 (R), 1.3 (issue 25): the backend's allocation counter's peak
 //   ops/         name, kind, shape str (N); forward_ms, backward_ms f64 (N); calls i64 (N);
 //                event_op i32, event_iteration i64, event_start, event_end f64 (E);
 //                attributes rank, first_iteration, steps
@@ -142,10 +143,11 @@ void write_step_fields(hid_t group, const RunRecord& record) {
   std::vector<int8_t> skipped(I * R, -1);
   std::vector<int64_t> comm_bytes(I * R, -1);  // 1.3; -1 past a rank's iterations
   std::vector<double> bstart(I * R * B, nan), bend(I * R * B, nan);
-  std::vector<int64_t> device_peak(R);
+  std::vector<int64_t> device_peak(R), allocated_peak(R);
   for (size_t r = 0; r < R; ++r) {
     const RankTrace& rank = record.ranks[r];
     device_peak[r] = rank.device_memory_peak_bytes;
+    allocated_peak[r] = rank.allocated_peak_bytes;
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       const IterationTiming& it = rank.iterations[i];
       scale[i * R + r] = it.loss_scale;
@@ -162,6 +164,7 @@ void write_step_fields(hid_t group, const RunRecord& record) {
   h5::write_rows(group, "skipped", H5T_NATIVE_INT8, H5T_STD_I8LE, {hI, hR}, skipped.data());
   h5::write_rows(group, "comm_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hI, hR}, comm_bytes.data());
   h5::write_rows(group, "device_memory_peak_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, device_peak.data());
+  h5::write_rows(group, "allocated_peak_bytes", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, allocated_peak.data());
   if (B > 0) {
     h5::write_rows(group, "bucket_start", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hI, hR, hB}, bstart.data());
     h5::write_rows(group, "bucket_end", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {hI, hR, hB}, bend.data());
@@ -185,6 +188,9 @@ void read_step_fields(hid_t group, RunRecord& record) {
   std::vector<int64_t> comm_bytes(I * R, 0);
   if (h5::has_link(group, "comm_bytes")) h5::read_all(group, "comm_bytes", H5T_NATIVE_INT64, {hI, hR}, comm_bytes.data());  // 1.3
   h5::read_all(group, "device_memory_peak_bytes", H5T_NATIVE_INT64, {hR}, device_peak.data());
+  std::vector<int64_t> allocated_peak(R, 0);
+  if (h5::has_link(group, "allocated_peak_bytes"))  // 1.3
+    h5::read_all(group, "allocated_peak_bytes", H5T_NATIVE_INT64, {hR}, allocated_peak.data());
   size_t B = 0;
   std::vector<double> bstart, bend;
   if (h5::has_link(group, "bucket_start")) {
@@ -200,6 +206,7 @@ void read_step_fields(hid_t group, RunRecord& record) {
   for (size_t r = 0; r < R; ++r) {
     RankTrace& rank = record.ranks[r];
     rank.device_memory_peak_bytes = device_peak[r];
+    rank.allocated_peak_bytes = allocated_peak[r];
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       IterationTiming& it = rank.iterations[i];
       it.loss_scale = scale[i * R + r];

@@ -103,10 +103,10 @@ RunInfo describe_environment(const WorldInfo& world) {
 
 namespace {
 // Each rank's record travels as doubles (integers exact up to 2^53): a header (clock offset,
-// peak memory, device peak, the loader's bad samples), then per iteration start, end, the
+// peak memory, device peak, the loader's bad samples, the allocation counter's peak), then per iteration start, end, the
 // phases, comm, loss, the loader's queue depth, images and bytes, loss scale, skipped, the bytes moved (1.3), the
 // bucket count and each bucket's start and end.
-constexpr int kHeader = 4;
+constexpr int kHeader = 5;
 constexpr int kPerIteration = 11 + kPhaseCount;  // before the buckets
 }  // namespace
 
@@ -119,6 +119,7 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
   flat.push_back(static_cast<double>(mine.peak_memory_bytes));
   flat.push_back(static_cast<double>(mine.device_memory_peak_bytes));
   flat.push_back(static_cast<double>(mine.data_bad_samples));
+  flat.push_back(static_cast<double>(mine.allocated_peak_bytes));
   for (const auto& it : mine.iterations) {
     flat.push_back(it.start);
     flat.push_back(it.end);
@@ -160,6 +161,7 @@ std::vector<RankTrace> gather_traces(MPI_Comm comm, const RankTrace& mine) {
     t.peak_memory_bytes = static_cast<int64_t>(p[1]);
     t.device_memory_peak_bytes = static_cast<int64_t>(p[2]);
     t.data_bad_samples = static_cast<int64_t>(p[3]);
+    t.allocated_peak_bytes = static_cast<int64_t>(p[4]);
     for (int i = kHeader; i + kPerIteration <= c;) {
       IterationTiming it;
       it.start = p[i];

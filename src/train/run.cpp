@@ -487,6 +487,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be.peak_memory_bytes();
   mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
+  mine.allocated_peak_bytes = be.allocated_peak_bytes();
   mine.data_bad_samples = data.stats().bad_samples;
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.

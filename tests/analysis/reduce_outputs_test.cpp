@@ -50,6 +50,24 @@ TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
   EXPECT_NE(os.str().find("| 1 | 1 | 32 | 640.00 |"), std::string::npos) << os.str();
 }
 
+// Issue 25: the plan beside the measured peaks, the highest over runs and ranks.
+TEST(ReduceOutputs, MemoryPlanIsShownBesideTheMeasuredPeak) {
+  RunRecord a = run_at("resnet50", 1, 2, 0.1), b = run_at("resnet50", 1, 2, 0.1);
+  for (RunRecord* r : {&a, &b}) {
+    r->info.memory_plan_bytes = 100 << 20;
+    for (RankTrace& rank : r->ranks) rank.peak_memory_bytes = 300 << 20;
+  }
+  a.ranks[0].allocated_peak_bytes = 96 << 20;
+  b.ranks[1].allocated_peak_bytes = 104 << 20;  // the higher: the table's
+  std::ostringstream os;
+  write_markdown(os, reduce_runs({a, b}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(os.str().find("| node_num | rank_num | plan | allocated peak | plan / allocated | resident peak |"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("| 1 | 2 | 100.0 | 104.0 | 0.962 | 300.0 |"), std::string::npos) << os.str();
+  std::ostringstream js;
+  write_json(js, reduce_runs({a, b}, MethodOptions{}));
+  EXPECT_NE(js.str().find("\"allocated_peak_bytes\": 109051904"), std::string::npos) << js.str();
+}
+
 TEST(ReduceOutputs, MissingBaselineNote) {
   std::ostringstream os;
   write_markdown(os, reduce_runs({run_at("vgg16", 1, 2, 0.1)}, MethodOptions{}), MethodOptions{}, ReportOptions{});

@@ -31,6 +31,7 @@ RunRecord step_run() {
   for (size_t k = 0; k < r.ranks.size(); ++k) {
     RankTrace& rank = r.ranks[k];
     rank.device_memory_peak_bytes = 1000 + static_cast<int64_t>(k);
+    rank.allocated_peak_bytes = 2000 + static_cast<int64_t>(k);
     for (size_t i = 0; i < rank.iterations.size(); ++i) {
       IterationTiming& it = rank.iterations[i];
       it.loss_scale = 65536.0f / static_cast<float>(1 << (i % 3));
@@ -75,6 +76,7 @@ TEST(TraceStepFields, SurviveWriteAndRead) {
   for (size_t k = 0; k < 2; ++k) {
     const RankTrace &x = in.ranks[k], &y = out.ranks[k];
     EXPECT_EQ(y.device_memory_peak_bytes, x.device_memory_peak_bytes);
+    EXPECT_EQ(y.allocated_peak_bytes, x.allocated_peak_bytes);
     ASSERT_EQ(y.iterations.size(), x.iterations.size());
     for (size_t i = 0; i < x.iterations.size(); ++i) {
       EXPECT_EQ(y.iterations[i].loss_scale, x.iterations[i].loss_scale);
@@ -173,7 +175,8 @@ TEST(TraceStepFields, OlderMinorVersionIsUpgradedOnAppend) {
     ASSERT_GE(f, 0);
     h5::write_attr(f, trace_schema::kVersionAttr, std::string("1.0"));
     const hid_t g = H5Gopen2(f, "runs/run_000001", H5P_DEFAULT);
-    for (const char* name : {"loss_scale", "skipped", "device_memory_peak_bytes"}) ASSERT_GE(H5Ldelete(g, name, H5P_DEFAULT), 0);
+    for (const char* name : {"loss_scale", "skipped", "device_memory_peak_bytes", "allocated_peak_bytes"})
+      ASSERT_GE(H5Ldelete(g, name, H5P_DEFAULT), 0);
     for (const char* name : {"input_mode", "comm_backend", "loss_scaling", "cuda_graph", "profile_ops"}) ASSERT_GE(H5Adelete(g, name), 0);
     H5Gclose(g);
     H5Fclose(f);
