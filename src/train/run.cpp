@@ -536,11 +536,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   // --memory-limit-mb checks); cuda reports 0 and its device figure is the peak memory.
   char allocated[64] = "";
   if (const int64_t a = be.allocated_peak_bytes(); a > 0)
-    std::snprintf(allocated, sizeof allocated, "allocated %.0f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));
+    std::snprintf(allocated, sizeof allocated, "allocated %.1f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));
   char line[320];
   std::snprintf(line, sizeof line,
                 "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
-                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan %s%.0f MiB)\n",
+                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan %s%.1f MiB)\n",
                 s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), allocated, built_plan.model > 0 ? "" : ">= ",

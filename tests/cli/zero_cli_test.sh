@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ZeRO-2 through dlperf-train (issue 25's "done when"): a reduced Llama and a reduced ResNet-50
 # train on two MPI ranks with --zero 2 --recompute block --grad-accum 2 and a falling loss, the
-# replicas bit-identical, the trace naming stage 2; Llama 3.1 8B planned with --zero 2 on 8
-# ranks of 80 GB fits (the plan printed, exit 0).
+# replicas bit-identical, the trace naming stage 2; bf16 with the f32 master sharded; Llama 3.1
+# 8B planned with --zero 1 and 2 on 8 ranks of 80 GB fits (the plan printed, exit 0).
 # Usage: zero_cli_test.sh DLPERF_TRAIN MPIEXEC
 set -u
 train=$1 mpiexec=$2
@@ -32,6 +32,22 @@ run llama 1.0 --model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads
   --llama-vocab 128 --seq-len 48 --batch-size 2 --lr 3e-3 --bucket-mb 0.01
 run resnet50 0.5 --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 10 --batch-size 4 \
   --bucket-mb 0.05
+
+# bf16 under --zero 1 shards the f32 master weights as well: the banner says so, the replicas end
+# bit-identical (the final all-gather makes every rank's values whole again), the loss falls, and
+# the summary's plan is within 10 % of the allocation counter's peak.
+timeout 240 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 \
+  --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128 --seq-len 48 --batch-size 2 --lr 3e-3 --bucket-mb 0.01 \
+  --precision bf16 --zero 1 --threads 1 --iterations 30 --warmup 5 --print-every 10 >"$dir/master.log" 2>&1
+rc=$?
+loss=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/master.log")
+mem=$(grep -o 'allocated [0-9.]* MiB, plan [0-9.]* MiB' "$dir/master.log")
+if [ "$rc" -ne 0 ] || ! grep -q '^zero: stage 1, optimizer state and f32 master weights sharded over 2 ranks' "$dir/master.log" ||
+   ! grep -q 'bit-identical on all 2 ranks' "$dir/master.log" ||
+   ! awk -v s="$loss" 'BEGIN { split(s, a, " "); exit !(a[4] < a[2] - 0.5) }' ||
+   ! awk -v m="$mem" 'BEGIN { split(m, a, " "); d = a[2] - a[5]; if (d < 0) d = -d; exit !(a[2] > 0 && d <= 0.1 * a[2]) }'; then
+  echo "FAIL bf16 zero 1 with sharded master: exit $rc, $loss, $mem"; tail -8 "$dir/master.log"; fail=1
+else echo "ok   bf16 zero 1, f32 master sharded, 2 ranks: $loss; $mem"; fi
 
 # Llama 3.1 8B, bf16, 8 ranks of 80 GB (the cpu backend's plan): stage 1 with the f32 master
 # sharded fits (it did not while every rank kept the whole master: 91 GiB), stage 2 fits with
