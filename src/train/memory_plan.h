@@ -21,7 +21,8 @@
 //   activations    from the options alone: a lower bound (size_limits.h: the first layers'
 //                  outputs); with --recompute block, transformers count each layer's output and
 //                  one layer's full set (ResNet's bound, the stem, is unchanged)
-//   model          once the model is built on a backend that counts its allocations (cpu):
+//   model          once the model is built on a backend that counts its allocations (cpu; cuda
+//                  counts its own device allocations, not yet checked against a GPU's peak):
 //                  what the build allocated, in place of the activation bound (and, in
 //                  bf16/fp16, of the weights row): weight copies and layouts, every activation,
 //                  backward's gradient scratch (the models allocate it with themselves), batch

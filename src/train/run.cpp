@@ -533,7 +533,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   std::sort(steps.begin(), steps.end());
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
   // The backend's own count of what it allocated, where it keeps one (cpu: what
-  // --memory-limit-mb checks); cuda reports 0 and its device figure is the peak memory.
+  // --memory-limit-mb checks; cuda: its own device allocations, the device's figure apart).
   char allocated[64] = "";
   if (const int64_t a = be.allocated_peak_bytes(); a > 0)
     std::snprintf(allocated, sizeof allocated, "allocated %.1f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));

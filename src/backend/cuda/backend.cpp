@@ -185,6 +185,7 @@ std::string CudaBackend::isa() const { return "sm_" + std::to_string(ctx_->props
 // The high-water mark of the backend's own allocations (tensors, buffers, parameter copies,
 // workspaces); cuDNN's and cuBLAS's internal allocations are not included.
 int64_t CudaBackend::peak_memory_bytes() const { return ctx_->memory.peak.load(); }
+int64_t CudaBackend::allocated_bytes() const { return ctx_->memory.current.load(); }
 void CudaBackend::synchronize() { ctx_->sync(); }
 
 std::unique_ptr<Conv2d> CudaBackend::conv2d(const Conv2dSpec& s, const Tensor& x) { return make_conv2d(ctx_, s, x); }

@@ -32,6 +32,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> buffer(size_t elems) override;
   HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
+  // The counter of the backend's own device allocations (tensors, buffers, workspaces), as the
+  // memory plan reads it after building the model; not the device's own figure.
+  int64_t allocated_bytes() const override;
+  int64_t allocated_peak_bytes() const override { return peak_memory_bytes(); }
   int64_t device_memory_used_bytes() const override;
   DeviceFacts device_facts() const override;
   void synchronize() override;
