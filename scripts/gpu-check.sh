@@ -39,7 +39,8 @@
 #                             [--deadline S]
 #   --stage     run only these stages, in the order given (default: all, in order)
 #   --out       the folder for everything (default gpu-check-<UTC time>); one log per command,
-#               summary.tsv (stage, step, exit status, seconds) and environment.txt
+#               summary.tsv (stage, step, exit status, seconds), environment.txt and memory.txt
+#               (each run's plan beside its measured peaks)
 #   --build     a CMake build tree with CUDA (ctest there); default build-tests when it has a
 #               CTestTestfile.cmake and ctest is installed, else the packed executables on PATH
 #   --packed    the executables on PATH (source .gpu/env.sh) even where a build tree exists
@@ -307,6 +308,9 @@ for s in "${chosen[@]}"; do
   esac
 done
 [ $dry = 1 ] && exit 0
+# The memory plan against each run's measured peaks (issue 25): the summary lines' figures, one
+# per log (plan = formulas + what building the model allocated; allocated = the backend's counter).
+grep -H -o 'peak memory [0-9]* MiB (allocated [0-9.]* MiB, plan [0-9.]* MiB)' "$out"/*.log 2>/dev/null | sed "s|^$out/||" >"$out/memory.txt" || true
 [ $skipped -eq 0 ] || echo "gpu-check: $skipped steps skipped at --deadline (summary.tsv lists them)"
 echo "gpu-check: everything is in $out (summary.tsv)"
 exit $failed
