@@ -259,17 +259,23 @@ class Vgg final : public Model {
 
 std::unique_ptr<Model> make_vgg(Backend& be, const VggConfig& config) { return std::make_unique<Vgg>(be, config); }
 
-int64_t vgg_parameter_count(const VggConfig& c) {
+namespace {
+int64_t vgg_count(const VggConfig& c, bool biases) {
+  const int64_t bias = biases ? 1 : 0;
   int64_t n = 0, in = 3;
   for (int v : kCfgD) {
     if (v == 0) continue;
     const int64_t out = v * c.width;
-    n += out * in * 9 + out;
+    n += out * in * 9 + bias * out;
     in = out;
   }
   const int64_t side = c.image_size / 32;
   const int64_t flat = in * side * side;
-  return n + flat * c.hidden + c.hidden + c.hidden * c.hidden + c.hidden + c.hidden * c.classes + c.classes;
+  return n + flat * c.hidden + c.hidden * c.hidden + c.hidden * c.classes + bias * (2 * c.hidden + c.classes);
 }
+}  // namespace
+
+int64_t vgg_parameter_count(const VggConfig& c) { return vgg_count(c, true); }
+int64_t vgg_matrix_count(const VggConfig& c) { return vgg_count(c, false); }
 
 }  // namespace dlperf

@@ -31,5 +31,8 @@ std::unique_ptr<Model> make_vgg(Backend& be, const VggConfig& config);
 
 // Parameters of a configuration, counted as PyTorch does.
 int64_t vgg_parameter_count(const VggConfig& c);
+// Those of them in convolution filters and linear matrices (no biases): what the memory plan's
+// sharded master weights shard.
+int64_t vgg_matrix_count(const VggConfig& c);
 
 }  // namespace dlperf

@@ -50,6 +50,15 @@ int64_t largest_parameter_tensor(const TrainOptions& o) {
 }
 
 // GiB, or MiB below one GiB (a reduced model's plan would read 0.00 GiB throughout).
+VggConfig vgg_config(const TrainOptions& o) {
+  VggConfig vc;
+  vc.width = o.vgg_width;
+  vc.hidden = o.vgg_hidden;
+  vc.classes = o.num_classes;
+  vc.image_size = o.image_size;
+  return vc;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
@@ -61,14 +70,7 @@ std::string gib(double bytes) {
 
 int64_t planned_parameter_count(const TrainOptions& o) {
   if (o.model == "resnet50") return resnet_parameters(o);
-  if (o.model == "vgg16") {
-    VggConfig vc;
-    vc.width = o.vgg_width;
-    vc.hidden = o.vgg_hidden;
-    vc.classes = o.num_classes;
-    vc.image_size = o.image_size;
-    return vgg_parameter_count(vc);
-  }
+  if (o.model == "vgg16") return vgg_parameter_count(vgg_config(o));
   if (is_llama_model(o.model)) return llama_parameter_count(llama_config(o));
   BertConfig c;
   c.layers = o.bert_layers;
@@ -81,16 +83,7 @@ int64_t planned_parameter_count(const TrainOptions& o) {
 
 int64_t planned_matrix_count(const TrainOptions& o) {
   if (o.model == "resnet50") return resnet_parameters(o, true);
-  if (o.model == "vgg16") {
-    int64_t biases = 2 * o.vgg_hidden + o.num_classes;  // the classifier's three linears
-    for (int v : {1, 1, 2, 2, 4, 4, 4, 8, 8, 8, 8, 8, 8}) biases += v * o.vgg_width;  // the 13 convolutions (VGG-D)
-    VggConfig vc;
-    vc.width = o.vgg_width;
-    vc.hidden = o.vgg_hidden;
-    vc.classes = o.num_classes;
-    vc.image_size = o.image_size;
-    return vgg_parameter_count(vc) - biases;
-  }
+  if (o.model == "vgg16") return vgg_matrix_count(vgg_config(o));
   if (is_llama_model(o.model)) {
     const LlamaConfig c = llama_config(o);
     const int64_t H = c.hidden, D = c.hidden / c.heads, q = c.heads * D, kv = c.kv_heads * D;
