@@ -73,6 +73,20 @@ DType compute_dtype(Precision p) {
   return DType::f32;
 }
 
+TensorPtr Backend::rows_of(Tensor& t, int64_t first, int64_t count) {
+  (void)t, (void)first, (void)count;
+  throw_usage_error(std::string("the ") + to_string(kind()) + " backend has no row views of a tensor");
+}
+
+// The checks every backend's rows_of makes before it builds the view: the view's dims.
+Dims row_view_dims(const Tensor& t, int64_t first, int64_t count) {
+  DLPERF_ASSERT(!t.dims().empty() && first >= 0 && count > 0 && first + count <= t.dims()[0],
+                "rows [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of a tensor " + to_string(t.dims()));
+  Dims d = t.dims();
+  d[0] = count;
+  return d;
+}
+
 void Backend::begin_capture() {
   throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs; use --backend cuda");
 }

@@ -132,6 +132,9 @@ struct BackendOptions {
   enum class BatchNormImpl : uint8_t { automatic, cudnn, kernels } cuda_batch_norm = BatchNormImpl::automatic;
 };
 
+// The dims of Backend::rows_of(t, first, count), after checking the rows lie in t.
+Dims row_view_dims(const Tensor& t, int64_t first, int64_t count);
+
 // What a trace records about the device (issue 13, docs/trace-schema.md). CPU: empty model.
 struct DeviceFacts {
   std::string model;                            // "NVIDIA H100 80GB HBM3"
@@ -161,6 +164,11 @@ class Backend {
   // layout follows from the ops.
   virtual TensorPtr tensor(const Dims& dims, DType dtype, Layout layout = Layout::canonical) = 0;
   virtual TensorPtr tensor_like(const Tensor& t) = 0;           // same dims, dtype and layout
+  // A tensor over rows [first, first + count) of t's storage: no copy, no allocation, t must
+  // outlive it. t is canonical and dense (no row pitch), its first dim the rows; the view has
+  // t's dims with the first replaced by count. Ops planned for the view's dims run on it: a
+  // layer applied to a batch in chunks (Llama's output head over tokens).
+  virtual TensorPtr rows_of(Tensor& t, int64_t first, int64_t count);
   // Any layout/dtype to any. Same dims, or a reshape: dims that differ with the same element
   // count, one side canonical; the data then moves in canonical (row-major) order, e.g. a
   // (N, C, H, W) map in any layout to its (N, C*H*W) flatten and back.

@@ -100,6 +100,7 @@ struct LinearSpec {
   std::string name;
   int64_t in_features = 0, out_features = 0;
   bool bias = true;
+  bool add_grads = false;  // plan backward_add as well (a bias-free layer only)
 };
 // x (M, in) -> y (M, out) = x W^T + b. weight (out, in), bias (out).
 class Linear : public Layer {
@@ -107,6 +108,14 @@ class Linear : public Layer {
   virtual TensorPtr make_output() const = 0;
   virtual void forward(const Tensor& x, Tensor& y) = 0;
   virtual void backward(const Tensor& x, const Tensor& dy, Tensor* dx) = 0;
+  // As backward, but adds the weight gradient to the one already written instead of
+  // overwriting it: a layer run over a batch's rows in chunks (Llama's output head over tokens,
+  // on row views: Backend::rows_of) calls backward on its first chunk, backward_add on the rest.
+  // Planned when the spec asks (add_grads); a tied layer adds to the table's gradient.
+  virtual void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) {
+    (void)x, (void)dy, (void)dx;
+    throw_usage_error("linear: backward_add was not planned (LinearSpec::add_grads)");
+  }
 };
 
 enum class ActivationKind : uint8_t { relu, gelu, tanh };  // gelu: the erf form, as BERT uses; tanh: BERT's pooler
@@ -134,6 +143,10 @@ struct CrossEntropySpec {
   int64_t classes = 0;
   float label_smoothing = 0.0f;  // target = (1 - s) one-hot + s / K
   int32_t ignore_index = -1;     // rows with this label do not count (masked-LM padding)
+  // > 0: the mean divides the summed loss by this many rows, not by the rows this op counted.
+  // A batch's loss computed in chunks, one op per chunk, each told the batch's row count: the
+  // chunks' losses (and gradients) then add up to the batch's mean. Token cross-entropy only.
+  int64_t mean_over = 0;
 };
 // The multiplier of the loss gradient (fp16 loss scaling): value, times *device when device is
 // set. device is a float in the backend's memory read when the backward runs, so the trainer

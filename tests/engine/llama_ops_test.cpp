@@ -243,5 +243,49 @@ TEST_F(LlamaOps, TokenCrossEntropyLossAndGradient) {
   for (int64_t j = 0; j < V; ++j) EXPECT_EQ(gv[static_cast<size_t>(3 * V + j)], 0.0f);  // the ignored row
 }
 
+// A batch's loss in chunks (Llama's --logits-chunk): each chunk's op on row views, dividing by
+// the batch's rows (CrossEntropySpec::mean_over). The chunks' losses add up to the whole op's,
+// and their gradients are its rows: the same row kernels, only the divisor is shared.
+TEST_F(LlamaOps, TokenCrossEntropyInChunksAddsUpToTheWhole) {
+  const int64_t M = 12, V = 257, C = 4;
+  auto logits = input({M, V}, 43, DType::f32, -4.0f, 4.0f);
+  auto labels = be->tensor({M}, DType::s32);
+  std::vector<int32_t> lab(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) lab[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37) % V);
+  labels->write_indices(lab);
+  auto whole = be->token_cross_entropy({V, 0.0f, -1}, *logits);
+  whole->forward(*logits, *labels);
+  auto g = be->tensor_like(*logits);
+  g->write(read_all(*logits));
+  whole->backward(*g, LossGradScale(3.0f));
+  const auto g_whole = read_all(*g);
+  g->write(read_all(*logits));
+  double sum = 0;
+  for (int64_t r = 0; r < M; r += C) {
+    auto x = be->rows_of(*g, r, C);
+    auto l = be->rows_of(*labels, r, C);
+    auto part = be->token_cross_entropy({V, 0.0f, -1, M}, *x);
+    part->forward(*x, *l);
+    sum += part->loss();
+    part->backward(*x, LossGradScale(3.0f));
+  }
+  EXPECT_NEAR(sum, whole->loss(), 1e-6 * whole->loss());
+  const auto g_chunks = read_all(*g);
+  for (size_t i = 0; i < g_whole.size(); ++i) ASSERT_EQ(g_chunks[i], g_whole[i]) << "dlogits " << i;
+}
+
+TEST_F(LlamaOps, RowViewsShareTheTensorsStorage) {
+  auto x = input({6, 5}, 47);
+  auto v = be->rows_of(*x, 2, 3);
+  EXPECT_EQ(v->dims(), (Dims{3, 5}));
+  const auto all = read_all(*x);
+  const auto rows = read_all(*v);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i], all[10 + i]);
+  v->zero();  // through the view: rows 2..4 of x
+  const auto after = read_all(*x);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i], i >= 10 && i < 25 ? 0.0f : all[i]) << i;
+  EXPECT_THROW((void)be->rows_of(*x, 4, 3), Error);  // past the last row
+}
+
 }  // namespace
 }  // namespace dlperf::testing

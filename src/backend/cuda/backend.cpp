@@ -91,6 +91,14 @@ TensorPtr CudaBackend::tensor_like(const Tensor& t) {
   return std::make_unique<CudaTensor>(ctx_, t.dims(), t.dtype(), dev(t).layout(), dev(t).padded() ? dev(t).pitch() : 0);
 }
 
+TensorPtr CudaBackend::rows_of(Tensor& t, int64_t first, int64_t count) {
+  Dims d = row_view_dims(t, first, count);
+  if (dev(t).padded() || (t.dims().size() == 4 && dev(t).nhwc()))
+    throw_usage_error("rows_of: a tensor " + to_string(t.dims()) + " with a row pitch or in channels-last layout");
+  const size_t row_bytes = static_cast<size_t>(t.numel() / t.dims()[0]) * dtype_size(t.dtype());
+  return std::make_unique<CudaTensor>(ctx_, std::move(d), t.dtype(), dev(t).as<std::byte>() + static_cast<size_t>(first) * row_bytes);
+}
+
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
   DLPERF_ASSERT(!dev(src).padded() && !dev(dst).padded(), "convert of dense tensors (a padded one is read or written instead)");
   if (src.dims() == dst.dims()) {

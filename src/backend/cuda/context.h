@@ -119,9 +119,11 @@ using Ctx = std::shared_ptr<Context>;
 class CudaTensor final : public Tensor {
  public:
   CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t pitch = 0);  // pitch 0: dense
+  // A dense canonical tensor over device memory it does not own (Backend::rows_of).
+  CudaTensor(Ctx ctx, Dims dims, DType dtype, void* borrowed);
   ~CudaTensor() override;
 
-  size_t storage_bytes() const override { return mem_.bytes(); }
+  size_t storage_bytes() const override { return borrowed_ ? static_cast<size_t>(numel()) * dtype_size(dtype()) : mem_.bytes(); }
   void read(std::span<float> out) const override;
   void write(std::span<const float> in) override;
   void write_indices(std::span<const int32_t> in) override;
@@ -136,15 +138,16 @@ class CudaTensor final : public Tensor {
   int64_t pitch() const { return pitch_; }  // row pitch of a 2-D tensor (its columns when dense)
   bool padded() const { return dims().size() == 2 && pitch_ != dims()[1]; }
   bool nhwc() const { return layout_ == Layout::channels_last; }
-  void* data() const { return mem_.get(); }
+  void* data() const { return borrowed_ ? borrowed_ : mem_.get(); }
   template <class T>
-  T* as() const { return static_cast<T*>(mem_.get()); }
+  T* as() const { return static_cast<T*>(data()); }
 
  private:
   Ctx ctx_;
   Layout layout_;
   int64_t pitch_ = 0;
   DeviceMemory mem_;
+  void* borrowed_ = nullptr;  // set: a view, mem_ empty
   // write_bytes / write_indices from host memory (the per-step input batch): made on first use.
   std::unique_ptr<HostUpload> upload_;
   void upload(const void* src, size_t bytes);

@@ -14,6 +14,7 @@ class CudaCrossEntropy final : public SoftmaxCrossEntropy {
     const Dims& d = logits.dims();
     if (d.size() != 2 || d[1] != s.classes)
       throw_usage_error("cross_entropy: logits " + to_string(d) + " are not (M, " + std::to_string(s.classes) + ")");
+    if (s.mean_over != 0) throw_usage_error("cross_entropy: mean_over is for the token cross-entropy only");
     rows_ = d[0];
     ld_ = logits.pitch();  // a padded vocabulary's logits (tied_linear.cpp)
     // lse (M) | row losses and counts (2M) | mean loss and count (2)

@@ -28,6 +28,7 @@ class CudaBackend final : public Backend {
 
   TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override;
   TensorPtr tensor_like(const Tensor& t) override;
+  TensorPtr rows_of(Tensor& t, int64_t first, int64_t count) override;
   void convert(const Tensor& src, Tensor& dst) override;
   std::unique_ptr<Buffer> buffer(size_t elems) override;
   HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)

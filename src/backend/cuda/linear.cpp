@@ -22,6 +22,8 @@ class CudaLinear final : public WithParams<Linear> {
     in_ = s.in_features;
     out_ = s.out_features;
     add_param(ctx_, s.name + ".weight", ParamRole::weight, {out_, in_}, dtype_);
+    if (s.add_grads && bias_) throw_usage_error("linear " + s.name + ": adding gradients needs a bias-free layer");
+    add_grads_ = s.add_grads;
     if (!bias_) return;
     add_param(ctx_, s.name + ".bias", ParamRole::bias, {out_}, dtype_);  // the epilogue reads it in y's type
     fwd_ = std::make_unique<LtGemm>(*ctx_, GemmShape{false, true, m_, out_, in_, 1}, in_, in_, out_, dtype_, dtype_, LtEpilogue::bias);
@@ -53,19 +55,27 @@ class CudaLinear final : public WithParams<Linear> {
     if (bias_) DLPERF_CHECK(launch_add_bias(dev(y).data(), elem(dtype_), params_[1].value(), m_ * out_, out_, 1, ctx_->s()));
   }
 
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override { run_backward(x, dy, dx, false); }
+  // A bias-free layer's dW = dy^T x is one plain GEMM: adding it is its beta = 1.
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+    if (!add_grads_) Linear::backward_add(x, dy, dx);
+    run_backward(x, dy, dx, true);
+  }
+
+ private:
+  void run_backward(const Tensor& x, const Tensor& dy, Tensor* dx, bool add) {
     if (dw_) {
       dw_->run(*ctx_, 1.0f, dev(dy).data(), dev(x).data(), params_[0].grad(), params_[1].grad());
     } else {
-      gemm(*ctx_, {true, false, out_, in_, m_, 1}, 1.0f, dev(dy).data(), dev(x).data(), dtype_, 0.0f, params_[0].grad(), DType::f32);
+      gemm(*ctx_, {true, false, out_, in_, m_, 1}, 1.0f, dev(dy).data(), dev(x).data(), dtype_, add ? 1.0f : 0.0f, params_[0].grad(),
+           DType::f32);
       if (bias_) column_sums(*ctx_, dev(dy).data(), dtype_, m_, out_, params_[1].grad());
     }
     if (dx) gemm(*ctx_, {false, false, m_, in_, out_, 1}, 1.0f, dev(dy).data(), params_[0].compute(), dtype_, 0.0f, dev(*dx).data(), dtype_);
   }
 
- private:
   Ctx ctx_;
-  bool bias_;
+  bool bias_, add_grads_ = false;
   DType dtype_;
   int64_t m_ = 0, in_ = 0, out_ = 0;
   std::unique_ptr<LtGemm> fwd_, dw_;  // null: no bias, or cuBLASLt declined the shape

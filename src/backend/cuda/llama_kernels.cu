@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kTokenXentThreads) xent_fwd(const T* logits, c
   }
 }
 
-__global__ void __launch_bounds__(1024) xent_sum(const float* row_loss, int64_t rows, float* totals) {
+// totals = (mean loss, its divisor): the counted rows, or mean_over where that is set.
+__global__ void __launch_bounds__(1024) xent_sum(const float* row_loss, int64_t rows, float mean_over, float* totals) {
   float loss = 0.0f, count = 0.0f;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     loss += row_loss[r];
@@ -145,8 +146,9 @@ __global__ void __launch_bounds__(1024) xent_sum(const float* row_loss, int64_t 
   loss = block_sum(loss);
   count = block_sum(count);
   if (threadIdx.x == 0) {
-    totals[0] = count > 0.0f ? loss / count : 0.0f;
-    totals[1] = count;
+    const float divisor = mean_over > 0.0f ? mean_over : count;
+    totals[0] = count > 0.0f ? loss / divisor : 0.0f;
+    totals[1] = count > 0.0f ? divisor : 0.0f;
   }
 }
 
@@ -238,7 +240,7 @@ cudaError_t launch_swiglu_backward(const void* a, const void* b, const void* dy,
 }
 
 cudaError_t launch_token_xent_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k, int32_t ignore,
-                                      float* lse, float* row_loss, float* totals, cudaStream_t s) {
+                                      int64_t mean_over, float* lse, float* row_loss, float* totals, cudaStream_t s) {
   if (rows == 0) return cudaMemsetAsync(totals, 0, 2 * sizeof(float), s);
   const cudaError_t e = dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
@@ -246,7 +248,7 @@ cudaError_t launch_token_xent_forward(const void* logits, ElemType t, const int3
     return launched();
   });
   if (e != cudaSuccess) return e;
-  xent_sum<<<1, 1024, 0, s>>>(row_loss, rows, totals);
+  xent_sum<<<1, 1024, 0, s>>>(row_loss, rows, static_cast<float>(mean_over), totals);
   return launched();
 }
 

@@ -44,10 +44,11 @@ cudaError_t launch_swiglu_backward(const void* a, const void* b, const void* dy,
 // ---- token cross-entropy ------------------------------------------------------------------
 // logits (rows, k) dense -> lse (rows) in one pass (online max and sum per row), row_loss
 // (2 * rows) scratch, totals[0] = mean of lse - x[label] over counted rows, totals[1] = count.
-// A row counts when 0 <= label < k and label != ignore.
+// A row counts when 0 <= label < k and label != ignore. mean_over > 0: the mean (and count)
+// divides by mean_over instead (one chunk of a batch's loss: CrossEntropySpec::mean_over).
 constexpr int kTokenXentThreads = 512;
 cudaError_t launch_token_xent_forward(const void* logits, ElemType t, const int32_t* labels, int64_t rows, int64_t k, int32_t ignore,
-                                      float* lse, float* row_loss, float* totals, cudaStream_t s);
+                                      int64_t mean_over, float* lse, float* row_loss, float* totals, cudaStream_t s);
 // g (rows, k), which may be the logits themselves (each element is read, then written by the
 // same thread): g = scale (* *device_scale) / count * (exp(x - lse) - [j == label]); rows that
 // do not count get 0.

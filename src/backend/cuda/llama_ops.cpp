@@ -146,8 +146,8 @@ class CudaTokenCrossEntropy final : public SoftmaxCrossEntropy {
     DLPERF_ASSERT(labels.dtype() == DType::s32 && labels.numel() == rows_, "labels are (M) s32");
     logits_ = dev(logits).data();
     labels_ = dev(labels).as<const int32_t>();
-    DLPERF_CHECK(launch_token_xent_forward(logits_, elem(dtype_), labels_, rows_, spec_.classes, spec_.ignore_index, lse(), lse() + rows_,
-                                           totals(), ctx_->s()));
+    DLPERF_CHECK(launch_token_xent_forward(logits_, elem(dtype_), labels_, rows_, spec_.classes, spec_.ignore_index, spec_.mean_over,
+                                           lse(), lse() + rows_, totals(), ctx_->s()));
   }
 
   float loss() override {

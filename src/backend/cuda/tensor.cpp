@@ -24,6 +24,9 @@ CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, Layout layout, int64_t p
   zero();
 }
 
+CudaTensor::CudaTensor(Ctx ctx, Dims dims, DType dtype, void* borrowed)
+    : Tensor(std::move(dims), dtype), ctx_(std::move(ctx)), layout_(Layout::canonical), pitch_(row_pitch(this->dims(), 0)), borrowed_(borrowed) {}
+
 CudaTensor::~CudaTensor() = default;
 
 void CudaTensor::upload(const void* src, size_t bytes) {
@@ -80,7 +83,7 @@ void CudaTensor::write_indices(std::span<const int32_t> in) {
 }
 
 void CudaTensor::write_bytes(const void* src, size_t bytes) {
-  DLPERF_ASSERT(bytes == mem_.bytes(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
+  DLPERF_ASSERT(bytes == storage_bytes(), "write_bytes of " + std::to_string(bytes) + " bytes into " + to_string(dims()));
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, src) != cudaSuccess) (void)cudaGetLastError();
   if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {  // a device source (GPU decode): as before
@@ -91,7 +94,7 @@ void CudaTensor::write_bytes(const void* src, size_t bytes) {
   upload(src, bytes);  // host memory, pageable or pinned: src is free on return, no host sync
 }
 
-void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, mem_.bytes(), ctx_->s())); }
+void CudaTensor::zero() { DLPERF_CHECK(cudaMemsetAsync(data(), 0, storage_bytes(), ctx_->s())); }
 
 const CudaTensor& dev(const Tensor& t) { return static_cast<const CudaTensor&>(t); }
 CudaTensor& dev(Tensor& t) { return static_cast<CudaTensor&>(t); }

@@ -39,6 +39,8 @@ class CudaTiedLinear final : public WithParams<Linear> {
     m_ = x.dims()[0];
     DLPERF_ASSERT(vp_ % kTableRowPad == 0, "the tied table is stored padded");
     n_ = bias_ ? vp_ : v_;
+    if (s.add_grads && bias_) throw_usage_error("tied_linear " + s.name + ": adding gradients needs a bias-free layer");
+    add_grads_ = s.add_grads;
     if (!bias_) {
       const std::string shape = shape_str(x.dims(), dtype_) + " -> " + std::to_string(v_);
       for (const char* pass : {"forward", "backward_data", "backward_weights"})
@@ -80,10 +82,19 @@ class CudaTiedLinear final : public WithParams<Linear> {
     DLPERF_CHECK(launch_add_bias(dev(y).data(), elem(dtype_), params_[0].value(), m_ * vp_, vp_, 1, ctx_->s()));
   }
 
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override { run_backward(x, dy, dx, false); }
+  // Bias-free: dE = dy^T x is one plain GEMM, and adding it is its beta = 1.
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+    if (!add_grads_) Linear::backward_add(x, dy, dx);
+    run_backward(x, dy, dx, true);
+  }
+
+ private:
+  void run_backward(const Tensor& x, const Tensor& dy, Tensor* dx, bool add) {
     DLPERF_ASSERT(dev(dy).pitch() == n_, "dlogits in the logits' layout");
     if (!bias_) {  // the first V rows of the (Vp, C) gradient, then dx over them
-      gemm(*ctx_, {true, false, v_, c_, m_, 1}, 1.0f, dev(dy).data(), dev(x).data(), dtype_, 0.0f, table_.grad(), DType::f32);
+      gemm(*ctx_, {true, false, v_, c_, m_, 1}, 1.0f, dev(dy).data(), dev(x).data(), dtype_, add ? 1.0f : 0.0f, table_.grad(),
+           DType::f32);
       if (dx) gemm(*ctx_, {false, false, m_, c_, v_, 1}, 1.0f, dev(dy).data(), table_.compute(), dtype_, 0.0f, dev(*dx).data(), dtype_);
       return;
     }
@@ -96,11 +107,10 @@ class CudaTiedLinear final : public WithParams<Linear> {
     if (dx) gemm(*ctx_, {false, false, m_, c_, vp_, 1}, 1.0f, dev(dy).data(), table_.compute(), dtype_, 0.0f, dev(*dx).data(), dtype_);
   }
 
- private:
   Ctx ctx_;
   DType dtype_;
   Param& table_;  // the embedding's (V, C) table, stored (Vp, C)
-  bool bias_ = true;
+  bool bias_ = true, add_grads_ = false;
   int64_t m_ = 0, v_ = 0, vp_ = 0, c_ = 0;
   int64_t n_ = 0;  // the GEMMs' width and the logits' row pitch: Vp with a bias, V without
   std::unique_ptr<LtGemm> fwd_, de_;

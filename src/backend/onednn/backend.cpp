@@ -155,6 +155,14 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuTensor>(ctx_, dims, dtype, plain_md(dims, dtype));
   }
   TensorPtr tensor_like(const Tensor& t) override { return std::make_unique<CpuTensor>(ctx_, t.dims(), t.dtype(), cpu(t).desc()); }
+  TensorPtr rows_of(Tensor& t, int64_t first, int64_t count) override {
+    Dims d = row_view_dims(t, first, count);
+    if (cpu(t).desc() != plain_md(t.dims(), t.dtype())) throw_usage_error("rows_of: a tensor " + to_string(t.dims()) + " in a blocked layout");
+    const size_t row_bytes = static_cast<size_t>(t.numel() / t.dims()[0]) * dtype_size(t.dtype());
+    auto* at = static_cast<std::byte*>(cpu(t).data()) + static_cast<size_t>(first) * row_bytes;
+    md desc = plain_md(d, t.dtype());
+    return std::make_unique<CpuTensor>(ctx_, std::move(d), t.dtype(), desc, at);
+  }
   void convert(const Tensor& src, Tensor& dst) override {
     const auto [src_md, dst_md] = convert_views(src, dst);
     conversion(src_md, dst_md).run(*ctx_, dnnl::memory(src_md, ctx_->engine, cpu(src).data()),

@@ -16,6 +16,7 @@ class CpuCrossEntropy final : public SoftmaxCrossEntropy {
     const Dims& d = logits.dims();
     if (d.size() != 2 || d[1] != s.classes)
       throw_usage_error("cross_entropy: logits " + to_string(d) + " are not (M, " + std::to_string(s.classes) + ")");
+    if (s.mean_over != 0) throw_usage_error("cross_entropy: mean_over is for the token cross-entropy only");
     rows_ = d[0];
     record_own_kernel(*ctx_, "cross_entropy", "forward_backward", shape_of(d, logits.dtype()));
     const md f32_md = plain_md(d, DType::f32);

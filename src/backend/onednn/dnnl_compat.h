@@ -67,6 +67,15 @@ inline void scale_output(dnnl::primitive_attr& attr, float alpha) {
 #endif
 }
 
+// dst += (the primitive's result): a sum post-op, the same call in 2.x and 3.x.
+inline dnnl::primitive_attr sum_attr() {
+  dnnl::post_ops po;
+  po.append_sum(1.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  return attr;
+}
+
 // ---- convolution (direct, forward_training) -------------------------------------------------
 // bias: a zero desc (md{}) for none; padding symmetric.
 inline dnnl::convolution_forward::primitive_desc conv_forward(const dnnl::engine& eng, const md& src, const md& wei, const md& bias,

@@ -52,6 +52,12 @@ class CpuLinear final : public WithParams<Linear> {
     const auto bwd_w_pd = compat::matmul(eng, dyt_md_, blocked_b ? md({m_, k_}, t, tag::any) : x_md_, dw_md_);
     bwd_w_ = dnnl::matmul(bwd_w_pd);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_w_pd);
+    if (s.add_grads) {  // dW += dy^T x: the same product with a sum post-op
+      if (s.bias) throw_usage_error("linear " + s.name + ": adding gradients needs a bias-free layer");
+      const auto add_pd = compat::matmul(eng, bwd_w_pd.src_desc(), bwd_w_pd.weights_desc(), md{}, dw_md_, compat::sum_attr());
+      bwd_w_add_ = dnnl::matmul(add_pd);
+      record_kernel(*ctx_, s.name, "backward_weights_add", shape, add_pd);
+    }
     x_for_dw_ = PlannedReorder(*ctx_, x_md_, bwd_w_pd.weights_desc(), s.name);
     if (x_for_dw_.needed()) x_blocked_ = dnnl::memory(bwd_w_pd.weights_desc(), eng);
     const auto bwd_d_pd = compat::matmul(eng, y_md_, blocked_b ? md({n_, k_}, t, tag::any) : w_md_, x_md_);
@@ -86,14 +92,21 @@ class CpuLinear final : public WithParams<Linear> {
     fwd_.execute(ctx_->stream, args);
   }
 
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override { run_backward(x, dy, dx, bwd_w_); }
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+    if (!bwd_w_add_) Linear::backward_add(x, dy, dx);
+    run_backward(x, dy, dx, bwd_w_add_);
+  }
+
+ private:
+  void run_backward(const Tensor& x, const Tensor& dy, Tensor* dx, const dnnl::matmul& bwd_w) {
     const auto& eng = ctx_->engine;
     const dnnl::memory* xw = &cpu(x).mem();
     if (x_for_dw_.needed()) {
       x_for_dw_.run(*ctx_, cpu(x).mem(), x_blocked_);
       xw = &x_blocked_;
     }
-    bwd_w_.execute(ctx_->stream, {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, eng, cpu(dy).data())},
+    bwd_w.execute(ctx_->stream, {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, eng, cpu(dy).data())},
                                   {DNNL_ARG_WEIGHTS, *xw},
                                   {DNNL_ARG_DST, params_[0].grad()}});
     if (dx)
@@ -106,7 +119,6 @@ class CpuLinear final : public WithParams<Linear> {
                                        {DNNL_ARG_DST, dnnl::memory(b_md_, eng, params_[1].grad().get_data_handle())}});
   }
 
- private:
   void* weights() const { return params_[0].view(view_).get_data_handle(); }
 
   Ctx ctx_;
@@ -118,6 +130,7 @@ class CpuLinear final : public WithParams<Linear> {
   PlannedReorder x_for_dw_;  // x into the layout backward weights reads, where it differs
   dnnl::memory x_blocked_;
   dnnl::matmul fwd_, bwd_w_, bwd_d_;
+  dnnl::matmul bwd_w_add_;  // planned with LinearSpec::add_grads
   dnnl::matmul bias_sum_;
   dnnl::memory ones_;  // (1, M) of 1 in the compute dtype
 };

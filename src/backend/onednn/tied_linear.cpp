@@ -43,6 +43,12 @@ class CpuTiedLinear final : public WithParams<Linear> {
     record_kernel(*ctx_, s.name, "forward", shape, fwd_pd);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_e_pd);
     record_kernel(*ctx_, s.name, "backward_data", shape, bwd_x_pd);
+    if (s.add_grads) {  // dE += dy^T x: the same product with a sum post-op
+      if (bias_) throw_usage_error("tied_linear " + s.name + ": adding gradients needs a bias-free layer");
+      const auto add_pd = compat::matmul(ctx_->engine, dyt_md_, x_md_, compat::md{}, de_md_, compat::sum_attr());
+      bwd_e_add_ = dnnl::matmul(add_pd);
+      record_kernel(*ctx_, s.name, "backward_weights_add", shape, add_pd);
+    }
     if (bias_) add_param(ctx_, s.name + ".bias", ParamRole::bias, {v_}, plain_md({v_}, DType::f32));
   }
 
@@ -57,9 +63,16 @@ class CpuTiedLinear final : public WithParams<Linear> {
     fwd_.execute(ctx_->stream, args);
   }
 
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override { run_backward(x, dy, dx, bwd_e_); }
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) override {
+    if (!bwd_e_add_) Linear::backward_add(x, dy, dx);
+    run_backward(x, dy, dx, bwd_e_add_);
+  }
+
+ private:
+  void run_backward(const Tensor& x, const Tensor& dy, Tensor* dx, const dnnl::matmul& bwd_e) {
     const auto& eng = ctx_->engine;
-    bwd_e_.execute(ctx_->stream, {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, eng, cpu(dy).data())},
+    bwd_e.execute(ctx_->stream, {{DNNL_ARG_SRC, dnnl::memory(dyt_md_, eng, cpu(dy).data())},
                                   {DNNL_ARG_WEIGHTS, cpu(x).mem()},
                                   {DNNL_ARG_DST, table_.grad()}});
     if (dx)
@@ -83,7 +96,6 @@ class CpuTiedLinear final : public WithParams<Linear> {
     });
   }
 
- private:
   Ctx ctx_;
   DType dtype_;
   bool bias_;
@@ -92,6 +104,7 @@ class CpuTiedLinear final : public WithParams<Linear> {
   int64_t m_ = 0, v_ = 0, c_ = 0;
   md x_md_, y_md_, et_md_, e_md_, dyt_md_, de_md_, b_md_;
   dnnl::matmul fwd_, bwd_e_, bwd_x_;
+  dnnl::matmul bwd_e_add_;  // planned with LinearSpec::add_grads
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // logits themselves (row i is read, then written), so the head needs one (M, K) tensor.
 //   loss = mean over counted rows of lse_i - x_i[label_i]
 //   dx_ij = scale / N (exp(x_ij - lse_i) - [j == label_i]),   rows with ignore_index: 0
+// N is the rows counted, or spec.mean_over where a batch's loss is computed in chunks.
 // The row kernels use a vectorised exp and are compiled per ISA (fast_exp.h): with libm's scalar
 // expf, the 65 M exps of a reduced Llama's step (2,048 tokens x 32,000) took longer than the
 // rest of the loss.
@@ -81,8 +82,8 @@ class CpuTokenCrossEntropy final : public SoftmaxCrossEntropy {
         counted += 1;
       }
     });
-    counted_ = counted;
-    loss_ = counted > 0 ? static_cast<float>(total / static_cast<double>(counted)) : 0.0f;
+    counted_ = spec_.mean_over > 0 ? spec_.mean_over : counted;  // the divisor of the loss and its gradient
+    loss_ = counted > 0 ? static_cast<float>(total / static_cast<double>(counted_)) : 0.0f;
   }
 
   float loss() override { return loss_; }
@@ -117,7 +118,7 @@ class CpuTokenCrossEntropy final : public SoftmaxCrossEntropy {
   Ctx ctx_;
   CrossEntropySpec spec_;
   DType dtype_;
-  int64_t rows_ = 0, counted_ = 0;
+  int64_t rows_ = 0, counted_ = 0;  // counted_: the mean's divisor (spec.mean_over, else the counted rows)
   float loss_ = 0.0f;
   std::vector<float> lse_;       // (M) log-sum-exp of each row, from the last forward
   std::vector<int32_t> labels_;  // (M)
