@@ -6,6 +6,13 @@
 //   n = norm(x_L)                                                         (M, H) RMSNorm
 //   logits = output(n) = n W^T (untied) or n E^T (tied to tok_embeddings) (M, V)
 //   loss = mean next-token cross-entropy(logits, labels)                  streamed row by row in f32
+//
+// With --logits-chunk C (LlamaConfig::logits_chunk) the head and its loss run over the M tokens
+// in M / C chunks of C rows (row views of n, the labels and dn; one cross-entropy per chunk, each
+// dividing by M so that their losses add up to the batch's mean), and only a (C, V) logits
+// tensor exists. Backward walks the chunks from the last: it recomputes each chunk's logits
+// (the last chunk's are still there), writes the chunk's dlogits over them, and the head's
+// backward adds the chunk's weight gradient (backward_add) after the first.
 #include "models/llama.h"
 
 #include "core/error.h"
@@ -42,15 +49,26 @@ class Llama final : public Model {
     ops_.add = be.add(*x0_, false);
     norm_ = be.rms_norm({"norm", c.hidden, c.norm_eps}, *cur);
     n_ = norm_->make_output();
-    output_ = c.tied ? be.tied_linear({"output", c.hidden, c.vocab, false}, *tok_, *n_)
-                     : be.linear({"output", c.hidden, c.vocab, false}, *n_);
-    logits_ = output_->make_output();
-    xent_ = be.token_cross_entropy({c.vocab, 0.0f, -1}, *logits_);
     // Backward's gradient scratch, allocated with the model (the memory plan counts it, and a
     // batch that cannot fit fails before its first step).
     io_grads();
     for (auto& b : blocks_) b->grads(cache_);
+    const int64_t chunk = c.logits_chunk > 0 ? c.logits_chunk : M;
+    const bool chunked = chunk < M;
+    for (int64_t r = 0; r < M; r += chunk) {
+      head_.push_back({chunked ? be.rows_of(*n_, r, chunk) : nullptr, chunked ? be.rows_of(*labels_, r, chunk) : nullptr,
+                       chunked ? be.rows_of(cache_.like("d_n", *n_), r, chunk) : nullptr, nullptr});
+    }
+    const LinearSpec head{"output", c.hidden, c.vocab, false, chunked};
+    output_ = c.tied ? be.tied_linear(head, *tok_, head_n(0)) : be.linear(head, head_n(0));
+    logits_ = output_->make_output();
+    for (auto& h : head_) h.xent = be.token_cross_entropy({c.vocab, 0.0f, -1, chunked ? M : 0}, *logits_);
   }
+
+  // Chunk i's rows of n, the labels and dn: the whole tensors when the head is not chunked.
+  const Tensor& head_n(size_t i) const { return head_[i].n ? *head_[i].n : *n_; }
+  const Tensor& head_labels(size_t i) const { return head_[i].labels ? *head_[i].labels : *labels_; }
+  Tensor& head_dn(size_t i, Tensor& dn) const { return head_[i].dn ? *head_[i].dn : dn; }
 
   // The gradient of the final norm's output, then of each block's output and input from the
   // last block's down: they alternate between two buffers per shape (a block reads dout while
@@ -105,20 +123,34 @@ class Llama final : public Model {
       cur = b->out.get();
     }
     norm_->forward(*cur, *n_);
-    output_->forward(*n_, *logits_);
-    xent_->forward(*logits_, *labels_);
+    for (size_t i = 0; i < head_.size(); ++i) {  // the last chunk's logits stay for backward
+      output_->forward(head_n(i), *logits_);
+      head_[i].xent->forward(*logits_, head_labels(i));
+    }
   }
 
-  float loss() override { return xent_->loss(); }
-  std::vector<const float*> loss_terms() override { return {xent_->loss_location()}; }
+  float loss() override {
+    float sum = 0.0f;
+    for (auto& h : head_) sum += h.xent->loss();
+    return sum;
+  }
+  std::vector<const float*> loss_terms() override {  // the trainer adds them up: the chunks' shares of the mean
+    std::vector<const float*> v;
+    for (auto& h : head_) v.push_back(h.xent->loss_location());
+    return v;
+  }
 
   void backward(const LossGradScale& scale, const GradReadyFn& ready) override {
-    xent_->backward(*logits_, scale);  // the gradient over the logits: no second (M, V) tensor
     const Tensor& last = *blocks_.back()->out;
     const std::vector<Tensor*> io = io_grads();
     Tensor& dn = *io[0];
     Tensor* dout = io[1];
-    output_->backward(*n_, *logits_, &dn);
+    for (size_t i = head_.size(); i-- > 0;) {
+      if (i + 1 < head_.size()) output_->forward(head_n(i), *logits_);  // recompute the chunk's logits
+      head_[i].xent->backward(*logits_, scale);  // the gradient over the logits: no second (rows, V) tensor
+      if (i + 1 == head_.size()) output_->backward(head_n(i), *logits_, &head_dn(i, dn));
+      else output_->backward_add(head_n(i), *logits_, &head_dn(i, dn));
+    }
     if (!cfg_.tied) ready(*output_);
     norm_->backward(last, dn, *dout);
     ready(*norm_);
@@ -157,8 +189,14 @@ class Llama final : public Model {
   llama::SharedOps ops_;
   std::unique_ptr<RmsNorm> norm_;
   std::unique_ptr<Linear> output_;
-  std::unique_ptr<SoftmaxCrossEntropy> xent_;
-  TensorPtr x0_, n_, logits_;  // (M, H), (M, H), (M, V)
+  // The output head's chunks of tokens (one, with no views, unless --logits-chunk): row views
+  // of n, the labels and dn, and the chunk's cross-entropy.
+  struct HeadChunk {
+    TensorPtr n, labels, dn;
+    std::unique_ptr<SoftmaxCrossEntropy> xent;
+  };
+  std::vector<HeadChunk> head_;
+  TensorPtr x0_, n_, logits_;  // (M, H), (M, H), (chunk rows, V)
 };
 
 }  // namespace

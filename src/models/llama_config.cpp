@@ -34,6 +34,22 @@ void validate_llama(const LlamaConfig& c) {
   if ((c.hidden / c.heads) % 2 != 0)
     throw_usage_error("--llama-hidden / --llama-heads = head dim " + std::to_string(c.hidden / c.heads) +
                       " must be even (RoPE rotates pairs)");
+  const int64_t tokens = c.batch * c.seq_len;
+  if (c.logits_chunk < 0 || (c.logits_chunk > 0 && tokens % c.logits_chunk != 0))
+    throw_usage_error("--logits-chunk " + std::to_string(c.logits_chunk) + " must divide the batch's " + std::to_string(tokens) +
+                      " tokens (--batch-size x --seq-len), or be 0 (whole) or auto");
+}
+
+int64_t auto_logits_chunk(int64_t tokens, int64_t vocab, int64_t logit_bytes) {
+  constexpr int64_t kMaxElements = 2147483647;  // 2^31 - 1
+  const auto fits = [&](int64_t rows) {
+    const int64_t elements = rows * vocab;
+    return elements <= kMaxElements && (logit_bytes < 4 || elements * logit_bytes <= kAutoLogitsChunkBytes);
+  };
+  if (fits(tokens)) return 0;
+  for (int64_t parts = 2; parts < tokens; ++parts)
+    if (tokens % parts == 0 && fits(tokens / parts)) return tokens / parts;
+  return 1;
 }
 
 int64_t llama_parameter_count(const LlamaConfig& c) {

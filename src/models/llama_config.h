@@ -23,6 +23,10 @@ struct LlamaConfig {
   int64_t batch = 1;            // sequences per device
   int64_t seq_len = 8192;       // tokens per sequence (MLPerf's)
   bool recompute = false;      // --recompute block: blocks keep only their input, forward rerun before backward
+  // --logits-chunk: tokens per chunk of the output head and its loss; 0: the whole batch at
+  // once. Chunked, the logits are never whole: forward computes each chunk's logits and loss,
+  // backward recomputes each chunk's logits (all but the last, still there) for its gradient.
+  int64_t logits_chunk = 0;
   float init_std = 0.02f;       // N(0, std) for every matrix; norms start at 1
 };
 
@@ -33,6 +37,13 @@ LlamaConfig llama_preset(const std::string& model);
 
 // Checks a configuration: one-line usage errors naming the flag.
 void validate_llama(const LlamaConfig& c);
+
+// --logits-chunk auto: 0 (the whole batch) unless the batch's logits would be f32 and over
+// 1 GiB, or over 2^31 - 1 elements (what the kernels index) in any dtype; then the largest
+// chunk of tokens that divides the batch's and stays within both. logit_bytes: 4 where the
+// logits are f32 (fp32, tf32), 2 otherwise.
+int64_t auto_logits_chunk(int64_t tokens, int64_t vocab, int64_t logit_bytes);
+inline constexpr int64_t kAutoLogitsChunkBytes = int64_t{1} << 30;
 
 // Parameters of a configuration, counted as PyTorch does (a tied table once).
 int64_t llama_parameter_count(const LlamaConfig& c);

@@ -1,5 +1,8 @@
 #include "train/llama_options.h"
 
+#include "core/error.h"
+#include "core/parse_number.h"
+
 namespace dlperf {
 
 LlamaConfig llama_config(const TrainOptions& o) {
@@ -11,6 +14,14 @@ LlamaConfig llama_config(const TrainOptions& o) {
   take(o.llama_kv_heads, c.kv_heads), take(o.llama_ffn, c.ffn), take(o.llama_vocab, c.vocab);
   c.batch = o.batch_size, c.seq_len = o.seq_len;
   c.recompute = o.recompute == "block";
+  if (o.logits_chunk == "auto") {
+    const bool f32_logits = o.precision == Precision::fp32 || o.precision == Precision::tf32;  // tf32: f32 tensors
+    c.logits_chunk = auto_logits_chunk(c.batch * c.seq_len, c.vocab, f32_logits ? 4 : 2);
+  } else if (const auto v = parse_int64(o.logits_chunk)) {
+    c.logits_chunk = *v;  // validate_llama checks it divides the batch's tokens
+  } else {
+    throw_usage_error("--logits-chunk '" + o.logits_chunk + "' is not a number of tokens, 0 or auto");
+  }
   return c;
 }
 

@@ -107,6 +107,7 @@ constexpr Applies kModelOptions[] = {
     {"llama-layers", "llama3_8b llama3_2_1b"}, {"llama-hidden", "llama3_8b llama3_2_1b"}, {"llama-heads", "llama3_8b llama3_2_1b"},
     {"peak-tflops", "llama3_8b llama3_2_1b"},
     {"llama-kv-heads", "llama3_8b llama3_2_1b"}, {"llama-ffn", "llama3_8b llama3_2_1b"}, {"llama-vocab", "llama3_8b llama3_2_1b"},
+    {"logits-chunk", "llama3_8b llama3_2_1b"},
 };
 
 bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
@@ -305,6 +306,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("llama-kv-heads", po::value(&o.llama_kv_heads)->default_value(o.llama_kv_heads), "Llama key/value heads (-1: the model's)")
     ("llama-ffn", po::value(&o.llama_ffn)->default_value(o.llama_ffn), "Llama feed-forward size (-1: the model's)")
     ("llama-vocab", po::value(&o.llama_vocab)->default_value(o.llama_vocab), "Llama vocabulary size (-1: the model's)")
+    ("logits-chunk", po::value(&o.logits_chunk)->default_value(o.logits_chunk), "Llama: tokens per chunk of the output head and "
+                                                                                  "loss (logits never whole; backward recomputes "
+                                                                                  "them), 0 for the whole batch, or auto: chunks only "
+                                                                                  "f32 logits over 1 GiB (docs/llm.md)")
     ("vgg-width", po::value(&o.vgg_width)->default_value(o.vgg_width), "VGG channels of the first block (blocks: 1x, 2x, 4x, 8x, 8x)")
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on

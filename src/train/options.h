@@ -48,6 +48,9 @@ struct TrainOptions {
   // Llama (--model llama3_8b, llama3_2_1b): reduced sizes; -1 keeps the preset's value
   double peak_tflops = 0;  // MFU's peak per device; 0: the GPU table or the CPU estimate (train/peak_flops.h)
   int64_t llama_layers = -1, llama_hidden = -1, llama_heads = -1, llama_kv_heads = -1, llama_ffn = -1, llama_vocab = -1;
+  // Tokens per chunk of the output head and loss (LlamaConfig::logits_chunk): a number, 0 for
+  // the whole batch, or auto (auto_logits_chunk: chunks only logits too large to hold whole).
+  std::string logits_chunk = "auto";
   // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
   int64_t vgg_width = 64, vgg_hidden = 4096;
   // Real images (--data with resnet50 / vgg16)

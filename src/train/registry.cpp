@@ -200,8 +200,12 @@ std::string model_title(const TrainOptions& o) {
     const LlamaConfig c = llama_config(o), full = llama_preset(o.model);
     const bool same = c.layers == full.layers && c.hidden == full.hidden && c.heads == full.heads && c.kv_heads == full.kv_heads &&
                       c.ffn == full.ffn && c.vocab == full.vocab;
+    const int64_t tokens = c.batch * c.seq_len;
+    const std::string head = c.logits_chunk > 0 ? ", logits in " + std::to_string(tokens / c.logits_chunk) + " chunks of " +
+                                                      std::to_string(c.logits_chunk) + " tokens"
+                                                : "";
     return std::string(same ? "" : "reduced ") + (o.model == "llama3_8b" ? "Llama 3.1 8B" : "Llama 3.2 1B") + " pretraining, seq " +
-           std::to_string(o.seq_len) + (o.data.empty() ? ", synthetic tokens" : ", indexed dataset " + o.data);
+           std::to_string(o.seq_len) + head + (o.data.empty() ? ", synthetic tokens" : ", indexed dataset " + o.data);
   }
   return o.model;
 }

@@ -59,7 +59,9 @@ double largest_activation_elements(const TrainOptions& o) {
   }
   if (is_llama_model(o.model)) {
     const LlamaConfig c = llama_config(o);
-    return b * static_cast<double>(o.seq_len) * static_cast<double>(std::max({c.vocab, c.ffn, c.hidden}));
+    const double tokens = b * static_cast<double>(o.seq_len);
+    const double head_rows = c.logits_chunk > 0 ? static_cast<double>(c.logits_chunk) : tokens;  // --logits-chunk
+    return std::max(head_rows * static_cast<double>(c.vocab), tokens * static_cast<double>(std::max(c.ffn, c.hidden)));
   }
   const double s = static_cast<double>(o.seq_len);
   return b * std::max({s * static_cast<double>(o.bert_intermediate), static_cast<double>(o.bert_heads) * s * s,
@@ -84,7 +86,10 @@ double min_activation_bytes(const TrainOptions& o) {
     // lives at a time, in the buffers all blocks share.
     const double kept = o.recompute == "block" ? static_cast<double>(c.layers) * static_cast<double>(c.hidden) + per_block
                                                : static_cast<double>(c.layers) * per_block;
-    return 2.0 * tokens * (kept + static_cast<double>(c.vocab));
+    // The logits: one chunk of rows with --logits-chunk, f32 in fp32 and tf32 runs.
+    const double head_rows = c.logits_chunk > 0 ? static_cast<double>(c.logits_chunk) : tokens;
+    const double logit_bytes = o.precision == Precision::fp32 || o.precision == Precision::tf32 ? 4.0 : 2.0;
+    return 2.0 * tokens * kept + logit_bytes * head_rows * static_cast<double>(c.vocab);
   }
   const double s = static_cast<double>(o.seq_len), hid = static_cast<double>(o.bert_hidden);
   const double layer = 4 * s * hid + static_cast<double>(o.bert_heads) * s * s;

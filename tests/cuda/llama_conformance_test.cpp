@@ -159,7 +159,8 @@ TEST_F(LlamaConformance, GroupedQueryCausalAttention) {
 // A reduced Llama trained with Llama 3's AdamW recipe on both backends: untied, or with the
 // output head tied to the embeddings (Llama 3.2's) over a vocabulary that is not a multiple of 8
 // (the CUDA table stored padded to 104 rows, the logits dense over the 100 real ones).
-std::vector<float> train_llama(BackendKind kind, Precision p, bool tied = false) {
+// logits_chunk: --logits-chunk (0: the whole batch's logits at once).
+std::vector<float> train_llama(BackendKind kind, Precision p, bool tied = false, int64_t logits_chunk = 0) {
   BackendOptions o;
   o.precision = p;
   o.threads = 2;
@@ -168,6 +169,7 @@ std::vector<float> train_llama(BackendKind kind, Precision p, bool tied = false)
   c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 176, c.vocab = tied ? 100 : 128;
   c.tied = tied;
   c.batch = 2, c.seq_len = 32;
+  c.logits_chunk = logits_chunk;
   auto model = make_llama(*be, c);
   ParamStore store(*be, model->layers());
   model->init_params(7);
@@ -209,6 +211,22 @@ TEST(LlamaTrainConformance, TiedHeadLossesAgreeWithTheCpuBackend) {
     ASSERT_EQ(got.size(), want.size());
     const double tol = p == Precision::fp32 ? 1e-3 : p == Precision::bf16 ? 6e-2 : 3e-2;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::fabs(want[i])) << name(p) << " tied, step " << i;
+  }
+}
+
+// The output head in 4 chunks of 16 tokens (row views, one loss per chunk, the weight gradient
+// added chunk by chunk with beta = 1), untied and tied, against the CPU backend's whole head.
+TEST(LlamaTrainConformance, ChunkedHeadLossesAgreeWithTheCpuBackend) {
+  DLPERF_NEED_GPU();
+  for (bool tied : {false, true}) {
+    const auto want = train_llama(BackendKind::cpu, Precision::fp32, tied);
+    for (Precision p : kPrecisions) {
+      const auto got = train_llama(BackendKind::cuda, p, tied, 16);
+      ASSERT_EQ(got.size(), want.size());
+      const double tol = p == Precision::fp32 ? 1e-3 : p == Precision::bf16 ? 6e-2 : 3e-2;
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], tol * std::fabs(want[i])) << name(p) << (tied ? " tied" : "") << " chunked, step " << i;
+    }
   }
 }
 

@@ -30,9 +30,12 @@ double max_abs(const std::vector<float>& v) {
 }
 
 struct Golden {
-  explicit Golden(Precision p, bool tied = false) : fx(fixture(tied)), be(make_backend(BackendKind::cpu, {p, 2, 0})) {
+  // logits_chunk: tokens per chunk of the output head (--logits-chunk); 0: the whole batch.
+  explicit Golden(Precision p, bool tied = false, int64_t logits_chunk = 0)
+      : fx(fixture(tied)), be(make_backend(BackendKind::cpu, {p, 2, 0})) {
     LlamaConfig c = llama_preset(tied ? "llama3_2_1b" : "llama3_8b");
     c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 176, c.vocab = 512, c.batch = 2, c.seq_len = 32;
+    c.logits_chunk = logits_chunk;
     model = make_llama(*be, c);
     store = std::make_unique<ParamStore>(*be, model->layers());
     for (const auto& e : store->entries()) e.layer->write_param(e.index, fx.floats("/params/" + e.layer->params()[e.index].name));
@@ -104,6 +107,50 @@ TEST(LlamaGolden, TiedHeadLossAndEveryGradientMatchFp32) {
   EXPECT_NEAR(g.model->loss(), loss, 2e-5 * std::abs(loss));
   g.model->backward(1.0f, [](const Layer&) {});
   expect_gradients(g, 1e-4, 20);  // tok_embeddings.weight: the head's and the lookup's gradients summed
+}
+
+// The output head and loss in 4 chunks of 16 of the 64 tokens (--logits-chunk 16): the same
+// fixture, the same tolerances, untied and tied (the table's gradient then adds the head's
+// chunks and the lookup's scatter).
+TEST(LlamaGolden, ChunkedHeadLossAndEveryGradientMatchFp32) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    Golden g(Precision::fp32, tied, 16);
+    g.forward();
+    const double loss = g.fx.scalar("/loss");
+    EXPECT_NEAR(g.model->loss(), loss, 2e-5 * std::abs(loss));
+    g.model->backward(1.0f, [](const Layer&) {});
+    expect_gradients(g, 1e-4, 20);
+  }
+}
+
+TEST(LlamaGolden, ChunkedHeadFollowsInBf16) {
+  Golden g(Precision::bf16, false, 16);
+  g.forward();
+  const double loss = g.fx.scalar("/loss");
+  EXPECT_NEAR(g.model->loss(), loss, 1e-2 * std::abs(loss));
+  g.model->backward(1.0f, [](const Layer&) {});
+  expect_gradients(g, 0.05, 0);
+}
+
+// Chunked against whole on the same weights: the loss to f32 round-off, every gradient to 1e-6
+// of its largest element (only the head's weight gradient is summed in another order), and the
+// model holds a quarter of the logits.
+TEST(LlamaGolden, ChunkedHeadEqualsTheWholeHeadAndHoldsAQuarterOfTheLogits) {
+  Golden whole(Precision::fp32), chunked(Precision::fp32, false, 16);
+  const int64_t logits_bytes = 64 * 512 * 4;
+  EXPECT_GE(whole.be->allocated_bytes() - chunked.be->allocated_bytes(), logits_bytes * 3 / 4);
+  whole.forward();
+  chunked.forward();
+  EXPECT_NEAR(chunked.model->loss(), whole.model->loss(), 1e-6 * whole.model->loss());
+  whole.model->backward(1.0f, [](const Layer&) {});
+  chunked.model->backward(1.0f, [](const Layer&) {});
+  const auto a = whole.store->read_grads(), b = chunked.store->read_grads();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double scale = max_abs(a[i]);
+    for (size_t j = 0; j < a[i].size(); ++j) ASSERT_NEAR(b[i][j], a[i][j], 1e-6 * scale) << i << " " << j;
+  }
 }
 
 TEST(LlamaGolden, Llama3OptimizerStepLossesMatch) {

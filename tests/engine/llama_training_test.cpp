@@ -85,6 +85,18 @@ TEST(LlamaModel, BadConfigurationsAreUsageErrors) {
   expect_usage(c, "even");
   c = llama_preset("llama3_8b"), c.seq_len = 0;
   expect_usage(c, "--seq-len");
+  c = llama_preset("llama3_8b"), c.batch = 3, c.seq_len = 100, c.logits_chunk = 64;  // 300 tokens
+  expect_usage(c, "--logits-chunk 64 must divide the batch's 300 tokens");
+}
+
+// --logits-chunk auto: whole logits unless f32 over 1 GiB, or over 2^31 - 1 elements.
+TEST(LlamaModel, AutoLogitsChunkSplitsOnlyLogitsTooLargeToHold) {
+  EXPECT_EQ(auto_logits_chunk(8192, 128256, 2), 0);     // bf16, 2.1 GB: held whole
+  EXPECT_EQ(auto_logits_chunk(8192, 128256, 4), 2048);  // f32, 4.2 GB: 4 chunks of 1.05 GB
+  EXPECT_EQ(auto_logits_chunk(16384, 128256, 2), 0);      // bf16, 2.10e9 elements: under 2^31
+  EXPECT_EQ(auto_logits_chunk(32768, 128256, 2), 16384);  // bf16, 4.2e9 elements: 2 chunks
+  EXPECT_EQ(auto_logits_chunk(2048, 32000, 4), 0);       // the reduced benchmark's 262 MB
+  EXPECT_EQ(auto_logits_chunk(3 * 8192, 128256, 4), 2048);  // 12 chunks of 2,048 tokens
 }
 
 LlamaConfig reduced(bool tied) {

@@ -138,20 +138,27 @@ TEST(OpProfile, ResNetOpsAccountForForwardAndBackward) {
   for (const auto& e : p.events) EXPECT_LE(e.start, e.end);
 }
 
+// This small BERT's step takes about a millisecond, so a test beside it on a loaded machine
+// (ctest -j2) can stretch the host glue between ops past a fifth of the phases: the share is
+// taken from the best of up to three runs. Ops that went untimed fail all three.
 TEST(OpProfile, BertOpsAccountForForwardAndBackward) {
   const BertConfig c = small_bert();
-  Rig rig(true, 1, 2, [&](Backend& b) { return make_bert(b, c); });
-  Lamb lamb(*rig.be, *rig.store, AdamConfig{0.9f, 0.999f, 1e-6f, 0.01f});
-  TrainConfig tc = config(3, 0.01f);
-  tc.profiler = rig.profiler.get();
-  SyntheticTokens data({c.batch, c.seq_len, c.max_predictions, c.vocab}, 11);
-  Trainer t(*rig.model, *rig.be, lamb, tc);
-  RankTrace trace;
-  t.run(data, nullptr, trace, {}, nullptr);
-  const OpProfile p = rig.profiler->result(0);
-  const double ops = ops_ms(p), phases = phase_ms(trace, 1, 2);
+  OpProfile p;
+  double ops = 0, phases = 1;
+  for (int attempt = 0; attempt < 3 && ops <= 0.8 * phases; ++attempt) {
+    Rig rig(true, 1, 2, [&](Backend& b) { return make_bert(b, c); });
+    Lamb lamb(*rig.be, *rig.store, AdamConfig{0.9f, 0.999f, 1e-6f, 0.01f});
+    TrainConfig tc = config(3, 0.01f);
+    tc.profiler = rig.profiler.get();
+    SyntheticTokens data({c.batch, c.seq_len, c.max_predictions, c.vocab}, 11);
+    Trainer t(*rig.model, *rig.be, lamb, tc);
+    RankTrace trace;
+    t.run(data, nullptr, trace, {}, nullptr);
+    p = rig.profiler->result(0);
+    ops = ops_ms(p), phases = phase_ms(trace, 1, 2);
+    EXPECT_LE(ops, phases * 1.001 + 1e-3);
+  }
   EXPECT_GT(ops, 0.8 * phases) << "ops " << ops << " ms of " << phases << " ms forward + backward";
-  EXPECT_LE(ops, phases * 1.001 + 1e-3);
   bool kinds[3] = {false, false, false};
   for (const auto& row : p.rows) {
     kinds[0] |= row.kind == "batched_matmul";
