@@ -40,6 +40,26 @@ bad '--dropout does not apply' "${small[@]}" --llama-hidden 64 --llama-heads 4 -
 bad '--llama-layers does not apply' --model bert_base --llama-layers 2
 bad 'optimizer adamw' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --optimizer lamb
 bad 'needs at least .* GiB' --model llama3_8b
+bad "--logits-chunk 24 must divide the batch's 16 tokens" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --logits-chunk 24
+bad "--logits-chunk 'half' is not a number" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --logits-chunk half
+bad '--logits-chunk does not apply' --model bert_base --logits-chunk 16
+# --logits-chunk: the head in 4 chunks of 48 tokens trains to the same losses as the whole head
+# (4 digits printed), named in the banner, with less memory allocated.
+chunk_run() {  # chunk, log
+  timeout 120 "$train" --model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 \
+    --llama-vocab 4000 --seq-len 48 --batch-size 4 --threads 1 --iterations 4 --warmup 1 --print-every 1 --logits-chunk "$1" >"$2" 2>&1
+}
+if chunk_run 0 "$dir/whole.log" && chunk_run 48 "$dir/chunk.log"; then
+  whole_losses=$(grep -o 'loss *[0-9.]*' "$dir/whole.log" | tr -s ' ') chunk_losses=$(grep -o 'loss *[0-9.]*' "$dir/chunk.log" | tr -s ' ')
+  alloc() { sed -n 's/.*(allocated \([0-9.]*\) MiB.*/\1/p' "$1"; }
+  if ! head -1 "$dir/chunk.log" | grep -q 'logits in 4 chunks of 48 tokens'; then echo "FAIL logits-chunk: banner"; head -1 "$dir/chunk.log"; fail=1
+  elif [ -z "$whole_losses" ] || [ "$whole_losses" != "$chunk_losses" ]; then echo "FAIL logits-chunk: losses $chunk_losses, whole $whole_losses"; fail=1
+  elif ! awk -v w="$(alloc "$dir/whole.log")" -v c="$(alloc "$dir/chunk.log")" 'BEGIN { exit !(c + 2 < w) }'; then
+    echo "FAIL logits-chunk: allocated $(alloc "$dir/chunk.log") MiB, whole $(alloc "$dir/whole.log") MiB"; fail=1
+  else echo "ok   logits-chunk 48: the whole head's losses; allocated $(alloc "$dir/chunk.log") MiB, whole $(alloc "$dir/whole.log") MiB"; fi
+else
+  echo "FAIL logits-chunk runs"; tail -3 "$dir/whole.log" "$dir/chunk.log"; fail=1
+fi
 # --profile-ops times Llama's own ops as well: --ops names each kind beside the products.
 if timeout 120 "$train" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --threads 1 --iterations 5 --warmup 2 \
      --print-every 0 --profile-ops 2 --output "$dir/prof.h5" >"$dir/prof.log" 2>&1 &&
@@ -115,7 +135,8 @@ bad "no file .*nothing.idx" "${v128[@]}" --data "$dir/c4,$dir/nothing"
 
 # --find-max-batch honours --recompute, --grad-accum and --zero (issue 25 item 8): each trial
 # builds what the run would, so under one memory limit recomputing fits a larger batch, an
-# accumulation buffer a smaller one, and 2 ranks sharding AdamW's moments a larger one.
+# accumulation buffer a smaller one, 2 ranks sharding AdamW's moments a larger one, and the
+# head in chunks of one sequence (--logits-chunk) a larger one.
 fmb=(--model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 16000
      --seq-len 64 --threads 1 --memory-limit-mb 120 --batch-size 1 --find-max-batch)
 largest() {  # label, command...: the largest batch it printed, or nothing
@@ -129,11 +150,13 @@ block=$(largest block "$train" "${fmb[@]}" --recompute block)
 accum=$(largest accum "$train" "${fmb[@]}" --grad-accum 2)
 zero0=$(largest zero0 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${fmb[@]}" --zero 0)
 zero1=$(largest zero1 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${fmb[@]}" --zero 1)
-if [ -z "$none" ] || [ -z "$block" ] || [ -z "$accum" ] || [ -z "$zero0" ] || [ -z "$zero1" ] ||
-   [ "$block" -le "$none" ] || [ "$accum" -ge "$none" ] || [ "$zero1" -le "$zero0" ]; then
-  echo "FAIL find-max-batch: recompute none $none, block $block; grad-accum 2 $accum; 2 ranks zero 0 $zero0, zero 1 $zero1"; fail=1
+chunked=$(largest chunked "$train" "${fmb[@]}" --logits-chunk 64)  # one sequence's (64, 16000) f32 logits at a time
+if [ -z "$none" ] || [ -z "$block" ] || [ -z "$accum" ] || [ -z "$zero0" ] || [ -z "$zero1" ] || [ -z "$chunked" ] ||
+   [ "$block" -le "$none" ] || [ "$accum" -ge "$none" ] || [ "$zero1" -le "$zero0" ] || [ "$chunked" -le "$none" ]; then
+  echo "FAIL find-max-batch: recompute none $none, block $block; grad-accum 2 $accum; 2 ranks zero 0 $zero0, zero 1 $zero1;" \
+    "logits-chunk 64 $chunked"; fail=1
 else
-  echo "ok   find-max-batch under 120 MiB: batch $none; $block with --recompute block; $accum with --grad-accum 2; 2 ranks: $zero0, $zero1 with --zero 1"
+  echo "ok   find-max-batch under 120 MiB: batch $none; $block with --recompute block; $accum with --grad-accum 2; 2 ranks: $zero0, $zero1 with --zero 1; $chunked with --logits-chunk 64"
 fi
 
 [ "$fail" -eq 0 ] && echo "llama cli ok"
