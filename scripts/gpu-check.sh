@@ -272,6 +272,14 @@ stage_llama() {
     --plan-only
   step 11 vs-pytorch-llama3_2_1b "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
     --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"
+  # The head over chunks of tokens on the GPU: tf32 logits of 8,192 tokens are 4.2 GB of f32, so
+  # --logits-chunk auto runs 4 chunks of 2,048; against the whole head (the cost of recomputing
+  # three chunks' logits, and the memory it saves: the summary lines).
+  local chunk
+  for chunk in auto 0; do
+    step 11 "llama3_2_1b-tf32-logits-chunk-$chunk" "$TRAIN" --backend cuda --model llama3_2_1b --precision tf32 --seq-len 8192 \
+      --batch-size 1 --iterations 10 --warmup 3 --logits-chunk "$chunk"
+  done
 }
 
 if [ $dry = 0 ]; then
