@@ -173,6 +173,14 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   if (o.zero < most && params > p.activations_min) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
   if (o.grad_accum > 1 && o.zero < 2) help += "no --grad-accum (its buffer), ";
   if (p.activations_min > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
+  if (is_llama_model(o.model)) {  // whole logits a large part of the activations: the head over chunks of tokens
+    const LlamaConfig c = llama_config(o);
+    const int64_t tokens = c.batch * c.seq_len;
+    const double logit_bytes = o.precision == Precision::fp32 || o.precision == Precision::tf32 ? 4.0 : 2.0;
+    if (c.logits_chunk == 0 && tokens % 4 == 0 &&
+        logit_bytes * static_cast<double>(tokens) * static_cast<double>(c.vocab) > 0.25 * p.activations_min)
+      help += "--logits-chunk " + std::to_string(tokens / 4) + ", ";
+  }
   if (p.activations_min > params) help += "a smaller --batch-size with --grad-accum, ";
   help += "a smaller model";
   throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +

@@ -122,6 +122,32 @@ std::pair<double, double> plan_and_peak(TrainOptions o) {
   return {plan, static_cast<double>(s.be().allocated_peak_bytes())};
 }
 
+// A Llama refused while its whole logits are a large part of its activations names the head in
+// chunks among what would help; chunked (or auto-chunked), the suggestion goes.
+TEST(MemoryPlan, RefusalSuggestsTheHeadInChunksWhereTheLogitsWeigh) {
+  TrainOptions o;
+  o.model = "llama3_2_1b";
+  o.seq_len = 8192;
+  o.batch_size = 4;
+  o.precision = Precision::bf16;
+  o.optimizer = "adamw";
+  o.recompute = "block";  // the blocks' activations small: 7.8 GiB of bf16 logits are most of the rest
+  const auto refusal = [](const TrainOptions& t) -> std::string {
+    try {
+      refuse_unless_fits(t, plan_memory(t, 1), 16.0 * 1024 * 1024 * 1024);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  o.logits_chunk = "0";
+  EXPECT_NE(refusal(o).find("--logits-chunk 8192"), std::string::npos) << refusal(o);
+  o.logits_chunk = "4096";
+  const std::string chunked = refusal(o);
+  EXPECT_NE(chunked.find("the run needs at least"), std::string::npos);
+  EXPECT_EQ(chunked.find("--logits-chunk"), std::string::npos) << chunked;
+}
+
 // Issue 25: the plan's total matches the measured peak (the allocation counter) within 10 % for
 // each model, fp32 and bf16, at two batch sizes (the activations grow with the batch, the
 // parameters do not). It is held to 2 %: the model row is what the build allocated and the
