@@ -80,6 +80,7 @@ class LinearWrap final : public LayerWrap<Linear> {
   TensorPtr make_output() const override { return in_->make_output(); }
   void forward(const Tensor& x, Tensor& y) override { p_.timed(op_, [&] { in_->forward(x, y); }); }
   void backward(const Tensor& x, const Tensor& dy, Tensor* dx) override { p_.timed(op_, [&] { in_->backward(x, dy, dx); }); }
+  void backward_add(const Tensor& x, const Tensor& dy, Tensor* dx) override { p_.timed(op_, [&] { in_->backward_add(x, dy, dx); }); }
 };
 
 class LayerNormWrap final : public LayerWrap<LayerNorm> {
@@ -242,6 +243,7 @@ class ProfilingBackend final : public Backend {
 
   TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override { return in_.tensor(dims, dtype, layout); }
   TensorPtr tensor_like(const Tensor& t) override { return in_.tensor_like(t); }
+  TensorPtr rows_of(Tensor& t, int64_t first, int64_t count) override { return in_.rows_of(t, first, count); }
   void convert(const Tensor& src, Tensor& dst) override {
     if (!p_.active()) return in_.convert(src, dst);  // no row lookup outside profiled steps
     p_.timed(p_.convert_op(src, dst), [&] { in_.convert(src, dst); });
