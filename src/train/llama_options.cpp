@@ -5,6 +5,8 @@
 
 namespace dlperf {
 
+int64_t llama_logit_bytes(const TrainOptions& o) { return o.precision == Precision::fp32 || o.precision == Precision::tf32 ? 4 : 2; }
+
 LlamaConfig llama_config(const TrainOptions& o) {
   LlamaConfig c = llama_preset(o.model);
   const auto take = [](int64_t flag, int64_t& field) {
@@ -15,8 +17,7 @@ LlamaConfig llama_config(const TrainOptions& o) {
   c.batch = o.batch_size, c.seq_len = o.seq_len;
   c.recompute = o.recompute == "block";
   if (o.logits_chunk == "auto") {
-    const bool f32_logits = o.precision == Precision::fp32 || o.precision == Precision::tf32;  // tf32: f32 tensors
-    c.logits_chunk = auto_logits_chunk(c.batch * c.seq_len, c.vocab, f32_logits ? 4 : 2);
+    c.logits_chunk = auto_logits_chunk(c.batch * c.seq_len, c.vocab, llama_logit_bytes(o));
   } else if (const auto v = parse_int64(o.logits_chunk)) {
     c.logits_chunk = *v;  // validate_llama checks it divides the batch's tokens
   } else {

@@ -176,7 +176,7 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   if (is_llama_model(o.model)) {  // whole logits a large part of the activations: the head over chunks of tokens
     const LlamaConfig c = llama_config(o);
     const int64_t tokens = c.batch * c.seq_len;
-    const double logit_bytes = o.precision == Precision::fp32 || o.precision == Precision::tf32 ? 4.0 : 2.0;
+    const double logit_bytes = static_cast<double>(llama_logit_bytes(o));
     if (c.logits_chunk == 0 && tokens % 4 == 0 &&
         logit_bytes * static_cast<double>(tokens) * static_cast<double>(c.vocab) > 0.25 * p.activations_min)
       help += "--logits-chunk " + std::to_string(tokens / 4) + ", ";

@@ -88,7 +88,7 @@ double min_activation_bytes(const TrainOptions& o) {
                                                : static_cast<double>(c.layers) * per_block;
     // The logits: one chunk of rows with --logits-chunk, f32 in fp32 and tf32 runs.
     const double head_rows = c.logits_chunk > 0 ? static_cast<double>(c.logits_chunk) : tokens;
-    const double logit_bytes = o.precision == Precision::fp32 || o.precision == Precision::tf32 ? 4.0 : 2.0;
+    const double logit_bytes = static_cast<double>(llama_logit_bytes(o));
     return 2.0 * tokens * kept + logit_bytes * head_rows * static_cast<double>(c.vocab);
   }
   const double s = static_cast<double>(o.seq_len), hid = static_cast<double>(o.bert_hidden);
