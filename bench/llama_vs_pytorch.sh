@@ -24,6 +24,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TRAIN=${DLPERF_TRAIN:-$ROOT/build/src/dlperf-train}
+[[ $TRAIN = */* ]] || TRAIN=$(command -v "$TRAIN" || echo "$TRAIN")  # a command name: from PATH
 PYTHON=${PYTHON:-$(command -v python3 || echo /usr/bin/python3)}
 repeats=3 threads=$(nproc) precisions=fp32,bf16 iters=10 warmup=3 log= backend=cpu preset=
 shape=(4 1024 16 4 3584 32000 1024 2)  # layers hidden heads kv ffn vocab seq batch

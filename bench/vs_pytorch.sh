@@ -116,7 +116,8 @@ else
   PRECISION_RE='^(fp32|bf16)$' PRECISION_NAMES="fp32,bf16"
 fi
 DLPERF_TRAIN=${DLPERF_TRAIN:-build/src/dlperf-train}
-[[ $DLPERF_TRAIN = /* ]] || DLPERF_TRAIN="$ROOT/$DLPERF_TRAIN"
+if [[ $DLPERF_TRAIN != */* ]] && command -v "$DLPERF_TRAIN" >/dev/null 2>&1; then DLPERF_TRAIN=$(command -v "$DLPERF_TRAIN")  # a command name on PATH
+elif [[ $DLPERF_TRAIN != /* ]]; then DLPERF_TRAIN="$ROOT/$DLPERF_TRAIN"; fi
 # PyTorch on the GPU runs without the library path of a packed dlperf build (another cuDNN).
 if [[ $device = cuda ]]; then PY=(env -u LD_LIBRARY_PATH "$PYTHON"); else PY=("$PYTHON"); fi
 if [[ $quick = 1 ]]; then

@@ -102,7 +102,9 @@ test_exe() {  # the path of a CUDA test executable
 }
 TRAIN=${DLPERF_TRAIN:-$( [ -n "$build" ] && [ -x "$build/src/dlperf-train" ] && echo "$build/src/dlperf-train" || echo dlperf-train)}
 REDUCE=$( [ -n "$build" ] && [ -x "$build/analysis/dlperf-reduce" ] && echo "$build/analysis/dlperf-reduce" || echo dlperf-reduce)
-export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one
+# The benches take a path: a packed dlperf-train is found on PATH here, not from the repository.
+[[ $TRAIN = */* ]] || TRAIN=$(command -v "$TRAIN" || echo "$TRAIN")
+export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one (the bench steps also name it)
 SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test)
 
 failed=0 skipped=0 stage_t0=$(date +%s)
@@ -207,7 +209,7 @@ stage_sanitizer() {  # stage tool...
 }
 
 stage_bench() {  # stage model batch
-  step "$1" "vs-pytorch-$2" "$ROOT/bench/vs_pytorch.sh" --device cuda --model "$2" --batch-size "$3" \
+  step "$1" "vs-pytorch-$2" env DLPERF_TRAIN="$TRAIN" "$ROOT/bench/vs_pytorch.sh" --device cuda --model "$2" --batch-size "$3" \
     --precisions fp16,bf16,tf32 --repeats "$repeats" --log-dir "$out/$1-$2-runs"
 }
 
@@ -270,7 +272,7 @@ stage_variants() {
 stage_llama() {
   step 11 plan-llama3_2_1b-bf16 plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 \
     --plan-only
-  step 11 vs-pytorch-llama3_2_1b "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
+  step 11 vs-pytorch-llama3_2_1b env DLPERF_TRAIN="$TRAIN" "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
     --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"
   # The head over chunks of tokens on the GPU: tf32 logits of 8,192 tokens are 4.2 GB of f32, so
   # --logits-chunk auto runs 4 chunks of 2,048; against the whole head (the cost of recomputing

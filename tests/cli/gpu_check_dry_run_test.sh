@@ -69,6 +69,14 @@ grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
 grep -q "comm_mpi_tests --gtest_filter=NcclCommunicator" <<<"$packed" || fail "stage 1 lists the NCCL communicator test"
 grep -q -- "mpirun -np 2 --bind-to none .*dlperf-train --backend cuda --comm nccl" <<<"$packed" || fail "stage 1 lists a 2-rank NCCL run"
 
+# packed, dlperf-train found on PATH: the benches get its path (they take DLPERF_TRAIN as a path;
+# a bare name sent them looking in the repository, and a GPU session's comparison never ran)
+mkdir "$work/bin"
+printf '#!/bin/sh\nexit 0\n' >"$work/bin/dlperf-train"
+chmod +x "$work/bin/dlperf-train"
+benches=$(PATH=$work/bin:$PATH "$script" --dry-run --packed --stage 6,8,11 | grep -E 'vs_pytorch.sh|llama_vs_pytorch.sh')
+[ "$(grep -c "env DLPERF_TRAIN=$work/bin/dlperf-train " <<<"$benches")" = 3 ] || fail "packed benches do not get dlperf-train's path: $benches"
+
 # the plan check itself: a fallback or a reference kernel in --plan-only output fails the step
 fake=$work/dlperf-train
 printf '#!/bin/sh\necho "  conv1  forward  (256,4,224,224)  cudnn_legacy algo 1 (fallback)"\n' >"$fake"
@@ -93,6 +101,6 @@ for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packe
   [ $rc = 2 ] || fail "'$bad' exits $rc, not 2"
 done
 for f in "$work"/* "$work"/.[!.]*; do
-  case ${f##*/} in dlperf-train | o | p | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
+  case ${f##*/} in bin | dlperf-train | o | p | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
 done
 echo "gpu-check dry run: ok"
