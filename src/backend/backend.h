@@ -210,6 +210,12 @@ class Backend {
     (void)model_inputs;
     return nullptr;
   }
+  // The device memory such a pipe holds besides the model's inputs (its staging set), for the
+  // memory plan: the pipe is made as the step starts, after the model's build was counted.
+  virtual size_t input_pipe_bytes(std::span<Tensor* const> model_inputs) const {
+    (void)model_inputs;
+    return 0;
+  }
   // dst[0, count) = value in queue order, without waiting (the step gate's learning rate).
   virtual void fill(float* dst, size_t count, float value) = 0;
   // The step gate update after the gradient exchange (backend/step_gate.h); grads is the

@@ -154,6 +154,7 @@ std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   s += row("accumulation     ", p.accumulation);
   if (built) s += row("model (built)    ", p.model) + "    (weight copies and layouts, activations, their gradients, workspaces)\n";
   else s += row("activations  >=  ", p.activations_min);
+  if (p.input > 0) s += row("input staging    ", p.input);
   s += row("buckets          ", 0.0);
   s += std::string(built ? "  total            " : "  total        >=  ") + gib(p.total());
   if (limit_bytes > 0) s += " of " + gib(limit_bytes) + (p.total() <= limit_bytes ? ": fits" : ": DOES NOT FIT");

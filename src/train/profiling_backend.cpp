@@ -260,6 +260,7 @@ class ProfilingBackend final : public Backend {
   void* stream_handle() override { return in_.stream_handle(); }
   std::unique_ptr<StepRecorder> step_recorder() override { return in_.step_recorder(); }
   std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> inputs) override { return in_.input_pipe(inputs); }
+  size_t input_pipe_bytes(std::span<Tensor* const> inputs) const override { return in_.input_pipe_bytes(inputs); }
   void fill(float* dst, size_t count, float value) override { in_.fill(dst, count, value); }
   void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) override {
     in_.update_step_gate(grads, gate, u);

@@ -325,7 +325,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   Model& model = *stack.model;
   const std::vector<PlannedKernel> kernels = be.planned_kernels();
   // The plan again with the model's own allocations in place of the activation floor (cpu).
-  const MemoryPlan built_plan = with_built_model(plan_memory(o, w.size), o, stack.model_bytes);
+  MemoryPlan built_plan = with_built_model(plan_memory(o, w.size), o, stack.model_bytes);
+  // Batches copied per step go through the backend's input pipe (cuda: a device staging set,
+  // allocated as the step starts); resident batches and the image loader's bypass it.
+  if (!o.data_on_device && !dataset) built_plan.input = static_cast<double>(be.input_pipe_bytes(model.inputs()));
   if (o.plan_only) {
     if (root) {
       if (built_plan.model > 0) out << format_memory_plan(built_plan, memory_limit);

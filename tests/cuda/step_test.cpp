@@ -57,8 +57,12 @@ TEST(CudaStep, InputPipeDeliversEachBatchInOrder) {
   auto be = make_backend(BackendKind::cuda, {});
   TensorPtr images = be->tensor({2, 3, 4, 4}, DType::f32), labels = be->tensor({2}, DType::s32);
   std::vector<Tensor*> inputs{images.get(), labels.get()};
+  const int64_t before = be->allocated_bytes();
   auto pipe = be->input_pipe(inputs);
   ASSERT_TRUE(pipe);
+  // What the memory plan counts for it (its "input staging" row) is what it allocated.
+  EXPECT_EQ(be->allocated_bytes() - before, static_cast<int64_t>(be->input_pipe_bytes(inputs)));
+  EXPECT_GE(be->input_pipe_bytes(inputs), 96 * sizeof(float) + 2 * sizeof(int32_t));
   const auto batch = [](int k) {
     std::vector<float> x(96);
     std::iota(x.begin(), x.end(), static_cast<float>(100 * k));

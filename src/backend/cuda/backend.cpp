@@ -130,6 +130,11 @@ std::unique_ptr<StepRecorder> CudaBackend::step_recorder() { return make_step_re
 std::unique_ptr<InputPipe> CudaBackend::input_pipe(std::span<Tensor* const> model_inputs) {
   return make_input_pipe(ctx_, model_inputs);
 }
+size_t CudaBackend::input_pipe_bytes(std::span<Tensor* const> model_inputs) const {
+  size_t bytes = 0;  // input_pipe.cpp: one device copy of every input, in its canonical layout
+  for (const Tensor* t : model_inputs) bytes += t->storage_bytes();
+  return bytes;
+}
 
 void CudaBackend::fill(float* dst, size_t count, float value) {
   DLPERF_CHECK(launch_fill(dst, ElemType::f32, static_cast<int64_t>(count), value, ctx_->s()));

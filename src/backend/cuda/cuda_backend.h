@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<StepRecorder> step_recorder() override;
   std::unique_ptr<InputPipe> input_pipe(std::span<Tensor* const> model_inputs) override;
+  size_t input_pipe_bytes(std::span<Tensor* const> model_inputs) const override;
   void fill(float* dst, size_t count, float value) override;
   void update_step_gate(std::span<const float> grads, float* gate, const StepGateUpdate& u) override;
   bool supports_graphs() const override { return true; }
