@@ -23,7 +23,8 @@
 #                  (sequence 8,192); then per-kernel GPU
 #                  time of ResNet-50 fp16 and BERT fp16 (nsys, else ncu)
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
-#                  --repeats times (medians in 10-variants.tsv), and --find-max-batch
+#                  --repeats times (medians in 10-variants.tsv), and --find-max-batch against
+#                  PyTorch's largest batch (bench/pytorch_max_batch.py, the same search)
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
 #                  attention is the flagged cuBLAS fallback, not cuDNN's fused SDPA), then
 #                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model
@@ -266,6 +267,9 @@ stage_variants() {
     done
   done
   step 10 rn50-fp16-find-max-batch "$TRAIN" --backend cuda --model resnet50 --precision fp16 --batch-size 256 --find-max-batch
+  # PyTorch's largest batch by the same search, a fresh process per attempt (bench/pytorch_max_batch.py)
+  step 10 rn50-fp16-pytorch-max-batch env -u LD_LIBRARY_PATH python3 "$ROOT/bench/pytorch_max_batch.py" --model resnet50 --precision fp16 \
+    --batch-size 256
   [ $dry = 1 ] || variants_table
 }
 

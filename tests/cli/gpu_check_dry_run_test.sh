@@ -20,6 +20,8 @@ for v in "" " --cuda-graph" " --data-on-device"; do
     fail "stage 10: three repeats of resnet50 fp16${v:- eager}"
 done
 grep -q -- '--find-max-batch' <<<"$out" || fail "stage 10 finds the largest batch"
+grep -q -- '^stage 10 rn50-fp16-pytorch-max-batch .*pytorch_max_batch.py --model resnet50 --precision fp16' <<<"$out" ||
+  fail "stage 10 finds PyTorch's largest batch"
 grep -q -- '-L cuda\|dlperf_cuda_conformance_test' <<<"$out" || fail "stage 1 runs the cuda tests"
 for m in resnet50:256 vgg16:128 bert_base:64; do
   for p in fp16 bf16 tf32 fp32; do
