@@ -1,7 +1,7 @@
 // The kernel record of the CPU backend: every planned primitive appears with the implementation
 // oneDNN chose, reference implementations are flagged, and the bf16 convolution that used to
-// fall to oneDNN's reference kernel on CPUs without AMX (NHWC input, output left to `any`) is
-// both caught by the check and no longer what the backend plans.
+// fall to oneDNN's reference kernel on CPUs without AMX (NHWC input, output left to `any`) is no
+// longer what the backend plans (kernel_record_isa_test.cpp: the check catches it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,20 +28,6 @@ bool cpu_has_bf16() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
-// The combination the backend planned before: oneDNN 2.x has no JIT kernel for it without AMX
-// (the record must flag its ref:any); oneDNN 3.x has a brgemm one (the record must not flag it).
-TEST(KernelRecord, OldNhwcBf16ConvolutionIsCaughtAsReference) {
-  if (dnnl::get_effective_cpu_isa() != dnnl::cpu_isa::avx512_core_bf16)
-    GTEST_SKIP() << "needs avx512_core_bf16 without AMX (where the old plan fell to ref:any)";
-  onednn::Context ctx;
-  const md x(dnnl::memory::dims{4, 64, 16, 16}, onednn::dt::bf16, tag::nhwc);
-  const md w(dnnl::memory::dims{64, 64, 3, 3}, onednn::dt::bf16, tag::any);
-  const md y(dnnl::memory::dims{4, 64, 16, 16}, onednn::dt::bf16, tag::any);
-  const auto pd = onednn::compat::conv_forward(ctx.engine, x, w, md{}, y, {1, 1}, {1, 1});
-  onednn::record_kernel(ctx, "old_conv", "forward", "(4, 64, 16, 16) bf16", pd);
-  ASSERT_EQ(ctx.kernels.size(), 1u);
-  EXPECT_EQ(ctx.kernels[0].reference, !onednn::compat::kOneDnn3) << ctx.kernels[0].impl;
-}
 
 // Through the backend, in both layouts a model can start from: every pass of a bf16
 // convolution is JIT, a first layer plans no backward-data pass, and the record names the op.
