@@ -35,9 +35,14 @@
 #   scripts/gpu-check.sh --stage 1,9,6,7,8,11 --repeats 1 --deadline 600
 # (tests, where the step goes, the PyTorch comparison, Llama): the running step is stopped at
 # the deadline and the rest is skipped, each skip a row of summary.tsv (status "skipped").
+# Each step's results (the benches' measurements and tables, dlperf-train's summary lines) are
+# also printed as they come, so a console's tail carries them; --archive FILE keeps a .tar.gz of
+# the whole folder, rewritten after every step: one file to bring back from a machine that
+# returns only a few (the device tool brings back 8), complete up to the last finished step
+# even when the run is killed.
 #
 # Usage: scripts/gpu-check.sh [--stage N[,N...]] [--out DIR] [--build DIR | --packed] [--dry-run] [--repeats R]
-#                             [--deadline S]
+#                             [--deadline S] [--archive FILE]
 #   --stage     run only these stages, in the order given (default: all, in order)
 #   --out       the folder for everything (default gpu-check-<UTC time>); one log per command,
 #               summary.tsv (stage, step, exit status, seconds), environment.txt and memory.txt
@@ -49,6 +54,7 @@
 #   --repeats   interleaved repeats of the PyTorch comparison (default 3; medians reported)
 #   --deadline  seconds the whole run may take from its start (default: no limit beyond the
 #               stages' own)
+#   --archive   also keep FILE (.tar.gz of the folder), rewritten after every step
 # On a packed machine: source .gpu/env.sh && scripts/gpu-check.sh
 # Exit status: 0 every step that ran passed (skips are listed); 1 a step failed (summary.tsv
 # names it); 2 bad usage.
@@ -61,7 +67,7 @@ STAGE_LIMIT=${GPU_CHECK_STAGE_LIMIT:-570}  # seconds a stage may take: its steps
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die_usage() { echo "gpu-check: $*" >&2; echo "Try '$0 --help'." >&2; exit 2; }
 
-stages="" out="" build="" dry=0 repeats=3 packed=0 deadline=0
+stages="" out="" build="" dry=0 repeats=3 packed=0 deadline=0 archive=""
 while [ $# -gt 0 ]; do
   case $1 in
     --stage) [ $# -ge 2 ] || die_usage "--stage needs a value"; stages="${stages:+$stages,}$2"; shift 2 ;;
@@ -69,6 +75,7 @@ while [ $# -gt 0 ]; do
     --build) [ $# -ge 2 ] || die_usage "--build needs a value"; build=$2; shift 2 ;;
     --repeats) [ $# -ge 2 ] || die_usage "--repeats needs a value"; repeats=$2; shift 2 ;;
     --deadline) [ $# -ge 2 ] || die_usage "--deadline needs a value"; deadline=$2; shift 2 ;;
+    --archive) [ $# -ge 2 ] || die_usage "--archive needs a file"; archive=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --packed) packed=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -85,6 +92,11 @@ for s in "${chosen[@]}"; do
   [[ $s =~ ^[1-9][0-9]?$ ]] && [ "$s" -le ${#STAGE_NAMES[@]} ] || die_usage "--stage takes 1..${#STAGE_NAMES[@]} (got '$s')"
 done
 out=${out:-gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
+if [ -n "$archive" ]; then  # an absolute path outside the folder it holds
+  [[ $archive = /* ]] || archive=$PWD/$archive
+  o=$(cd "$(dirname "$out")" 2>/dev/null && pwd)/$(basename "$out")
+  case $archive in "$o"/*) die_usage "--archive $archive is inside --out $out" ;; esac
+fi
 
 # The CUDA toolkit's tools (compute-sanitizer, nsys, ncu) where the toolkit is not on PATH.
 for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer /opt/nvidia/nsight-systems/*/bin /opt/nvidia/nsight-compute/*; do
@@ -134,12 +146,23 @@ step() {
   fi
   rc=$?
   printf '%s\t%s\t%s\t%s\n' "$stage" "$name" "$rc" "$(($(date +%s) - t0))" >>"$out/summary.tsv"
+  # what the step measured, on the console too: the benches' rows and tables, training summaries
+  grep -E '^ *\[repeat [0-9]+\]|^summary: |^ *[a-z0-9_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x$' "$log" | sed 's/^ */   /' || true
   if [ $rc -ne 0 ]; then
     failed=1
     echo "   FAILED (exit $rc): $log" >&2
     tail -5 "$log" >&2
   fi
+  save_archive
   return $rc
+}
+
+# --archive: the folder as one .tar.gz, replaced whole (written aside, then renamed) so that a run
+# killed mid-write leaves the previous step's archive intact.
+save_archive() {
+  [ -n "$archive" ] || return 0
+  tar -C "$(dirname "$out")" -czf "$archive.part" "$(basename "$out")" && mv -f "$archive.part" "$archive" ||
+    echo "gpu-check: could not write --archive $archive" >&2
 }
 
 # --plan-only output with a fallback or a reference kernel fails the step.
@@ -325,6 +348,7 @@ done
 # The memory plan against each run's measured peaks (issue 25): the summary lines' figures, one
 # per log (plan = formulas + what building the model allocated; allocated = the backend's counter).
 grep -H -o 'peak memory [0-9]* MiB (allocated [0-9.]* MiB, plan [0-9.]* MiB)' "$out"/*.log 2>/dev/null | sed "s|^$out/||" >"$out/memory.txt" || true
+save_archive
 [ $skipped -eq 0 ] || echo "gpu-check: $skipped steps skipped at --deadline (summary.tsv lists them)"
-echo "gpu-check: everything is in $out (summary.tsv)"
+echo "gpu-check: everything is in $out (summary.tsv)${archive:+, and in $archive}"
 exit $failed

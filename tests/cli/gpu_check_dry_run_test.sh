@@ -85,8 +85,13 @@ printf '#!/bin/sh\necho "  conv1  forward  (256,4,224,224)  cudnn_legacy algo 1 
 chmod +x "$fake"
 if DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/o" >/dev/null 2>&1; then fail "a fallback passed the plan stage"; fi
 grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is in summary.tsv"
-printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\n' >"$fake"
-DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" >/dev/null 2>&1 || fail "a clean plan failed the plan stage"
+printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\necho "summary: throughput 7.50 samples/s"\n' >"$fake"
+DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" --archive p.tgz >"$work/p.log" 2>&1 || fail "a clean plan failed the plan stage"
+# each step's results reach the console; --archive holds the whole folder (a device brings back few files)
+[ "$(grep -c '^   summary: throughput 7.50 samples/s' "$work/p.log")" = 14 ] || fail "the steps' summary lines are not on the console"
+[ "$(tar -tzf "$work/p.tgz" | grep -c '^p/2-plan-.*\.log$')" = 14 ] || fail "--archive lacks the logs: $(tar -tzf "$work/p.tgz")"
+tar -xzOf "$work/p.tgz" p/summary.tsv | grep -q "plan-bert_base-tf32	0	" || fail "--archive lacks summary.tsv"
+[ ! -e "$work/p.tgz.part" ] || fail "--archive left its .part"
 
 # --deadline: a step with under 10 s left is not run but listed as skipped; the stage order is
 # the one given; skips alone are not a failure.
@@ -94,7 +99,8 @@ DLPERF_TRAIN=$fake "$script" --stage 2,1 --deadline 3 --out "$work/q" >"$work/q.
 [ "$(grep -c '	skipped	' "$work/q/summary.tsv")" = "$(($(wc -l <"$work/q/summary.tsv") - 1))" ] || fail "--deadline ran a step"
 sed -n 2p "$work/q/summary.tsv" | grep -q '^2	plan-' || fail "--stage 2,1 did not start with stage 2"
 grep -q 'steps skipped at --deadline' "$work/q.log" || fail "no line on the skipped steps"
-for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent" "--deadline soon"; do
+for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packed --build /nonexistent" "--deadline soon" \
+  "--out $work/r --archive $work/r/a.tgz" "--archive"; do
   set +e
   # shellcheck disable=SC2086
   "$script" --dry-run $bad >/dev/null 2>&1
@@ -103,6 +109,6 @@ for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packe
   [ $rc = 2 ] || fail "'$bad' exits $rc, not 2"
 done
 for f in "$work"/* "$work"/.[!.]*; do
-  case ${f##*/} in bin | dlperf-train | o | p | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
+  case ${f##*/} in bin | dlperf-train | o | p | p.log | p.tgz | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
 done
 echo "gpu-check dry run: ok"
