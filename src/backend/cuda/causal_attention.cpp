@@ -1,11 +1,13 @@
-// Grouped-query causal self-attention on the CUDA backend (backend/ops.h's CausalAttention):
-// the products on cuBLAS (tensor cores in tf32/fp16/bf16, f32 accumulation), the causal
-// softmax and its backward in attention_gemm.cu. cuDNN's fused SDPA (graph API) remains the
-// fast path this stands in for: it keeps the scores on chip, this writes them to memory. Every
-// plan records it as a fallback with a one-line warning; under tf32, bf16 and fp16 the
-// `kernels:` line counts it as a reference kernel (the run does not measure cuDNN's attention).
+// Grouped-query causal self-attention on the CUDA backend (backend/ops.h's CausalAttention).
+// bf16 and fp16 run cuDNN's fused SDPA (sdpa_graph.h: flash attention, the scores never in
+// memory) when it plans and passes its trial run on this GPU and cuDNN. Otherwise, and for
+// f32 data, the products run on cuBLAS (tensor cores in tf32/fp16/bf16, f32 accumulation) with
+// the causal softmax and its backward in attention_gemm.cu: a fallback that writes the scores
+// to memory, recorded with a one-line warning and the reason, and under tf32, bf16 and fp16
+// counted on the `kernels:` line as a reference kernel (the run does not measure cuDNN's
+// attention). A test that sets AttentionSpec::query_chunk asks for the cuBLAS path.
 //
-// Queries are taken in chunks of `chunk_` rows [t0, t0 + rows), each against its keys [0, t0 +
+// The cuBLAS path takes queries in chunks of `chunk_` rows [t0, t0 + rows), each against its keys [0, t0 +
 // rows) only (the causal mask leaves the rest out), for one query head of every key/value head
 // at a time (query head g * group + r of head g: cuBLAS batches over g with one stride):
 //   forward   S = Q K^T / sqrt(D)  (f32, kv_heads x rows x keys)
@@ -20,6 +22,7 @@
 
 #include "backend/cuda/llama_kernels.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/sdpa_graph.h"
 
 namespace dlperf::cuda {
 namespace {
@@ -39,6 +42,23 @@ class CudaCausalAttention final : public CausalAttention {
     const Dims want{s.batch * s.seq_len, s.heads * s.head_dim};
     if (q.dims() != want || q.layout() != Layout::canonical || q.padded())
       throw_usage_error("causal_attention: q " + to_string(q.dims()) + " is not a dense " + to_string(want));
+    const size_t stats = static_cast<size_t>(s.batch * s.heads * s.seq_len);
+    stats_ = ctx_->alloc(2 * stats * sizeof(float));  // lse (B, H, T) | delta, cuDNN's row sums (B, H, T)
+    const std::string shape = shape_str(want, dtype_) + " kv_heads " + std::to_string(s.kv_heads);
+    const SdpaShape fused_shape{s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim, dtype_};
+    std::string why = s.query_chunk > 0 ? "a query chunk was asked for (the cuBLAS path's tests)" : sdpa_unsupported(*ctx_, fused_shape);
+    if (why.empty()) {
+      try {
+        fused_ = std::make_unique<FusedSdpa>(*ctx_, fused_shape);
+      } catch (const Error& e) {
+        why = std::string("cuDNN's fused attention did not plan: ") + e.what();
+      }
+    }
+    if (fused_) {  // flash-attention kernels: tensor cores (HMMA/GMMA) whatever notes the engine carries
+      ctx_->record_kernel("causal_attention", "forward", shape, "cudnn_graph fused SDPA " + fused_->forward_name(), MathUnits::tensor_cores);
+      ctx_->record_kernel("causal_attention", "backward", shape, "cudnn_graph fused SDPA " + fused_->backward_name(), MathUnits::tensor_cores);
+      return;
+    }
     const int64_t t = s.seq_len, g = s.kv_heads;
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
     // rows of S (f32) and P for every key/value head against up to all T keys
@@ -51,15 +71,13 @@ class CudaCausalAttention final : public CausalAttention {
     size_t scratch = score_elems_ * static_cast<size_t>(4 + es);
     if (dtype_ != DType::f32) scratch += 2 * static_cast<size_t>(t * g * s.head_dim) * sizeof(float);  // dK, dV sums
     ctx_->scratch.reserve(scratch);
-    const size_t stats = static_cast<size_t>(s.batch * s.heads * s.seq_len);
-    stats_ = ctx_->alloc(2 * stats * sizeof(float));  // lse (B, H, T) | delta (B, H, T)
-    const std::string shape = shape_str(want, dtype_) + " kv_heads " + std::to_string(s.kv_heads);
     const std::string impl = "cublas strided batched QK^T, PV (" + ctx_->gemm_math_name(dtype_) + ") + dlperf:attn_probs, " +
                              std::to_string(chunks) + " query chunk" + (chunks > 1 ? "s" : "") + " of " + std::to_string(chunk_);
     const MathUnits units = dtype_ == DType::f32 && !ctx_->tf32() ? MathUnits::cuda_cores : MathUnits::tensor_cores;
-    // Still a stand-in (issue 24): warned about, and under tf32/bf16/fp16 counted on the
-    // `kernels:` line, until cuDNN's fused SDPA replaces it. fp32 has no cuDNN SDPA to miss.
-    const std::string why = "cuDNN's fused attention (SDPA graph) is not wired in dlperf yet; the scores go through memory";
+    // Warned about, and under tf32/bf16/fp16 counted on the `kernels:` line (issue 24): cuDNN's
+    // fused attention takes no f32 data, and where it does not plan the run measures this.
+    if (dtype_ == DType::f32) why = "cuDNN's fused attention takes bf16 or fp16 data";
+    why += "; the scores go through memory";
     for (const char* pass : {"forward", "backward"}) ctx_->warn_fallback("causal_attention", pass, shape, impl, why, units, true);
   }
 
@@ -69,6 +87,7 @@ class CudaCausalAttention final : public CausalAttention {
 
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) override {
     const Ops x{dev(q).data(), dev(k).data(), dev(v).data(), dev(o).data()};
+    if (fused_) return fused_->forward(*ctx_, x.q, x.k, x.v, dev(o).data(), lse());
     for (int64_t b = 0; b < s_.batch; ++b)
       for (int64_t t0 = 0; t0 < s_.seq_len; t0 += chunk_)
         for (int64_t r = 0; r < group(); ++r) {
@@ -84,6 +103,7 @@ class CudaCausalAttention final : public CausalAttention {
                 Tensor& dv) override {
     const Ops x{dev(q).data(), dev(k).data(), dev(v).data(), dev(o).data()};
     const void* dop = dev(dout).data();
+    if (fused_) return fused_->backward(*ctx_, x.q, x.k, x.v, x.o, dop, lse(), delta(), dev(dq).data(), dev(dk).data(), dev(dv).data());
     DLPERF_CHECK(launch_attn_delta(x.o, dop, delta(), elem(dtype_), s_.batch, s_.seq_len, s_.heads, d(), ctx_->s()));
     const bool f32 = dtype_ == DType::f32;
     const int64_t kv_elems = s_.seq_len * s_.kv_heads * d();
@@ -167,6 +187,7 @@ class CudaCausalAttention final : public CausalAttention {
   int64_t chunk_ = 1;        // query rows per chunk
   size_t score_elems_ = 0;   // kv_heads x chunk x T: S's and P's buffers
   DeviceMemory stats_;
+  std::unique_ptr<FusedSdpa> fused_;  // cuDNN's fused SDPA, where it planned
 };
 
 }  // namespace

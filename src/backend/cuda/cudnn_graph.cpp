@@ -46,6 +46,19 @@ const BackendDesc& Graph::tensor(int64_t uid, cudnnDataType_t t, const std::vect
   return keep(std::move(d));
 }
 
+const BackendDesc& Graph::scalar(int64_t uid, cudnnDataType_t t) {
+  BackendDesc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  d.set_type(CUDNN_ATTR_TENSOR_DATA_TYPE, t)
+      .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, std::vector<int64_t>{1, 1, 1, 1})
+      .set_i64(CUDNN_ATTR_TENSOR_STRIDES, std::vector<int64_t>{1, 1, 1, 1})
+      .set_i64(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid)
+      .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
+      .set_bool(CUDNN_ATTR_TENSOR_IS_VIRTUAL, false)
+      .set_bool(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
+  d.finalize();
+  return keep(std::move(d));
+}
+
 const BackendDesc& Graph::keep(BackendDesc d) {
   owned_.push_back(std::make_unique<BackendDesc>(std::move(d)));
   return *owned_.back();
