@@ -4,7 +4,8 @@
 # and saves every output under one folder:
 #
 #   1  tests       ctest -L cuda (a build tree), or every packed CUDA test executable on PATH
-#                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there);
+#                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there),
+#                  the fused-attention test again with cuDNN's error and warning log;
 #                  with two or more GPUs also NCCL: comm_mpi_tests' NCCL cases on 2 ranks (pack
 #                  it with `gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests`) and a
 #                  2-rank ResNet-50 fp16 run with --comm nccl
@@ -192,6 +193,11 @@ stage_tests() {
     done
     step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
   fi
+  # cuDNN's fused attention is dlperf's own graph of the pattern cuDNN's SDPA engines match
+  # (sdpa_graph.cpp): its test again with cuDNN's error and warning log, which says why an
+  # operation or engine was rejected where the graph does not plan. A few seconds.
+  step 1 sdpa-cudnn-log env CUDNN_LOGERR_DBG=1 CUDNN_LOGWARN_DBG=1 CUDNN_LOGDEST_DBG=stderr \
+    "$(test_exe dlperf_cuda_llama_conformance_test)" --gtest_filter='LlamaConformance.FusedAttention*'
   # NCCL needs a GPU per rank: only where there are two (the dry run lists the steps anyway)
   local gpus comm
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

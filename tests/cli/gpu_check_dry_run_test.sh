@@ -67,6 +67,8 @@ for t in kernel_limits conformance cnn_conformance bert_conformance train_confor
   grep -q "dlperf_cuda_${t}_test --gtest_output=xml:" <<<"$packed" || fail "packed stage 1 runs dlperf_cuda_${t}_test"
 done
 grep -q 'mpirun -np 2 .*cuda_staged_mpi_test' <<<"$packed" || fail "packed stage 1 runs the two-rank test"
+grep -q "sdpa-cudnn-log .*CUDNN_LOGERR_DBG=1 .*dlperf_cuda_llama_conformance_test --gtest_filter=LlamaConformance.FusedAttention" <<<"$packed" ||
+  fail "stage 1 reruns the fused-attention test with cuDNN's log"
 grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
 grep -q "comm_mpi_tests --gtest_filter=NcclCommunicator" <<<"$packed" || fail "stage 1 lists the NCCL communicator test"
 grep -q -- "mpirun -np 2 --bind-to none .*dlperf-train --backend cuda --comm nccl" <<<"$packed" || fail "stage 1 lists a 2-rank NCCL run"
