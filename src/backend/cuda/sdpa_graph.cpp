@@ -241,7 +241,7 @@ std::shared_ptr<Graph> backward_graph(Context& ctx, const SdpaShape& s) {
     x.reduce(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
   }
   // dQ = dS K, accumulated in f32, then converted
-  const BackendDesc& k = x.virt(dt, l.kv_dims(), l.kv_strides());
+  const BackendDesc& k = x.virt(kF32, l.kv_dims(), l.kv_strides());  // a view; f32 as the frontend types it
   x.reshape(kt, k);
   x.matmul(ds, k, dq_accum);
   x.unary(CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
