@@ -49,8 +49,8 @@ const BackendDesc& Graph::tensor(int64_t uid, cudnnDataType_t t, const std::vect
 const BackendDesc& Graph::scalar(int64_t uid, cudnnDataType_t t) {
   BackendDesc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   d.set_type(CUDNN_ATTR_TENSOR_DATA_TYPE, t)
-      .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, std::vector<int64_t>{1})  // rank 1, as cudnn-frontend's scalars
-      .set_i64(CUDNN_ATTR_TENSOR_STRIDES, std::vector<int64_t>{1})
+      .set_i64(CUDNN_ATTR_TENSOR_DIMENSIONS, std::vector<int64_t>{1, 1, 1, 1})  // a pointwise op's inputs share its rank
+      .set_i64(CUDNN_ATTR_TENSOR_STRIDES, std::vector<int64_t>{1, 1, 1, 1})
       .set_i64(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid)
       .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
       .set_bool(CUDNN_ATTR_TENSOR_IS_VIRTUAL, false)

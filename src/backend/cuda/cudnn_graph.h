@@ -71,7 +71,7 @@ class Graph {
                             bool is_virtual = false);
   const BackendDesc& tensor(int64_t uid, cudnnDataType_t t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                             bool is_virtual = false);
-  // A scalar passed by value (dims and strides {1}): its variant-pack entry points to the
+  // A scalar passed by value (dims and strides 1, 1, 1, 1: the rank of the 4-d operands): its variant-pack entry points to the
   // value in host memory, which must outlive every execution (attention's scale, -inf, 1).
   const BackendDesc& scalar(int64_t uid, cudnnDataType_t t);
   // Keeps a descriptor the operations refer to (convolution or pointwise descriptors).

@@ -135,7 +135,7 @@ struct Layouts {
   Dims4 full_strides() const { return {hq * t * d, t * d, d, 1}; }  // dense (B, H, T, D)
 };
 
-std::shared_ptr<Graph> forward_graph(Context& ctx, const SdpaShape& s) {
+std::shared_ptr<Graph> forward_ops(const SdpaShape& s) {
   auto g = std::make_shared<Graph>();
   Builder x(g);
   const Layouts l(s);
@@ -169,11 +169,10 @@ std::shared_ptr<Graph> forward_graph(Context& ctx, const SdpaShape& s) {
   const BackendDesc& p = x.virt(dt, sd, ss);  // the probabilities in the data type, for P V
   x.binary(CUDNN_POINTWISE_DIV, e, sum, p);
   x.matmul(p, v, o);
-  g->finalize(ctx.cudnn);
   return g;
 }
 
-std::shared_ptr<Graph> backward_graph(Context& ctx, const SdpaShape& s) {
+std::shared_ptr<Graph> backward_ops(const SdpaShape& s) {
   auto g = std::make_shared<Graph>();
   Builder x(g);
   const Layouts l(s);
@@ -245,7 +244,6 @@ std::shared_ptr<Graph> backward_graph(Context& ctx, const SdpaShape& s) {
   x.reshape(kt, k);
   x.matmul(ds, k, dq_accum);
   x.unary(CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
-  g->finalize(ctx.cudnn);
   return g;
 }
 
@@ -265,6 +263,8 @@ struct TrialBuffers {
 };
 
 }  // namespace
+
+std::shared_ptr<Graph> sdpa_operations(const SdpaShape& s, bool backward) { return backward ? backward_ops(s) : forward_ops(s); }
 
 std::string sdpa_unsupported(const Context& ctx, const SdpaShape& s) {
   if (s.dtype != DType::bf16 && s.dtype != DType::f16) return "cuDNN's fused attention takes bf16 or fp16 data";
@@ -287,13 +287,17 @@ FusedSdpa::FusedSdpa(Context& ctx, const SdpaShape& s)
   auto t = std::make_shared<TrialBuffers>(ctx, s);
   float* lse = t->stats.as<float>();
   float* sum = lse + s.batch * s.heads * s.seq_len;
-  fwd_ = plan_graph(ctx, forward_graph(ctx, s), policy, [&](GraphPlan& p) {
+  auto fwd_graph = sdpa_operations(s, false);
+  fwd_graph->finalize(ctx.cudnn);
+  fwd_ = plan_graph(ctx, std::move(fwd_graph), policy, [&](GraphPlan& p) {
     VariantPackCache cache;
     p.execute(ctx, cache,
               {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kStats, lse}, {kScale, &scale_}, {kNegInf, &neg_inf_}});
   });
   forward(ctx, t->q.get(), t->k.get(), t->v.get(), t->o.get(), lse);  // the statistics the backward trial reads
-  bwd_ = plan_graph(ctx, backward_graph(ctx, s), policy, [&](GraphPlan& p) {
+  auto bwd_graph = sdpa_operations(s, true);
+  bwd_graph->finalize(ctx.cudnn);
+  bwd_ = plan_graph(ctx, std::move(bwd_graph), policy, [&](GraphPlan& p) {
     VariantPackCache cache;
     p.execute(ctx, cache,
               {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kDO, t->dout.get()}, {kStats, lse},

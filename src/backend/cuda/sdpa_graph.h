@@ -30,6 +30,10 @@ struct SdpaShape {
   DType dtype = DType::bf16;
 };
 
+// The operations of the forward or backward graph, every descriptor finalized but not the
+// graph itself (that needs a cuDNN handle, hence a GPU): what the tests can check without one.
+std::shared_ptr<Graph> sdpa_operations(const SdpaShape& s, bool backward);
+
 // Whether cuDNN's fused attention applies at all (data type, head dim, GPU); "" when it does,
 // else why not, for the fallback warning.
 std::string sdpa_unsupported(const Context& ctx, const SdpaShape& s);
