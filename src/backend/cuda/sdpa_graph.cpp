@@ -281,42 +281,62 @@ FusedSdpa::FusedSdpa(Context& ctx, const SdpaShape& s)
     : s_(s), scale_(1.0f / std::sqrt(static_cast<float>(s.head_dim))), neg_inf_(-std::numeric_limits<float>::infinity()) {
   if (std::string why = sdpa_unsupported(ctx, s); !why.empty()) throw Error(ErrorKind::library, why);
   ctx.scratch.reserve(dq_accum_bytes());
-  PlanPolicy policy;
-  policy.deterministic = ctx.deterministic;
-  policy.want_tensor_cores = true;
-  auto t = std::make_shared<TrialBuffers>(ctx, s);
-  float* lse = t->stats.as<float>();
-  float* sum = lse + s.batch * s.heads * s.seq_len;
-  auto fwd_graph = sdpa_operations(s, false);
-  fwd_graph->finalize(ctx.cudnn);
-  fwd_ = plan_graph(ctx, std::move(fwd_graph), policy, [&](GraphPlan& p) {
-    VariantPackCache cache;
-    p.execute(ctx, cache,
-              {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kStats, lse}, {kScale, &scale_}, {kNegInf, &neg_inf_}});
-  });
-  forward(ctx, t->q.get(), t->k.get(), t->v.get(), t->o.get(), lse);  // the statistics the backward trial reads
-  auto bwd_graph = sdpa_operations(s, true);
-  bwd_graph->finalize(ctx.cudnn);
-  bwd_ = plan_graph(ctx, std::move(bwd_graph), policy, [&](GraphPlan& p) {
-    VariantPackCache cache;
-    p.execute(ctx, cache,
-              {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kDO, t->dout.get()}, {kStats, lse},
-               {kSum, sum}, {kDQAccum, ctx.scratch.get()}, {kDQ, t->dq.get()}, {kDK, t->dk.get()}, {kDV, t->dv.get()},
-               {kScale, &scale_}, {kNegInf, &neg_inf_}, {kOne, &one_}});
-  });
-  ctx.sync();  // the trial runs finish before their buffers go
+  // Planned once per shape and context: every layer of a model shares the plans (cuDNN compiles
+  // its attention kernels at plan time, seconds each), as convolutions share theirs.
+  const std::string key = "sdpa " + std::to_string(s.batch) + "x" + std::to_string(s.seq_len) + " heads " + std::to_string(s.heads) + "/" +
+                          std::to_string(s.kv_heads) + " d " + std::to_string(s.head_dim) + " " + std::string(to_string(s.dtype)) +
+                          (ctx.deterministic ? " deterministic" : "");
+  const std::string fwd_key = key + " forward", bwd_key = key + " backward";
+  if (auto it = ctx.graph_plans.find(bwd_key); it != ctx.graph_plans.end()) {
+    if (!it->second) throw Error(ErrorKind::library, ctx.graph_failures[bwd_key]);
+    fwd_ = ctx.graph_plans.at(fwd_key);
+    bwd_ = it->second;
+    return;
+  }
+  try {
+    PlanPolicy policy;
+    policy.deterministic = ctx.deterministic;
+    policy.want_tensor_cores = true;
+    auto t = std::make_shared<TrialBuffers>(ctx, s);
+    float* lse = t->stats.as<float>();
+    float* sum = lse + s.batch * s.heads * s.seq_len;
+    auto fwd_graph = sdpa_operations(s, false);
+    fwd_graph->finalize(ctx.cudnn);
+    fwd_ = std::make_shared<const GraphPlan>(plan_graph(ctx, std::move(fwd_graph), policy, [&](GraphPlan& p) {
+      VariantPackCache cache;
+      p.execute(ctx, cache,
+                {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kStats, lse}, {kScale, &scale_}, {kNegInf, &neg_inf_}});
+    }));
+    forward(ctx, t->q.get(), t->k.get(), t->v.get(), t->o.get(), lse);  // the statistics the backward trial reads
+    auto bwd_graph = sdpa_operations(s, true);
+    bwd_graph->finalize(ctx.cudnn);
+    bwd_ = std::make_shared<const GraphPlan>(plan_graph(ctx, std::move(bwd_graph), policy, [&](GraphPlan& p) {
+      VariantPackCache cache;
+      p.execute(ctx, cache,
+                {{kQ, t->q.get()}, {kK, t->k.get()}, {kV, t->v.get()}, {kO, t->o.get()}, {kDO, t->dout.get()}, {kStats, lse},
+                 {kSum, sum}, {kDQAccum, ctx.scratch.get()}, {kDQ, t->dq.get()}, {kDK, t->dk.get()}, {kDV, t->dv.get()},
+                 {kScale, &scale_}, {kNegInf, &neg_inf_}, {kOne, &one_}});
+    }));
+    ctx.sync();  // the trial runs finish before their buffers go
+  } catch (const Error& e) {
+    ctx.graph_plans[bwd_key] = nullptr;  // later layers of this shape fall back at once, with the same reason
+    ctx.graph_failures[bwd_key] = e.what();
+    throw;
+  }
+  ctx.graph_plans[fwd_key] = fwd_;
+  ctx.graph_plans[bwd_key] = bwd_;
 }
 
 void FusedSdpa::forward(Context& ctx, const void* q, const void* k, const void* v, void* o, float* lse) {
   auto p = [](const void* x) { return const_cast<void*>(x); };
-  fwd_.execute(ctx, fwd_cache_,
+  fwd_->execute(ctx, fwd_cache_,
                {{kQ, p(q)}, {kK, p(k)}, {kV, p(v)}, {kO, o}, {kStats, lse}, {kScale, &scale_}, {kNegInf, &neg_inf_}});
 }
 
 void FusedSdpa::backward(Context& ctx, const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
                          float* sum, void* dq, void* dk, void* dv) {
   auto p = [](const void* x) { return const_cast<void*>(x); };
-  bwd_.execute(ctx, bwd_cache_,
+  bwd_->execute(ctx, bwd_cache_,
                {{kQ, p(q)}, {kK, p(k)}, {kV, p(v)}, {kO, p(o)}, {kDO, p(dout)}, {kStats, p(lse)}, {kSum, sum},
                 {kDQAccum, ctx.scratch.get()}, {kDQ, dq}, {kDK, dk}, {kDV, dv}, {kScale, &scale_}, {kNegInf, &neg_inf_}, {kOne, &one_}});
 }

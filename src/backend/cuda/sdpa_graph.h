@@ -14,7 +14,8 @@
 //
 // Every plan is executed once at plan time on scratch operands (forward, then backward on its
 // statistics) before it is accepted; any failure throws Error(library) and the caller keeps
-// its cuBLAS path, with the reason in its fallback warning.
+// its cuBLAS path, with the reason in its fallback warning. The plans are made once per shape
+// and context and shared by every layer (a failure too: later layers fall back at once).
 #pragma once
 
 #include <cstdint>
@@ -47,14 +48,14 @@ class FusedSdpa {
   void forward(Context& ctx, const void* q, const void* k, const void* v, void* o, float* lse);
   void backward(Context& ctx, const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, float* sum,
                 void* dq, void* dk, void* dv);
-  std::string forward_name() const { return fwd_.name(); }
-  std::string backward_name() const { return bwd_.name(); }
+  std::string forward_name() const { return fwd_->name(); }
+  std::string backward_name() const { return bwd_->name(); }
   size_t dq_accum_bytes() const;  // f32 (B, H, T, D): the backward's dQ accumulator, in ctx.scratch
 
  private:
   SdpaShape s_;
   float scale_, neg_inf_, one_ = 1.0f;  // the graphs' by-value scalars: their addresses go in the variant packs
-  GraphPlan fwd_, bwd_;
+  std::shared_ptr<const GraphPlan> fwd_, bwd_;  // shared by every op of this shape (Context::graph_plans)
   VariantPackCache fwd_cache_, bwd_cache_;
 };
 
