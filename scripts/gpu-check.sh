@@ -28,7 +28,8 @@
 #                  PyTorch's largest batch (bench/pytorch_max_batch.py, the same search)
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
 #                  attention is the flagged cuBLAS fallback, not cuDNN's fused SDPA), then
-#                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model
+#                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model,
+#                  then --attention fused against unfused (cuDNN's SDPA against cuBLAS products)
 # A stage that runs past 9.5 minutes (GPU_CHECK_STAGE_LIMIT seconds, where set) has its running
 # step stopped (exit 124 in summary.tsv).
 #
@@ -307,6 +308,13 @@ stage_llama() {
     --plan-only
   step 11 vs-pytorch-llama3_2_1b env DLPERF_TRAIN="$TRAIN" "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
     --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"
+  # cuDNN's fused SDPA against the cuBLAS products it replaces (--attention): tokens/s and the
+  # memory of each in the summary lines.
+  local attention
+  for attention in fused unfused; do
+    step 11 "llama3_2_1b-bf16-attention-$attention" "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
+      --batch-size 1 --iterations 10 --warmup 3 --attention "$attention"
+  done
   # The head over chunks of tokens on the GPU: tf32 logits of 8,192 tokens are 4.2 GB of f32, so
   # --logits-chunk auto runs 4 chunks of 2,048; against the whole head (the cost of recomputing
   # three chunks' logits, and the memory it saves: the summary lines).

@@ -130,6 +130,9 @@ struct BackendOptions {
   // cuDNN accepts the shape) and dlperf's own (batch_norm.cu) for f32, or one of them always
   // (the conformance tests cover both).
   enum class BatchNormImpl : uint8_t { automatic, cudnn, kernels } cuda_batch_norm = BatchNormImpl::automatic;
+  // CUDA, causal attention in bf16/fp16: cuDNN's fused SDPA where it plans, else cuBLAS products
+  // (automatic); fused: cuDNN's or a usage error; unfused: the cuBLAS products always.
+  enum class AttentionImpl : uint8_t { automatic, fused, unfused } cuda_attention = AttentionImpl::automatic;
 };
 
 // The dims of Backend::rows_of(t, first, count), after checking the rows lie in t.

@@ -66,6 +66,10 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   else if (comm == "nccl") o.comm = CommBackend::nccl;
   else throw_usage_error("--comm '" + comm + "' is unknown: use nccl or mpi");
   if (o.comm == CommBackend::nccl && !cuda) throw_usage_error("--comm nccl needs --backend cuda (the cpu backend's gradients use mpi)");
+  if (o.attention != "auto" && o.attention != "fused" && o.attention != "unfused")
+    throw_usage_error("--attention '" + o.attention + "' is unknown: use auto, fused or unfused");
+  if (o.attention != "auto" && !cuda)
+    throw_usage_error("--attention " + o.attention + " needs --backend cuda (the cpu backend runs its own blocked online softmax)");
   if (o.cuda_graph) {
     if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
     if (o.optimizer != "sgd")
@@ -107,7 +111,7 @@ constexpr Applies kModelOptions[] = {
     {"llama-layers", "llama3_8b llama3_2_1b"}, {"llama-hidden", "llama3_8b llama3_2_1b"}, {"llama-heads", "llama3_8b llama3_2_1b"},
     {"peak-tflops", "llama3_8b llama3_2_1b"},
     {"llama-kv-heads", "llama3_8b llama3_2_1b"}, {"llama-ffn", "llama3_8b llama3_2_1b"}, {"llama-vocab", "llama3_8b llama3_2_1b"},
-    {"logits-chunk", "llama3_8b llama3_2_1b"},
+    {"logits-chunk", "llama3_8b llama3_2_1b"}, {"attention", "llama3_8b llama3_2_1b"},
 };
 
 bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
@@ -310,6 +314,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                                   "loss (logits never whole; backward recomputes "
                                                                                   "them), 0 for the whole batch, or auto: chunks only "
                                                                                   "f32 logits over 1 GiB (docs/llm.md)")
+    ("attention", po::value(&o.attention)->default_value(o.attention), "Llama on cuda: auto (cuDNN's fused SDPA in bf16/fp16 "
+                                                                       "where it plans, else cuBLAS products, warned), fused "
+                                                                       "(cuDNN's, or exit 2), unfused (cuBLAS products, for A/B)")
     ("vgg-width", po::value(&o.vgg_width)->default_value(o.vgg_width), "VGG channels of the first block (blocks: 1x, 2x, 4x, 8x, 8x)")
     ("vgg-hidden", po::value(&o.vgg_hidden)->default_value(o.vgg_hidden), "VGG classifier hidden width");
   // clang-format on

@@ -51,6 +51,9 @@ struct TrainOptions {
   // Tokens per chunk of the output head and loss (LlamaConfig::logits_chunk): a number, 0 for
   // the whole batch, or auto (auto_logits_chunk: chunks only logits too large to hold whole).
   std::string logits_chunk = "auto";
+  // The attention on cuda (--attention): auto (cuDNN's fused SDPA where it plans, else cuBLAS
+  // products), fused (cuDNN's or a one-line error), unfused (cuBLAS products: the A/B baseline).
+  std::string attention = "auto";
   // VGG16 (--model vgg16); --dropout is the classifier's (0.5 unless given)
   int64_t vgg_width = 64, vgg_hidden = 4096;
   // Real images (--data with resnet50 / vgg16)

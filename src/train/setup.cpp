@@ -16,6 +16,9 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   bo.memory_limit_bytes = o.memory_limit_mb << 20;
   bo.conv_autotune = o.conv_autotune;
   bo.deterministic = o.deterministic;
+  bo.cuda_attention = o.attention == "fused"     ? BackendOptions::AttentionImpl::fused
+                      : o.attention == "unfused" ? BackendOptions::AttentionImpl::unfused
+                                                 : BackendOptions::AttentionImpl::automatic;
   s.backend = make_backend(o.backend, bo);
   Backend* model_be = s.backend.get();
   if (o.profile_ops > 0) {

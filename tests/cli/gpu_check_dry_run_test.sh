@@ -42,6 +42,10 @@ done
 [ "$(grep -c '^stage 9 ops-.*dlperf-reduce --ops' <<<"$out")" = 6 ] || fail "dlperf-reduce --ops after each op profile"
 grep -q -- '--model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 --plan-only' <<<"$out" || fail "no plan of llama3_2_1b"
 grep -q -- 'llama_vs_pytorch.sh --backend cuda --llama3-2-1b --precision bf16' <<<"$out" || fail "llama3_2_1b bench"
+for a in fused unfused; do
+  grep -q -- "--model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 --iterations 10 --warmup 3 --attention $a\$" <<<"$out" ||
+    fail "stage 11 runs --attention $a"
+done
 
 only=$("$script" --dry-run --stage 2)
 [ "$(grep -c '^# stage' <<<"$only")" = 1 ] || fail "--stage 2 runs one stage"

@@ -43,6 +43,10 @@ bad 'needs at least .* GiB' --model llama3_8b
 bad "--logits-chunk 24 must divide the batch's 16 tokens" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --logits-chunk 24
 bad "--logits-chunk 'half' is not a number" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --logits-chunk half
 bad '--logits-chunk does not apply' --model bert_base --logits-chunk 16
+# --attention picks the cuda attention (cuDNN's fused SDPA or the cuBLAS products): cuda only
+bad "--attention 'flash' is unknown: use auto, fused or unfused" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --attention flash
+bad '--attention unfused needs --backend cuda' "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --attention unfused
+bad '--attention does not apply' --backend cuda --model resnet50 --attention fused
 # --logits-chunk: the head in 4 chunks of 48 tokens trains to the same losses as the whole head
 # (4 digits printed), named in the banner, with less memory allocated.
 chunk_run() {  # chunk, log

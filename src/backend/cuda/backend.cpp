@@ -51,6 +51,7 @@ Ctx make_context(const BackendOptions& o) {
   // all GPUs, or the one GPU Slurm's --gpus-per-task / --gpu-bind shows each rank.
   auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune, o.deterministic);
   ctx->batch_norm = o.cuda_batch_norm;
+  ctx->attention = o.cuda_attention;
   // bf16 tensor cores and cuDNN's bf16 kernels start with Ampere (sm_80).
   if (o.precision == Precision::bf16 && ctx->props.major < 8)
     throw_usage_error(std::string("--precision bf16 needs an Ampere or newer GPU (") + ctx->props.name + " is sm_" +

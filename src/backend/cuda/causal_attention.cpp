@@ -46,7 +46,10 @@ class CudaCausalAttention final : public CausalAttention {
     stats_ = ctx_->alloc(2 * stats * sizeof(float));  // lse (B, H, T) | delta, cuDNN's row sums (B, H, T)
     const std::string shape = shape_str(want, dtype_) + " kv_heads " + std::to_string(s.kv_heads);
     const SdpaShape fused_shape{s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim, dtype_};
-    std::string why = s.query_chunk > 0 ? "a query chunk was asked for (the cuBLAS path's tests)" : sdpa_unsupported(*ctx_, fused_shape);
+    using Impl = BackendOptions::AttentionImpl;
+    std::string why = s.query_chunk > 0                 ? "a query chunk was asked for (the cuBLAS path's tests)"
+                      : ctx_->attention == Impl::unfused ? "--attention unfused"
+                                                         : sdpa_unsupported(*ctx_, fused_shape);
     if (why.empty()) {
       try {
         fused_ = std::make_unique<FusedSdpa>(*ctx_, fused_shape);
@@ -54,6 +57,7 @@ class CudaCausalAttention final : public CausalAttention {
         why = std::string("cuDNN's fused attention did not plan: ") + e.what();
       }
     }
+    if (!fused_ && ctx_->attention == Impl::fused) throw_usage_error("--attention fused: " + why);
     if (fused_) {  // flash-attention kernels: tensor cores (HMMA/GMMA) whatever notes the engine carries
       ctx_->record_kernel("causal_attention", "forward", shape, "cudnn_graph fused SDPA " + fused_->forward_name(), MathUnits::tensor_cores);
       ctx_->record_kernel("causal_attention", "backward", shape, "cudnn_graph fused SDPA " + fused_->backward_name(), MathUnits::tensor_cores);

@@ -66,6 +66,7 @@ struct Context {
   bool conv_autotune = false;  // time the top cuDNN engine configurations per convolution
   bool deterministic = true;   // backward convolutions on deterministic engines only (--deterministic)
   BackendOptions::BatchNormImpl batch_norm = BackendOptions::BatchNormImpl::automatic;  // channels-last batch norm's choice
+  BackendOptions::AttentionImpl attention = BackendOptions::AttentionImpl::automatic;  // causal attention's (--attention)
   cudaDeviceProp props{};
   MemoryCounter memory;  // declared before every allocation below: destroyed after them
   Stream stream;
