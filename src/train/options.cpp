@@ -54,8 +54,6 @@ void validate_zero(const TrainOptions& o) {
   if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
   if (o.backend == BackendKind::cuda && o.zero == 2)
     throw_usage_error("--zero 2 is not available on cuda yet (freeing a bucket's gradients needs the CUDA virtual memory API, not written); use --zero 1");
-  if (o.backend == BackendKind::cuda && o.comm == CommBackend::mpi)
-    throw_usage_error(z + " on cuda needs --comm nccl (the staged mpi communicator has no reduce-scatter)");
 }
 
 // The device-step options (issue 13) against each other and the rest.

@@ -63,7 +63,7 @@ StagedCommunicator::~StagedCommunicator() {
   for (auto& [key, buf] : staging_) cudaFreeHost(buf.p);
 }
 
-StagedCommunicator::Pinned& StagedCommunicator::staging(float* device, size_t count) {
+StagedCommunicator::Pinned& StagedCommunicator::staging(const float* device, size_t count) {
   Pinned& b = staging_[{device, count}];
   if (!b.p && count > 0) {
     DLPERF_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&b.p), count * sizeof(float), cudaHostAllocDefault));
@@ -110,32 +110,72 @@ void StagedCommunicator::run_job(const std::shared_ptr<State>& s, const std::fun
   done_cv_.notify_all();
 }
 
-CommRequest StagedCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
-  if (type != DataType::float32) throw Error(ErrorKind::internal, "the staged communicator sums float32 only");
-  const auto* in = static_cast<const float*>(send);
-  auto* data = static_cast<float*>(recv);
+CommRequest StagedCommunicator::staged(CommOp op, size_t bytes, const float* from, float* to, size_t count,
+                                       std::function<void(State&)> work) {
   auto s = std::make_shared<State>();
-  s->op = CommOp::allreduce_sum;
+  s->op = op;
   s->seq = next_seq_++;
-  s->bytes = count * sizeof(float);
+  s->bytes = bytes;
   s->started = CommClock::now();
-  Pinned& host = staging(data, count);
   // Out: after everything the compute stream has queued so far (the bucket's gradients).
   DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
   DLPERF_CHECK(cudaStreamWaitEvent(out_.get(), produced_.get(), 0));
-  DLPERF_CHECK(cudaMemcpyAsync(host.p, in, s->bytes, cudaMemcpyDeviceToHost, out_.get()));
+  DLPERF_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyDeviceToHost, out_.get()));
   DLPERF_CHECK(cudaEventRecord(s->copied.get(), out_.get()));
-  post([this, s, data, count, p = host.p] {
+  post([this, s, work = std::move(work)] {
     run_job(s, [&] {
       DLPERF_CHECK(cudaEventSynchronize(s->copied.get()));
-      s->started = CommClock::now();  // the allreduce itself starts now
-      CommRequest r = host_->allreduce_sum_start(p, count);
-      host_->wait(r);
-      DLPERF_CHECK(cudaMemcpyAsync(data, p, count * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+      s->started = CommClock::now();  // the collective itself starts now
+      work(*s);
       DLPERF_CHECK(cudaEventRecord(s->returned.get(), in_.get()));
     });
   });
   return CommRequest(s);
+}
+
+CommRequest StagedCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
+  if (type != DataType::float32) throw Error(ErrorKind::internal, "the staged communicator sums float32 only");
+  auto* data = static_cast<float*>(recv);
+  float* p = staging(data, count).p;
+  return staged(CommOp::allreduce_sum, count * sizeof(float), static_cast<const float*>(send), p, count, [this, data, count, p](State&) {
+    CommRequest r = host_->allreduce_sum_start(p, count);
+    host_->wait(r);
+    DLPERF_CHECK(cudaMemcpyAsync(data, p, count * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+  });
+}
+
+CommRequest StagedCommunicator::reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts) {
+  DLPERF_ASSERT(counts.size() == static_cast<size_t>(size()), "one block per rank");
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  const size_t mine = counts[static_cast<size_t>(rank())];
+  float* out = staging(send, total).p;
+  float* in = staging(recv, mine).p;
+  std::vector<size_t> blocks(counts.begin(), counts.end());
+  return staged(CommOp::reduce_scatter_sum, total * sizeof(float), send, out, total, [this, recv, mine, out, in, blocks](State&) {
+    CommRequest r = host_->reduce_scatter_start(out, in, blocks);
+    host_->wait(r);
+    DLPERF_CHECK(cudaMemcpyAsync(recv, in, mine * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+  });
+}
+
+CommRequest StagedCommunicator::all_gather_start(const float* send, float* recv, std::span<const size_t> counts) {
+  DLPERF_ASSERT(counts.size() == static_cast<size_t>(size()), "one block per rank");
+  size_t total = 0, at = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) < rank()) at += counts[r];
+    total += counts[r];
+  }
+  const size_t mine = counts[static_cast<size_t>(rank())];
+  float* all = staging(recv, total).p;
+  std::vector<size_t> blocks(counts.begin(), counts.end());
+  // This rank's block goes where the host's in-place all-gather expects it.
+  return staged(CommOp::all_gather, total * sizeof(float), send, all ? all + at : nullptr, mine,
+                [this, recv, total, at, all, blocks](State&) {
+                  CommRequest r = host_->all_gather_start(all + at, all, blocks);
+                  host_->wait(r);
+                  DLPERF_CHECK(cudaMemcpyAsync(recv, all, total * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+                });
 }
 
 bool StagedCommunicator::test(CommRequest& request) {

@@ -47,6 +47,11 @@ class StagedCommunicator final : public Communicator {
   bool supports(DataType type) const override { return type == DataType::float32; }
   // send and recv on the device (recv's pinned staging buffer is kept per (recv, count)).
   CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;
+  // ZeRO's collectives the same way (send and recv on the device): the whole send range out,
+  // the host's reduce-scatter, this rank's block back; or this rank's block out, the host's
+  // all-gather in place, every block back.
+  CommRequest reduce_scatter_start(const float* send, float* recv, std::span<const size_t> counts) override;
+  CommRequest all_gather_start(const float* send, float* recv, std::span<const size_t> counts) override;
   bool test(CommRequest& request) override;
   void wait(CommRequest& request) override;
   void join(CommRequest& request) override;
@@ -59,7 +64,11 @@ class StagedCommunicator final : public Communicator {
     float* p = nullptr;
     size_t count = 0;
   };
-  Pinned& staging(float* device, size_t count);  // the pinned buffer kept for (device, count)
+  Pinned& staging(const float* device, size_t count);  // the pinned buffer kept for (device, count)
+  // Queues the copy of `count` device floats at `from` to `to` (pinned) on the copy-out stream,
+  // after everything the compute stream has queued so far; a request whose job `work` runs on
+  // the staging thread once that copy is done.
+  CommRequest staged(CommOp op, size_t bytes, const float* from, float* to, size_t count, std::function<void(State&)> work);
   void post(std::function<void()> job);          // runs on the staging thread, in order
   void run();                                    // the staging thread
   void run_job(const std::shared_ptr<State>& s, const std::function<void()>& work);
@@ -69,7 +78,7 @@ class StagedCommunicator final : public Communicator {
   int device_ = 0;
   CudaStream out_, in_;  // device -> host, host -> device copies
   CudaEvent produced_;   // on compute_, waited on by out_
-  std::map<std::pair<float*, size_t>, Pinned> staging_;
+  std::map<std::pair<const float*, size_t>, Pinned> staging_;
   uint64_t next_seq_ = 1;
 
   std::mutex mu_;
