@@ -114,6 +114,7 @@ std::unique_ptr<SoftmaxCrossEntropy> Backend::token_cross_entropy(const CrossEnt
 #ifndef DLPERF_CUDA_BACKEND
 int cuda_device_count() { return 0; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
+int64_t cuda_device_memory_bytes(int) { return 0; }
 #endif
 
 void Backend::sgd_step(float* w, const float* g, float* m, std::span<const ParamSegment> segments, const SgdStep& s) {

@@ -315,5 +315,8 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
 // PCI bus ids ("0000:17:00.0") in device order.
 int cuda_device_count();
 std::vector<std::string> cuda_pci_bus_ids();
+// The memory of the GPU a rank with this local rank uses (local_rank % devices, as the backend
+// picks it), from its properties, without creating a context; 0 without a device.
+int64_t cuda_device_memory_bytes(int local_rank);
 
 }  // namespace dlperf

@@ -161,9 +161,9 @@ std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   return s + "\n";
 }
 
-double memory_limit_bytes(const TrainOptions& o) {
+double memory_limit_bytes(const TrainOptions& o, double gpu_bytes) {
   if (o.memory_limit_mb > 0) return static_cast<double>(o.memory_limit_mb) * 1024.0 * 1024.0;
-  return o.backend == BackendKind::cpu ? physical_memory_bytes() : 0.0;
+  return o.backend == BackendKind::cpu ? physical_memory_bytes() : gpu_bytes;
 }
 
 void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes) {
@@ -186,7 +186,8 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   help += "a smaller model";
   throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +
                     ", activations >= " + gib(p.activations_min) + ") but a rank has " + gib(limit_bytes) +
-                    (o.memory_limit_mb > 0 ? " (--memory-limit-mb)" : "") + "; try " + help + " (--plan-only prints the plan)");
+                    (o.memory_limit_mb > 0 ? " (--memory-limit-mb)" : o.backend == BackendKind::cuda ? " (the GPU's memory)" : "") + "; try " +
+                    help + " (--plan-only prints the plan)");
 }
 
 }  // namespace dlperf

@@ -292,7 +292,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 
   // The memory plan (issue 25), before anything is allocated: a run that cannot fit is refused
   // here with one line (exit 2), on every rank alike.
-  const double memory_limit = memory_limit_bytes(o);
+  // On cuda the GPU's memory, where this machine has the GPU (a login node planning a GPU run
+  // reports the plan without a limit).
+  const double memory_limit =
+      memory_limit_bytes(o, o.backend == BackendKind::cuda ? static_cast<double>(cuda_device_memory_bytes(w.local_rank)) : 0.0);
   if (o.plan_only) {
     const MemoryPlan plan = plan_memory(o, o.plan_ranks > 0 ? o.plan_ranks : w.size);
     if (root) out << format_memory_plan(plan, memory_limit) << std::flush;

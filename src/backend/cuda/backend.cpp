@@ -436,6 +436,17 @@ int cuda_device_count() {
   return n;
 }
 
+int64_t cuda_device_memory_bytes(int local_rank) {
+  const int n = cuda_device_count();
+  if (n == 0 || local_rank < 0) return 0;
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, local_rank % n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(p.totalGlobalMem);
+}
+
 std::vector<std::string> cuda_pci_bus_ids() {
   std::vector<std::string> ids;
   for (int d = 0; d < cuda_device_count(); ++d) {
