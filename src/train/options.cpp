@@ -49,8 +49,6 @@ void validate_zero(const TrainOptions& o) {
   const std::string z = "--zero " + std::to_string(o.zero);
   if (o.optimizer == "lamb" && o.zero == 2)
     throw_usage_error(z + " shards sgd and adamw; lamb is sharded by --zero 1 only: use --zero 1 or --optimizer adamw");
-  if (o.precision == Precision::fp16)
-    throw_usage_error(z + " with fp16 is not available yet (its dynamic loss scaling is untested over shards); use bf16 or fp32");
   if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
   if (o.backend == BackendKind::cuda && o.zero == 2)
     throw_usage_error("--zero 2 is not available on cuda yet (freeing a bucket's gradients needs the CUDA virtual memory API, not written); use --zero 1");

@@ -390,7 +390,8 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* zero_exchange = nullptr;
   if (w.size > 1 && stack.shard) {  // --zero 1/2: reduce-scatter, sharded update, all-gather
-    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be, o.clip_grad_norm > 0,
+    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be,
+                                               o.clip_grad_norm > 0 || o.precision == Precision::fp16,  // the global norm, or fp16's finite check
                                                o.zero, o.grad_accum, stack.shard_master);
     zero_exchange = zero.get();
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);

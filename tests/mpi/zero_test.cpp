@@ -52,15 +52,33 @@ struct Outcome {
   size_t grads_bytes = 0;     // the flat gradient buffer
   size_t grads_held_peak = 0;  // stage 2: the most bytes of it committed at once
   int64_t allocated_peak = 0;  // the backend's allocation counter
+  int skipped = 0;             // steps dynamic loss scaling skipped
 };
 
 // clip > 0: clipping by the global gradient norm (the step gate; under ZeRO the norm over the shards).
 enum class Opt { sgd, adamw, lamb };
 const char* name(Opt o) { return o == Opt::sgd ? "sgd" : o == Opt::adamw ? "adamw" : "lamb"; }
 
-// master: shard the f32 master weights too (bf16 runs).
+// Another source's batches with every image value multiplied by `factor`.
+class Brighter final : public DataSource {
+ public:
+  Brighter(DataSource& in, float factor) : in_(in), factor_(factor) {}
+  const HostBatch& next() override {
+    batch_ = in_.next();
+    for (float& x : batch_.floats.at("images")) x *= factor_;
+    return batch_;
+  }
+
+ private:
+  DataSource& in_;
+  float factor_;
+  HostBatch batch_;
+};
+
+// master: shard the f32 master weights too (bf16 runs). loss_scale > 0: dynamic loss scaling
+// from that scale (fp16's; here in f32, the scale large enough to overflow).
 Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iterations = 5, Precision precision = Precision::fp32,
-              bool master = false) {
+              bool master = false, float loss_scale = 0.0f) {
   auto be = make_backend(BackendKind::cpu, {precision, 1, 0});
   const VggConfig vc = tiny();
   auto model = make_vgg(*be, vc);
@@ -80,7 +98,7 @@ Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iter
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* z2 = nullptr;
   if (zero) {
-    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, clip > 0, zero, accum, master);
+    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, clip > 0 || loss_scale > 0, zero, accum, master);
     z2 = z.get();
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *z);
     exchange = std::move(z);
@@ -92,15 +110,25 @@ Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iter
   tc.warmup = 0;
   tc.print_every = 0;
   tc.grad_accum = accum;
+  if (loss_scale > 0) {
+    tc.loss_scale = {LossScaling::dynamic, loss_scale, 2000};
+    tc.max_loss_growth = 0;  // rank 1's bright images make the loss jump about; only a non-finite one stops
+  }
   tc.lr = {LrScheduleKind::constant, kind == Opt::sgd ? 0.02f : 1e-3f, 0, iterations};
   SyntheticImages data(vc.batch, vc.image_size, vc.classes, 50 + static_cast<uint64_t>(world().rank), static_cast<int>(4 * accum));
+  // Under loss scaling, rank 1's images are 1,000 times brighter: its scaled gradients overflow
+  // at scales where the others' do not (its loss stays finite).
+  Brighter brighter(data, world().rank == 1 ? 1e3f : 1.0f);
   Trainer trainer(*model, *be, *opt, tc, &store.grads(), &store);
   RankTrace trace;
-  trainer.run(data, exchange.get(), trace, {}, nullptr);
+  trainer.run(loss_scale > 0 ? static_cast<DataSource&>(brighter) : data, exchange.get(), trace, {}, nullptr);
   Outcome out;
   out.allocated_peak = be->allocated_peak_bytes();  // before restore_values makes the values whole again
   if (z2) z2->restore_values();
-  for (const auto& it : trace.iterations) out.comm_bytes.push_back(it.comm_bytes);
+  for (const auto& it : trace.iterations) {
+    out.comm_bytes.push_back(it.comm_bytes);
+    out.skipped += it.skipped ? 1 : 0;
+  }
   out.params.resize(store.size());
   store.values().read(out.params);
   out.state_floats = (zero ? shard.local_size : store.size()) * (kind == Opt::sgd ? 1 : kind == Opt::adamw ? 2 : 3);
@@ -191,6 +219,30 @@ TEST(Zero1, WithGradAccumEqualsAllreduce) { expect_same(2, Opt::sgd); }
 TEST(Zero1, ClippingByTheGlobalNormEqualsAllreduce) {
   expect_same(1, Opt::sgd, 0.05f);
   EXPECT_GT(max_scaled(train(1, Opt::sgd, 1, 0.05f).params, train(1, Opt::sgd, 1).params), 1e-4) << "the clip never bit";
+}
+
+// Dynamic loss scaling (fp16's) under ZeRO: the finite check reads the global sum of squares
+// over the shards, so an overflow on any rank skips the step on every rank, as the allreduced
+// gradients do under --zero 0. From a scale of 2^126 rank 1's gradients (its images 1,000 times
+// brighter) overflow in f32 and the first steps are skipped (3 of 16 on 2 ranks, 4 on 4), each
+// halving the scale, until the updates apply: the same steps, the same parameters. With each
+// rank checking only its own gradients (tried) the other ranks apply rank 1's inf and the loss
+// turns nan by step 3.
+TEST(Zero1, DynamicLossScalingSkipsTheStepsTheAllreduceSkips) {
+  const float scale = std::ldexp(1.0f, 126);
+  constexpr int64_t steps = 16;
+  const Outcome zero0 = train(0, Opt::sgd, 1, 0.0f, steps, Precision::fp32, false, scale);
+  ASSERT_GT(zero0.skipped, 0) << "no step overflowed: the test needs a larger scale";
+  ASSERT_LT(zero0.skipped, steps) << "every step overflowed: the test needs a smaller scale";
+  for (int stage : {1, 2}) {
+    const Outcome z = train(stage, Opt::sgd, 1, 0.0f, steps, Precision::fp32, false, scale);
+    EXPECT_EQ(z.skipped, zero0.skipped) << "stage " << stage;
+    EXPECT_LT(max_scaled(z.params, zero0.params), 1e-6) << "stage " << stage;
+    if (world().size == 2) {
+      EXPECT_EQ(0, std::memcmp(z.params.data(), zero0.params.data(), zero0.params.size() * sizeof(float))) << "stage " << stage;
+    }
+    if (world().rank == 0) std::printf("dynamic loss scaling, zero %d: %d of %lld steps skipped, as zero 0\n", stage, z.skipped, static_cast<long long>(steps));
+  }
 }
 
 // Stage 2 runs stage 1's collectives on the same buffers in the same order, so its parameters are

@@ -61,8 +61,11 @@ class ZeroExchange final : public GradientExchange {
  public:
   // shard: this rank's layout over `cut`'s buckets; shard_grads: (shard.local_size) floats.
   // global_norm: form the sum of squares over every shard after the reduce-scatter (clipping by
-  // the global norm): each rank sums its block on `be` (a host read-back on a GPU), then the
-  // ranks' sums are allreduced in f64 into the communicator's memory, where the step gate reads it.
+  // the global norm, and dynamic loss scaling's finite check: an inf or nan in any rank's
+  // gradients makes the global sum non-finite on every rank, so every rank skips the step, as
+  // the allreduced gradients make them under --zero 0): each rank sums its block on `be` (a
+  // host read-back on a GPU), then the ranks' sums are allreduced in f64 into the
+  // communicator's memory, where the step gate reads it.
   // stage: 1 or 2; micro_batches: --grad-accum (stage 2 reduce-scatters each one).
   // shard_master: shard the f32 master values too (see above; bf16/fp16 runs only). The store's
   // values must be final when this is constructed (after the initial broadcast): the compute
