@@ -120,7 +120,7 @@ REDUCE=$( [ -n "$build" ] && [ -x "$build/analysis/dlperf-reduce" ] && echo "$bu
 # The benches take a path: a packed dlperf-train is found on PATH here, not from the repository.
 [[ $TRAIN = */* ]] || TRAIN=$(command -v "$TRAIN" || echo "$TRAIN")
 export DLPERF_TRAIN=$TRAIN  # bench/vs_pytorch.sh runs the same one (the bench steps also name it)
-SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test)
+SANITIZED_TESTS=(dlperf_cuda_cnn_conformance_test dlperf_cuda_bert_conformance_test dlperf_cuda_step_test dlperf_cuda_mapped_buffer_test)
 
 failed=0 skipped=0 stage_t0=$(date +%s)
 run_end=$(( deadline > 0 ? $(date +%s) + deadline : 0 ))  # --deadline: when everything stops
@@ -189,11 +189,17 @@ stage_tests() {
   else
     for t in dlperf_cuda_kernel_limits_test dlperf_cuda_conformance_test dlperf_cuda_cnn_conformance_test \
              dlperf_cuda_bert_conformance_test dlperf_cuda_llama_conformance_test dlperf_cuda_recompute_conformance_test \
-             dlperf_cuda_train_conformance_test dlperf_cuda_step_test dlperf_cuda_real_shapes_test; do
+             dlperf_cuda_train_conformance_test dlperf_cuda_step_test dlperf_cuda_real_shapes_test dlperf_cuda_mapped_buffer_test; do
       step 1 "${t#dlperf_cuda_}" "$(test_exe "$t")" --gtest_output="xml:$out/1-${t}.xml"
     done
     step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
   fi
+  # ZeRO-1 with the f32 master sharded in mapped device memory, two ranks sharing the GPU through
+  # the staged communicator: the summary's plan against the allocated peak, and what remapping
+  # cost the host (issue 25). A reduced Llama, a minute at most.
+  step 1 zero1-mapped-master-np2 mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi --model llama3_2_1b \
+    --precision bf16 --zero 1 --llama-layers 4 --llama-hidden 1024 --llama-heads 16 --llama-kv-heads 4 --llama-ffn 3584 \
+    --llama-vocab 8192 --seq-len 512 --batch-size 2 --iterations 12 --warmup 4
   # cuDNN's fused attention is dlperf's own graph of the pattern cuDNN's SDPA engines match
   # (sdpa_graph.cpp): its test again with cuDNN's error and warning log, which says why an
   # operation or engine was rejected where the graph does not plan. A few seconds.
@@ -228,6 +234,10 @@ stage_plan() {
     step 2 "plan-bert-hidden$h-fp16" plan_check "$TRAIN" --backend cuda --model bert_base --precision fp16 --batch-size 8 \
       --bert-hidden "$h" --bert-heads 16 --bert-intermediate $((4 * h)) --plan-only
   done
+  # Llama 3.1 8B on 8 ranks, against this GPU's memory (the sharded f32 master in mapped chunks;
+  # issue 25): "fits" on an 80 GB GPU
+  step 2 plan-llama3_8b-zero1-8ranks plan_check "$TRAIN" --backend cuda --model llama3_8b --seq-len 8192 --batch-size 1 \
+    --precision bf16 --zero 1 --recompute block --plan-only --plan-ranks 8
 }
 
 stage_sanitizer() {  # stage tool...

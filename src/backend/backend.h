@@ -46,7 +46,9 @@ class Buffer {
   // pages inside the range return to the kernel and read as zero afterwards). commit: the range
   // is about to be written again; it is counted again (and may throw OutOfMemoryError past a
   // limit). Calls alternate per range. Both return the bytes affected: 0 where the backend keeps
-  // the memory (the default, and the CUDA backend today).
+  // the memory (the default). The CUDA backend's mapped buffers (cuda/mapped_buffer.h) free
+  // whole chunks of the device's granularity (2 MiB), once the work queued on them is done; a
+  // decommitted range must be committed again before any work is queued that touches it.
   virtual size_t decommit(size_t offset, size_t count) {
     (void)offset, (void)count;
     return 0;
@@ -133,6 +135,9 @@ struct BackendOptions {
   // CUDA, causal attention in bf16/fp16: cuDNN's fused SDPA where it plans, else cuBLAS products
   // (automatic); fused: cuDNN's or a usage error; unfused: the cuBLAS products always.
   enum class AttentionImpl : uint8_t { automatic, fused, unfused } cuda_attention = AttentionImpl::automatic;
+  // CUDA: the longest the host waits for queued device work before it unmaps memory (a
+  // collective that never completes: a dead peer), as --timeout bounds every wait for a rank.
+  int timeout_s = 60;
 };
 
 // The dims of Backend::rows_of(t, first, count), after checking the rows lie in t.
@@ -183,10 +188,18 @@ class Backend {
   // The same, starting decommitted (Buffer::decommit over all of it): ZeRO-2's gradients, which
   // are committed bucket by bucket as backward writes them. Default: an ordinary buffer.
   virtual std::unique_ptr<Buffer> decommitted_buffer(size_t elems) { return buffer(elems); }
-  // True when Buffer::decommit really gives memory back (CPU: madvise). ZeRO then also shards
-  // the f32 master weights of low-precision runs (train/parallel/zero.h); where it does not
-  // (CUDA until its buffers map memory in chunks), they stay whole on every rank.
+  // Committed and zero-filled like buffer(), but ranges of it can be decommitted: the sharded
+  // f32 master weights (CUDA: mapped in chunks; CPU: every large buffer already is).
+  virtual std::unique_ptr<Buffer> releasable_buffer(size_t elems) { return buffer(elems); }
+  // True when Buffer::decommit really gives memory back (CPU: madvise; CUDA: cuMemUnmap, where
+  // the device supports virtual memory management). ZeRO then also shards the f32 master
+  // weights of low-precision runs (train/parallel/zero.h); where it does not, they stay whole
+  // on every rank.
   virtual bool frees_decommitted() const { return false; }
+  // One line on what decommit and commit cost so far where it is host time spent outside the
+  // step's queued work (CUDA: the driver's map and unmap calls, and the waits before them);
+  // "" where there is nothing to say.
+  virtual std::string memory_mapping_summary() const { return {}; }
   // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
   // copies), 64-byte aligned on the CPU. Safe to call from any thread.
   virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }

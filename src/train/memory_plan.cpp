@@ -49,6 +49,10 @@ int64_t largest_parameter_tensor(const TrainOptions& o) {
   return std::max({o.bert_vocab * o.bert_hidden, o.bert_hidden * o.bert_intermediate, 3 * o.bert_hidden * o.bert_hidden});
 }
 
+// CUDA maps the sharded master in chunks of the device's allocation granularity (2 MiB on the
+// GPUs dlperf targets): a chunk that holds a kept value stays mapped whole.
+constexpr double kCudaChunkBytes = 2.0 * 1024 * 1024;
+
 // GiB, or MiB below one GiB (a reduced model's plan would read 0.00 GiB throughout).
 VggConfig vgg_config(const TrainOptions& o) {
   VggConfig vc;
@@ -81,6 +85,20 @@ int64_t planned_parameter_count(const TrainOptions& o) {
   return bert_parameter_count(c);
 }
 
+int64_t planned_tensor_count(const TrainOptions& o) {
+  if (o.model == "resnet50") {  // stem conv + norm (weight, bias); per bottleneck 3 convs + 3 norms; projections; fc
+    int64_t n = 3 + 2;
+    for (int s = 0; s < 4; ++s) n += 9 * o.resnet_blocks[static_cast<size_t>(s)] + 3;
+    return n;
+  }
+  if (o.model == "vgg16") return 2 * (13 + 3);  // 13 convolutions and 3 linears, weight and bias each
+  if (is_llama_model(o.model)) {
+    const LlamaConfig c = llama_config(o);
+    return c.layers * 9 + 2 + (c.tied ? 0 : 1);  // 7 matrices and 2 norms per layer; embedding, norm, head
+  }
+  return 5 + o.bert_layers * 16 + 9;  // embeddings and their norm; per layer 6 linears and 2 norms; heads
+}
+
 int64_t planned_matrix_count(const TrainOptions& o) {
   if (o.model == "resnet50") return resnet_parameters(o, true);
   if (o.model == "vgg16") return vgg_matrix_count(vgg_config(o));
@@ -95,7 +113,7 @@ int64_t planned_matrix_count(const TrainOptions& o) {
 
 bool shards_master_weights(const TrainOptions& o, int ranks) {
   const bool low = o.precision == Precision::bf16 || o.precision == Precision::fp16;
-  return low && o.zero > 0 && ranks > 1 && o.backend == BackendKind::cpu;
+  return low && o.zero > 0 && ranks > 1;
 }
 
 MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
@@ -115,6 +133,10 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
     const double kept = 4.0 * static_cast<double>(p.parameters - planned_matrix_count(o));
     gathering = std::min(f32, 2.0 * bucket + tensor) * (1.0 - 1.0 / ranks);
     p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks) + gathering;
+    // On a GPU each kept run (a rank's block of a bucket, a kept tensor) may pin a partial chunk
+    // at either end: an estimate of two per tensor, at most what is released.
+    // Never more than the whole buffer mapped.
+    if (o.backend == BackendKind::cuda) p.master = std::min(f32, p.master + 2.0 * kCudaChunkBytes * static_cast<double>(planned_tensor_count(o)));
   }
   const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
   const bool sharded = o.zero > 0 && ranks > 1;

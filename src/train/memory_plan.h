@@ -9,7 +9,9 @@
 //   master         0 in fp32; 4P f32 master values in bf16/fp16; with sharded master weights
 //                  (shards_master_weights) 4P/n plus (1 - 1/n) 4K, K the parameters other than
 //                  matrices and filters (kept whole: forward reads them in f32), plus (1 - 1/n)
-//                  of the buckets the all-gather holds whole at once: min(4P, 2 (B + T) + T)
+//                  of the buckets the all-gather holds whole at once: min(4P, 2 (B + T) + T);
+//                  cuda adds 2 chunks of 2 MiB per parameter tensor (a chunk holding a kept
+//                  value stays mapped: an estimate), at most 4P in all
 //   gradients      4P (one flat f32 buffer the layers write); --zero 2 frees each bucket once
 //                  reduce-scattered, so at most (buckets in flight + 1) buckets and the layer being
 //                  written are held: min(4P, 3 (B + T) + 2T), B = --bucket-mb, T = the largest
@@ -64,9 +66,12 @@ int64_t planned_parameter_count(const TrainOptions& o);
 // Those of them with ParamRole::weight (convolution filters, linear matrices): what sharded
 // master weights shard; the rest (biases, norms, embeddings) stay whole on every rank.
 int64_t planned_matrix_count(const TrainOptions& o);
+// The parameter tensors (each a range of the flat buffers), as the models declare them.
+int64_t planned_tensor_count(const TrainOptions& o);
 // ZeRO shards the f32 master weights as well (train/parallel/zero.h): bf16/fp16 runs under
 // --zero 1/2 on more than one rank, on a backend whose buffers give decommitted memory back
-// (cpu; cuda keeps the whole master until its buffers map memory in chunks).
+// (cpu; cuda where the GPU supports virtual memory management, which the plan assumes: a GPU
+// without it keeps the whole master, and its run's plan undercounts).
 bool shards_master_weights(const TrainOptions& o, int ranks);
 MemoryPlan plan_memory(const TrainOptions& o, int ranks);
 // The plan once the model is built on a backend that counts its allocations (cpu): the model row

@@ -12,7 +12,7 @@ constexpr size_t kAlign = 16;  // f32 elements: 64 bytes
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-ParamStore::ParamStore(Backend& be, const std::vector<Layer*>& layers, bool gradients_decommitted)
+ParamStore::ParamStore(Backend& be, const std::vector<Layer*>& layers, bool gradients_decommitted, bool values_releasable)
     : gradients_decommitted_(gradients_decommitted) {
   size_t offset = 0;
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
@@ -24,7 +24,7 @@ ParamStore::ParamStore(Backend& be, const std::vector<Layer*>& layers, bool grad
       count_ += product(p.dims);
     }
   }
-  values_ = be.buffer(std::max<size_t>(offset, 1));
+  values_ = values_releasable ? be.releasable_buffer(std::max<size_t>(offset, 1)) : be.buffer(std::max<size_t>(offset, 1));
   grads_ = gradients_decommitted ? be.decommitted_buffer(std::max<size_t>(offset, 1)) : be.buffer(std::max<size_t>(offset, 1));
   for (Layer* l : layers) {
     std::vector<ParamSlot> slots(l->params().size());

@@ -23,8 +23,11 @@ struct ParamEntry {
 class ParamStore {
  public:
   // gradients_decommitted: the gradient buffer starts decommitted (Backend::decommitted_buffer),
-  // for ZeRO-2, which commits each bucket as backward writes it.
-  ParamStore(Backend& be, const std::vector<Layer*>& layers_forward_order, bool gradients_decommitted = false);
+  // for ZeRO-2, which commits each bucket as backward writes it. values_releasable: the value
+  // buffer is one whose ranges can be decommitted (Backend::releasable_buffer), for ZeRO's
+  // sharded master weights.
+  ParamStore(Backend& be, const std::vector<Layer*>& layers_forward_order, bool gradients_decommitted = false,
+             bool values_releasable = false);
 
   Buffer& values() { return *values_; }
   Buffer& grads() { return *grads_; }

@@ -250,9 +250,11 @@ class ProfilingBackend final : public Backend {
   }
   std::unique_ptr<Buffer> buffer(size_t elems) override { return in_.buffer(elems); }
   std::unique_ptr<Buffer> decommitted_buffer(size_t elems) override { return in_.decommitted_buffer(elems); }
+  std::unique_ptr<Buffer> releasable_buffer(size_t elems) override { return in_.releasable_buffer(elems); }
   int64_t allocated_peak_bytes() const override { return in_.allocated_peak_bytes(); }
   int64_t allocated_bytes() const override { return in_.allocated_bytes(); }
   bool frees_decommitted() const override { return in_.frees_decommitted(); }
+  std::string memory_mapping_summary() const override { return in_.memory_mapping_summary(); }
   int64_t peak_memory_bytes() const override { return in_.peak_memory_bytes(); }
   int64_t device_memory_used_bytes() const override { return in_.device_memory_used_bytes(); }
   DeviceFacts device_facts() const override { return in_.device_facts(); }

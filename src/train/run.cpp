@@ -324,6 +324,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 
   TrainingStack stack = build_stack(o, w);
   Backend& be = stack.be();
+  if (root && shards_master_weights(o, w.size) && !stack.shard_master)
+    std::cerr << "dlperf-train: WARNING: the " << to_string(o.backend)
+              << " backend cannot give device memory back here (no virtual memory management): the f32 master weights stay whole "
+                 "on every rank, above the plan's sharded figure\n"
+              << std::flush;
   ParamStore& store = *stack.store;
   Model& model = *stack.model;
   const std::vector<PlannedKernel> kernels = be.planned_kernels();
@@ -570,6 +575,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
                   static_cast<double>(device_peak) / (1024.0 * 1024.0), static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
     out << line;
   }
+  out << be.memory_mapping_summary();
   out << replica_summary(checksums, w.hosts);
   if (dataset)
     out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w),

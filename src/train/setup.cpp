@@ -16,6 +16,7 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   bo.memory_limit_bytes = o.memory_limit_mb << 20;
   bo.conv_autotune = o.conv_autotune;
   bo.deterministic = o.deterministic;
+  bo.timeout_s = o.timeout_s;
   bo.cuda_attention = o.attention == "fused"     ? BackendOptions::AttentionImpl::fused
                       : o.attention == "unfused" ? BackendOptions::AttentionImpl::unfused
                                                  : BackendOptions::AttentionImpl::automatic;
@@ -31,8 +32,8 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
   s.model_bytes = static_cast<double>(s.backend->allocated_bytes() - before);
   s.shard_master = shards_master_weights(o, w.size) && s.backend->frees_decommitted();
   // Gradients decommitted until backward writes them: stage 2 frees them again; with sharded
-  // master weights they are not counted (nor touched) before the master is released.
-  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers(), (o.zero == 2 || s.shard_master) && w.size > 1);
+  // master weights they are not counted (nor mapped) before the master is released.
+  s.store = std::make_unique<ParamStore>(*s.backend, s.model->layers(), (o.zero == 2 || s.shard_master) && w.size > 1, s.shard_master);
   if (o.zero > 0 && w.size > 1) {  // one rank owns everything: nothing to shard
     s.cut = std::make_unique<BucketCut>(cut_buckets(*s.store, bucket_bytes(o)));
     s.shard = std::make_unique<ShardLayout>(make_shard_layout(s.cut->buckets, w.size, w.rank));

@@ -49,28 +49,37 @@ done
 
 only=$("$script" --dry-run --stage 2)
 [ "$(grep -c '^# stage' <<<"$only")" = 1 ] || fail "--stage 2 runs one stage"
-[ "$(grep -c '^stage 2 plan-' <<<"$only")" = 14 ] || fail "--stage 2: 12 model x precision plans and 2 BERT widths"
+[ "$(grep -c '^stage 2 plan-' <<<"$only")" = 15 ] || fail "--stage 2: 12 model x precision plans, 2 BERT widths and Llama 3.1 8B on 8 ranks"
+grep -q '^stage 2 plan-llama3_8b-zero1-8ranks .*--zero 1 --recompute block --plan-only --plan-ranks 8' <<<"$only" ||
+  fail "--stage 2 plans Llama 3.1 8B on 8 ranks"
 
 # Every dlperf-train command of the stages parses: without a GPU each stops at "no CUDA device"
-# (exit 2), never at an option error. Skipped where a GPU is visible (the commands would run).
+# (exit 2), never at an option error; a plan for other ranks (--plan-ranks) needs no device and
+# prints it. Skipped where a GPU is visible (the commands would run).
 train=${2:-}
 if [ -n "$train" ] && ! nvidia-smi -L >/dev/null 2>&1; then
   grep -o 'dlperf-train --backend cuda.*' <<<"$out" | sed 's/^dlperf-train //' | while read -r line; do
     set +e
     # shellcheck disable=SC2086
-    msg=$("$train" $line 2>&1 >/dev/null)
+    msg=$("$train" $line 2>&1)
     rc=$?
     set -e
-    [ $rc = 2 ] && grep -q 'no CUDA device' <<<"$msg" || fail "dlperf-train $line: exit $rc: $msg"
+    if [[ $line == *--plan-ranks* ]]; then
+      [ $rc = 0 ] && grep -q '^memory plan per rank (8 ranks' <<<"$msg" || fail "dlperf-train $line: exit $rc: $msg"
+    else
+      [ $rc = 2 ] && grep -q 'no CUDA device' <<<"$msg" || fail "dlperf-train $line: exit $rc: $msg"
+    fi
   done
 fi
 
 # packed executables (../shared/tools/gpu-pack): each CUDA test by name on PATH, the two-rank test under mpirun
 packed=$("$script" --dry-run --packed --stage 1)
-for t in kernel_limits conformance cnn_conformance bert_conformance train_conformance step real_shapes; do
+for t in kernel_limits conformance cnn_conformance bert_conformance train_conformance step real_shapes mapped_buffer; do
   grep -q "dlperf_cuda_${t}_test --gtest_output=xml:" <<<"$packed" || fail "packed stage 1 runs dlperf_cuda_${t}_test"
 done
 grep -q 'mpirun -np 2 .*cuda_staged_mpi_test' <<<"$packed" || fail "packed stage 1 runs the two-rank test"
+grep -q 'zero1-mapped-master-np2 .*mpirun -np 2 .*dlperf-train --backend cuda --comm mpi .*--zero 1' <<<"$packed" ||
+  fail "stage 1 runs ZeRO-1 with the mapped master on two ranks"
 grep -q "sdpa-cudnn-log .*CUDNN_LOGERR_DBG=1 .*dlperf_cuda_llama_conformance_test --gtest_filter=LlamaConformance.FusedAttention" <<<"$packed" ||
   fail "stage 1 reruns the fused-attention test with cuDNN's log"
 grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
@@ -94,8 +103,8 @@ grep -q "plan-resnet50-fp16	1	" "$work/o/summary.tsv" || fail "the fallback is i
 printf '#!/bin/sh\necho "kernels: 3 planned, 0 reference"\necho "summary: throughput 7.50 samples/s"\n' >"$fake"
 DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" --archive p.tgz >"$work/p.log" 2>&1 || fail "a clean plan failed the plan stage"
 # each step's results reach the console; --archive holds the whole folder (a device brings back few files)
-[ "$(grep -c '^   summary: throughput 7.50 samples/s' "$work/p.log")" = 14 ] || fail "the steps' summary lines are not on the console"
-[ "$(tar -tzf "$work/p.tgz" | grep -c '^p/2-plan-.*\.log$')" = 14 ] || fail "--archive lacks the logs: $(tar -tzf "$work/p.tgz")"
+[ "$(grep -c '^   summary: throughput 7.50 samples/s' "$work/p.log")" = 15 ] || fail "the steps' summary lines are not on the console"
+[ "$(tar -tzf "$work/p.tgz" | grep -c '^p/2-plan-.*\.log$')" = 15 ] || fail "--archive lacks the logs: $(tar -tzf "$work/p.tgz")"
 tar -xzOf "$work/p.tgz" p/summary.tsv | grep -q "plan-bert_base-tf32	0	" || fail "--archive lacks summary.tsv"
 [ ! -e "$work/p.tgz.part" ] || fail "--archive left its .part"
 

@@ -1,19 +1,29 @@
 // Two ranks on one GPU (issue 13, item 8): NCCL refuses that, so the gradients go through MPI
 // staged in pinned host memory (--comm mpi on the CUDA backend). Under mpirun -np 2: replicas
 // that start different end bit-identical after training with bucketed, overlapped allreduces;
-// bucket times are recorded; a stop seen by one rank stops both at the same iteration. Skips
-// (on every rank) without a GPU.
+// bucket times are recorded; a stop seen by one rank stops both at the same iteration. ZeRO-1
+// on the GPU (issue 25), through the same staging: with the f32 master weights sharded in
+// mapped device memory (cuda/mapped_buffer.h) a reduced Llama trains to the parameters of the
+// whole master bit for bit and of replicated data parallelism to 1e-6, and the master's chunks
+// really go back. Skips (on every rank) without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
+#include <cstring>
 
 #include "../comm/mpi_test_env.h"
 #include "comm/make_communicator.h"
+#include "models/llama.h"
 #include "models/resnet.h"
 #include "train/cluster.h"
 #include "train/gradient_exchange.h"
+#include "train/adam.h"
+#include "train/llama_data.h"
 #include "train/param_store.h"
+#include "train/parallel/zero.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -82,6 +92,90 @@ TEST(StagedMpiOnOneGpu, ReplicasEndBitIdenticalAndStopTogether) {
   std::vector<uint64_t> all(static_cast<size_t>(world().size));
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
   for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], all[0]) << "rank " << r << "'s parameters differ from rank 0's";
+}
+
+// A reduced Llama in bf16 on the CUDA backend, 4 AdamW steps, its gradients exchanged through
+// the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded.
+struct ZeroRun {
+  std::vector<float> params;        // flat, whole again (restore_values)
+  int64_t held_after = 0;           // the backend's device allocations after the steps
+  int64_t values_bytes = 0;         // the flat value buffer
+  bool sharded_master = false;      // the backend frees decommitted memory: the master was sharded
+};
+
+ZeroRun train_zero(int zero, bool master) {
+  auto be = make_backend(BackendKind::cuda, {Precision::bf16, 0, world().local_rank});
+  LlamaConfig c = llama_preset("llama3_8b");
+  // ~54 M parameters (216 MB of f32 values), tensors up to 14 MiB, cut into 32 MiB buckets:
+  // each rank's half of a bucket spans several 2 MiB chunks.
+  c.layers = 4, c.hidden = 1024, c.heads = 16, c.kv_heads = 4, c.ffn = 3584, c.vocab = 2048;
+  c.batch = 1, c.seq_len = 64;
+  auto model = make_llama(*be, c);
+  const bool shard_master = master && be->frees_decommitted();
+  ParamStore store(*be, model->layers(), shard_master, shard_master);
+  model->init_params(5);
+  auto comm = make_staged_communicator(MPI_COMM_WORLD, world(), fast_options(), static_cast<CUstream_st*>(be->stream_handle()));
+  comm->broadcast(store.values().data(), store.size(), 0);
+  constexpr size_t kBucket = 32u << 20;
+  const BucketCut cut = cut_buckets(store, kBucket);
+  const ShardLayout shard = make_shard_layout(cut.buckets, comm->size(), comm->rank());
+  auto shard_grads = be->buffer(std::max<size_t>(1, shard.local_size));
+  const OptimizerShard os{shard_ranges(store, shard), shard_grads.get(), shard.local_size};
+  std::unique_ptr<Optimizer> opt = std::make_unique<AdamW>(*be, store, AdamConfig{0.9f, 0.95f, 1e-8f, 0.1f}, zero ? &os : nullptr);
+  std::unique_ptr<GradientExchange> exchange;
+  ZeroExchange* z = nullptr;
+  if (zero) {
+    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, false, 1, 1, shard_master);
+    z = ex.get();
+    opt = std::make_unique<GatherAfterStep>(std::move(opt), *ex);
+    exchange = std::move(ex);
+  } else {
+    exchange = std::make_unique<BucketedAllreduce>(*comm, store, kBucket);
+  }
+  TrainConfig tc;
+  tc.iterations = 4;
+  tc.warmup = 0;
+  tc.print_every = 0;
+  tc.lr = {LrScheduleKind::constant, 1e-3f, 0, 4};
+  SyntheticLlamaTokens data(c.batch, c.seq_len, c.vocab, 31 + static_cast<uint64_t>(world().rank));
+  Trainer t(*model, *be, *opt, tc, &store.grads(), &store);
+  RankTrace trace;
+  t.run(data, exchange.get(), trace, {}, nullptr);
+  be->synchronize();
+  // The last buckets' chunks are unmapped by the next commit that finds their work done: one of
+  // the first value (mapped already, or one more chunk).
+  if (shard_master) store.values().commit(0, 1);
+  ZeroRun out;
+  out.sharded_master = shard_master;
+  out.held_after = be->allocated_bytes();
+  out.values_bytes = static_cast<int64_t>(store.size() * sizeof(float));
+  if (z) z->restore_values();
+  out.params.resize(store.size());
+  store.values().read(out.params);
+  return out;
+}
+
+TEST(StagedMpiOnOneGpu, ZeroShardedMasterInMappedMemory) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const ZeroRun replicated = train_zero(0, false), whole = train_zero(1, false), sharded = train_zero(1, true);
+  ASSERT_TRUE(sharded.sharded_master) << "this GPU has no virtual memory management: the master could not be sharded";
+  ASSERT_EQ(sharded.params.size(), whole.params.size());
+  // The same collectives, optimizer kernels and conversions: bit for bit.
+  EXPECT_EQ(std::memcmp(sharded.params.data(), whole.params.data(), whole.params.size() * sizeof(float)), 0)
+      << "sharding the master in mapped memory changed the parameters";
+  // Against the allreduce: one addition per element on 2 ranks, so equal up to the optimizer's
+  // association; held to 1e-6 of the parameters' scale.
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < whole.params.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(whole.params[i]) - replicated.params[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(replicated.params[i])));
+  }
+  EXPECT_LE(worst, 1e-6 * scale);
+  // Between steps a rank holds its half of the matrices' values, the kept ones (the embedding,
+  // the norms, chunks shared with them) and at most one bucket's chunks in the pool: an eighth
+  // of the value buffer is given back at the very least.
+  EXPECT_LT(sharded.held_after, whole.held_after - sharded.values_bytes / 8)
+      << "sharded " << sharded.held_after << " bytes, whole " << whole.held_after << ", values " << sharded.values_bytes;
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
+#include "backend/cuda/mapped_buffer.h"
 #include "backend/cuda/ops.h"
 
 namespace dlperf::cuda {
@@ -64,7 +66,9 @@ Ctx make_context(const BackendOptions& o) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(const BackendOptions& o) : Backend(o), ctx_(make_context(o)) {
+CudaBackend::CudaBackend(const BackendOptions& o)
+    : Backend(o), ctx_(make_context(o)), mapped_(mapped_buffers_supported(*ctx_)),
+      mapping_(make_mapping_queue(std::chrono::seconds(o.timeout_s))) {
   // The reduction scratch of lamb_update and sum_squares, owned through the context's counter.
   auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(static_cast<size_t>(2 * kReduceBlocks + 2) * sizeof(double)));
   reduce_ = std::shared_ptr<void>(mem, mem->get());
@@ -115,6 +119,24 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 }
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
+std::string CudaBackend::memory_mapping_summary() const {
+  const MappingStats m = mapping_stats();
+  if (m.maps + m.unmaps == 0) return {};
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "device memory remapped (this rank): %lld chunk maps, %lld unmaps, %lld creates, %lld releases, %lld waits for "
+                "queued work; %.3f s in the driver\n",
+                static_cast<long long>(m.maps), static_cast<long long>(m.unmaps), static_cast<long long>(m.creates),
+                static_cast<long long>(m.releases), static_cast<long long>(m.waits), m.seconds);
+  return line;
+}
+
+std::unique_ptr<Buffer> CudaBackend::decommitted_buffer(size_t elems) {
+  return mapped_ ? make_mapped_buffer(ctx_, mapping_, elems, false) : buffer(elems);
+}
+std::unique_ptr<Buffer> CudaBackend::releasable_buffer(size_t elems) {
+  return mapped_ ? make_mapped_buffer(ctx_, mapping_, elems, true) : buffer(elems);
+}
 
 int64_t CudaBackend::device_memory_used_bytes() const {
   size_t free_bytes = 0, total = 0;

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "backend/cuda/kernels.h"
 
 namespace dlperf::cuda {
+
+class MappingQueue;
 
 struct Context;
 
@@ -31,6 +34,12 @@ class CudaBackend final : public Backend {
   TensorPtr rows_of(Tensor& t, int64_t first, int64_t count) override;
   void convert(const Tensor& src, Tensor& dst) override;
   std::unique_ptr<Buffer> buffer(size_t elems) override;
+  // Mapped in chunks through CUDA's virtual memory management (mapped_buffer.h), where the
+  // device supports it; else ordinary buffers, and frees_decommitted() is false.
+  std::unique_ptr<Buffer> decommitted_buffer(size_t elems) override;
+  std::unique_ptr<Buffer> releasable_buffer(size_t elems) override;
+  bool frees_decommitted() const override { return mapped_; }
+  std::string memory_mapping_summary() const override;
   HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
   // The counter of the backend's own device allocations (tensors, buffers, workspaces), as the
@@ -106,6 +115,8 @@ class CudaBackend final : public Backend {
   void record(const char* kind, const Tensor& x, const std::string& impl);  // a one-call op, both passes
 
   std::shared_ptr<Context> ctx_;
+  bool mapped_ = false;  // mapped buffers are supported here
+  std::shared_ptr<MappingQueue> mapping_;  // their decommits, shared: memory bounded across buffers
   std::shared_ptr<void> reduce_;  // (kReduceBlocks + 1) * 2 doubles: block partials, then the sums
   // The segment and task tables of the multi-tensor optimizer steps, one per segment list (an
   // optimizer passes the same list every step; compared by value, a host-side check).

@@ -54,6 +54,10 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
   if (shard_master) plan_master_release(cut);
+  // Stage 1 keeps the full gradients. With sharded master weights they started decommitted (not
+  // held before the master was released); they are made whole now, before the first backward
+  // writes them (a GPU's mapped chunks must be mapped before any work touches them).
+  if (stage_ == 1 && store.gradients_decommitted()) store.grads().commit(0, store.size());
 }
 
 void ZeroExchange::plan_master_release(const BucketCut& cut) {
@@ -129,7 +133,7 @@ void ZeroExchange::on_ready(const Layer& layer) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].layer != &layer) continue;
     Bucket& b = buckets_[bucket_of_entry_[i]];
-    if (store_.gradients_decommitted()) {  // backward has written this gradient, into freed pages: they are held again
+    if (stage_ == 2) {  // backward has written this gradient, into freed pages: they are held again
       committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);
       committed_peak_ = std::max(committed_peak_, committed_bytes_);
     }

@@ -17,8 +17,9 @@
 // Stage 2 also frees each bucket's full gradients once its reduce-scatter is done: the flat
 // gradient buffer starts decommitted and is decommitted bucket by bucket (Buffer::decommit: on
 // the CPU its whole pages go back to the kernel), and each gradient is committed (counted) again
-// when backward reports it written. A page shared by two buckets is not freed (and stays
-// counted): at most one page per bucket (4 KiB against 25 MiB). At most kInFlight buckets are reduce-scattering at once; launching one more first
+// when backward reports it written (a commit after the write, which the CPU's pages allow and a
+// GPU's mapped chunks would not: stage 2 stays cpu-only). A page shared by two buckets is not
+// freed (and stays counted): at most one page per bucket (4 KiB against 25 MiB). At most kInFlight buckets are reduce-scattering at once; launching one more first
 // waits for the oldest and frees it, so the full gradients held at any time are those in flight
 // plus the buckets backward is writing (memory_plan.h bounds them). With --grad-accum the buffer
 // cannot carry a sum across micro-batches, so stage 2 reduce-scatters every micro-batch (as
@@ -27,7 +28,8 @@
 // bytes once per micro-batch (docs/communication.md) and sums over micro-batches after summing
 // over ranks, the reverse of stages 0 and 1 (fp32 round-off).
 //
-// Sharded master weights (bf16/fp16 runs, where Backend::frees_decommitted): the f32 master values
+// Sharded master weights (bf16/fp16 runs, where Backend::frees_decommitted: the CPU's pages, a
+// GPU's chunks mapped through CUDA's virtual memory management): the f32 master values
 // are also kept only for the rank's blocks, as Megatron's distributed optimizer keeps them, plus
 // the parameters forward and backward read in f32 (every role but ParamRole::weight: biases,
 // normalisation parameters, embedding tables; small, except an untied embedding). The rest of
