@@ -5,26 +5,16 @@
 // stay, a committed range reads as zero where it was given back, a buffer made decommitted
 // holds nothing until committed, and an unmap waits for the kernels still using the memory.
 // Skips without a GPU.
-#include <cuda_runtime_api.h>
-#include <gtest/gtest.h>
-
 #include <vector>
 
-#include "backend/backend.h"
+#include "conformance_util.h"
 
 namespace dlperf {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();
-  return ok;
-}
-
-#define SKIP_WITHOUT_MAPPING(be)                                                 \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";                             \
-  auto be = make_backend(BackendKind::cuda, {});                                 \
+#define SKIP_WITHOUT_MAPPING(be)                 \
+  DLPERF_NEED_GPU();                             \
+  auto be = make_backend(BackendKind::cuda, {}); \
   if (!be->frees_decommitted()) GTEST_SKIP() << "no virtual memory management"
 
 constexpr size_t kMiB = 1u << 18;  // f32 elements in 1 MiB
