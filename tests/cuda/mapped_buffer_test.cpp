@@ -44,6 +44,16 @@ TEST(MappedBuffer, DecommitGivesWholeChunksBackAndCommitReadsZero) {
   EXPECT_EQ(be->allocated_bytes() - base, whole);
 }
 
+// A chunk two ranges share (two buckets' gradients) goes once both are given back.
+TEST(MappedBuffer, AChunkTwoRangesShareGoesWithTheSecond) {
+  SKIP_WITHOUT_MAPPING(be);
+  auto buf = be->releasable_buffer(8 * kMiB);
+  EXPECT_EQ(buf->decommit(1 * kMiB, 2 * kMiB), size_t{0});        // half of chunks 0 and 1
+  EXPECT_EQ(buf->decommit(3 * kMiB, 2 * kMiB), size_t{2} << 20);  // chunk 1 whole now; half of chunk 2
+  EXPECT_EQ(buf->commit(2 * kMiB, 1 * kMiB), size_t{2} << 20);    // chunk 1 backed again
+  EXPECT_EQ(buf->commit(3 * kMiB, 2 * kMiB), size_t{0});          // its other half: already backed
+}
+
 TEST(MappedBuffer, DecommittedBufferHoldsNothingUntilCommitted) {
   SKIP_WITHOUT_MAPPING(be);
   const int64_t base = be->allocated_bytes();

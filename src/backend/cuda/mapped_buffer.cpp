@@ -157,6 +157,12 @@ class MappedBuffer final : public Buffer {
     DLPERF_ASSERT(chunk_ > 0 && chunk_ % 64 == 0, "a mapping granularity of whole cache lines");
     const size_t bytes = std::max<size_t>(n_ * sizeof(float), 1);
     chunks_ = (bytes + chunk_ - 1) / chunk_;
+    DLPERF_ASSERT(chunk_ % kPage == 0, "a chunk of whole pages");
+    per_chunk_ = chunk_ / kPage;
+    // Every page starts decommitted (those past the end stay so); committed: the whole buffer
+    // is committed below.
+    gone_.assign(chunks_ * per_chunk_, true);
+    gone_in_.assign(chunks_, per_chunk_);
     state_.assign(chunks_, State::unmapped);
     handle_.assign(chunks_, 0);
     generation_.assign(chunks_, 0);
@@ -202,16 +208,22 @@ class MappedBuffer final : public Buffer {
                  [&](size_t first, size_t count) { DLPERF_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(address(first)), 0, count * chunk_, ctx_->s())); });
   }
 
+  // The whole pages inside the range are decommitted; a chunk goes once all its pages are
+  // (whatever ranges they came from: a chunk two buckets share goes with the second).
   size_t decommit(size_t offset, size_t count) override {
     DLPERF_ASSERT(offset + count <= n_, "buffer range in bounds");
-    const size_t first = (offset * sizeof(float) + chunk_ - 1) / chunk_, last = (offset + count) * sizeof(float) / chunk_;
+    const size_t p0 = (offset * sizeof(float) + kPage - 1) / kPage, p1 = (offset + count) * sizeof(float) / kPage;
     std::vector<size_t> freed;
-    for (size_t c = first; c < last && c < chunks_; ++c)
-      if (state_[c] == State::mapped) {
+    for (size_t p = p0; p < p1; ++p) {
+      if (gone_[p]) continue;
+      gone_[p] = true;
+      const size_t c = p / per_chunk_;
+      if (++gone_in_[c] == per_chunk_ && state_[c] == State::mapped) {
         state_[c] = State::releasing;
         generation_[c] = next_generation_;
         freed.push_back(c);
       }
+    }
     if (freed.empty()) return 0;
     // The chunks go once the work queued so far (the last reads and writes of them) is done.
     Event done = queue_->take_event();
@@ -225,18 +237,26 @@ class MappedBuffer final : public Buffer {
   size_t commit(size_t offset, size_t count) override {
     DLPERF_ASSERT(offset + count <= n_, "buffer range in bounds");
     if (count == 0) return 0;
-    const size_t first = offset * sizeof(float) / chunk_;
-    const size_t last = std::min(chunks_, ((offset + count) * sizeof(float) + chunk_ - 1) / chunk_);
+    // Every page the range touches is committed; a chunk all of whose pages were decommitted is
+    // backed again (mapped, or kept where its unmap is still pending) and reads as zero.
+    const size_t p0 = offset * sizeof(float) / kPage, p1 = ((offset + count) * sizeof(float) + kPage - 1) / kPage;
+    const size_t first = p0 / per_chunk_, last = std::min(chunks_, (p1 + per_chunk_ - 1) / per_chunk_);
     queue_->reap(false);
     size_t taken = 0, to_map = 0;
     for (size_t c = first; c < last; ++c) {
+      if (gone_in_[c] < per_chunk_) continue;  // backed: its committed pages kept it
       if (state_[c] == State::releasing) {  // still mapped: keep it (its pending unmap skips it)
         state_[c] = State::cleared;
         ++taken;
-      } else if (state_[c] == State::unmapped) {
+      } else {
         ++to_map;
       }
     }
+    for (size_t p = p0; p < p1; ++p)
+      if (gone_[p]) {
+        gone_[p] = false;
+        --gone_in_[p / per_chunk_];
+      }
     if (to_map > 0) {
       // A commit of the whole buffer (its first, or the gradients made whole once) does not size
       // the pool: only the ranges that come and go do (ZeRO: a bucket).
@@ -279,9 +299,11 @@ class MappedBuffer final : public Buffer {
   }
 
  private:
-  // mapped: committed; releasing: decommitted, unmapped once its event completes; cleared:
-  // committed again, to be zero-filled (a transient state inside commit); unmapped.
+  // mapped: backed (some page committed); releasing: every page decommitted, unmapped once its
+  // event completes; cleared: backed again, to be zero-filled (a transient state inside
+  // commit); unmapped.
   enum class State : uint8_t { mapped, releasing, cleared, unmapped };
+  static constexpr size_t kPage = 4096;  // the unit decommit and commit count in, as the CPU's pages
 
   CUdeviceptr address(size_t c) const { return base_ + c * chunk_; }
   float* data_at(size_t offset) const { return reinterpret_cast<float*>(base_) + offset; }
@@ -335,7 +357,9 @@ class MappedBuffer final : public Buffer {
   size_t n_;
   CUmemAllocationProp prop_;
   CUmemAccessDesc access_{};
-  size_t chunk_ = 0, chunks_ = 0;
+  size_t chunk_ = 0, chunks_ = 0, per_chunk_ = 0;
+  std::vector<bool> gone_;        // per page: decommitted
+  std::vector<size_t> gone_in_;   // per chunk: its decommitted pages
   CUdeviceptr base_ = 0;
   std::vector<State> state_;
   std::vector<CUmemGenericAllocationHandle> handle_;  // per chunk, while mapped
