@@ -6,16 +6,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "backend/onednn/ops.h"
 #include "core/check.h"
 
 namespace dlperf::onednn {
 namespace {
+
+// DLPERF_GUARD_DECOMMITTED=1: decommitted pages are also made inaccessible (mprotect), so an
+// access before the range is committed again faults here, as it would on a GPU, whose freed
+// chunks are unmapped (the CPU would otherwise read zeros and count a write late). A check for
+// tests of ZeRO (tests/cli/zero_cli_test.sh), off in runs.
+bool guard_decommitted() {
+  static const bool on = [] {
+    const char* v = std::getenv("DLPERF_GUARD_DECOMMITTED");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
 
 class CpuBuffer final : public Buffer {
  public:
@@ -33,6 +47,7 @@ class CpuBuffer final : public Buffer {
         released_(memory_.mapped() ? round_up(n) / page_ : 0, !committed),
         released_bytes_(committed ? 0 : released_.size() * page_) {
     budget_.charge(committed_bytes());  // throws past --memory-limit-mb; memory_ is then unmapped
+    if (!committed) protect(0, released_.size(), PROT_NONE);
   }
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
@@ -63,6 +78,7 @@ class CpuBuffer final : public Buffer {
       while (q < last && !released_[q]) released_[q++] = true;
       if (::madvise(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, MADV_DONTNEED) != 0)
         throw_library_error("libc", "madvise(MADV_DONTNEED)", errno_string(), std::source_location::current());
+      protect(p, q, PROT_NONE);
       freed += (q - p) * page_;
       p = q;
     }
@@ -79,12 +95,26 @@ class CpuBuffer final : public Buffer {
     for (size_t p = first; p < last; ++p) taken += released_[p] ? page_ : 0;
     if (taken == 0) return 0;
     budget_.charge(static_cast<int64_t>(taken));  // throws past --memory-limit-mb before anything changes
-    for (size_t p = first; p < last; ++p) released_[p] = false;
+    for (size_t p = first; p < last;) {  // runs of released pages: accessible again
+      if (!released_[p]) {
+        ++p;
+        continue;
+      }
+      size_t q = p;
+      while (q < last && released_[q]) released_[q++] = false;
+      protect(p, q, PROT_READ | PROT_WRITE);
+      p = q;
+    }
     released_bytes_ -= taken;
     return taken;
   }
 
  private:
+  void protect(size_t first_page, size_t end_page, int prot) {
+    if (!guard_decommitted() || end_page <= first_page) return;
+    if (::mprotect(reinterpret_cast<char*>(data_) + first_page * page_, (end_page - first_page) * page_, prot) != 0)
+      throw_library_error("libc", "mprotect", errno_string(), std::source_location::current());
+  }
   // Whole pages (round_up(n) is a multiple of 64, and an mmap'ed buffer is >= 1 MiB: the last
   // partial page, if any, is left out of the bitmap and always counted).
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
