@@ -194,12 +194,16 @@ stage_tests() {
     done
     step 1 staged_mpi_np2 mpirun -np 2 --oversubscribe --bind-to none "$(test_exe cuda_staged_mpi_test)"
   fi
-  # ZeRO-1 with the f32 master sharded in mapped device memory, two ranks sharing the GPU through
-  # the staged communicator: the summary's plan against the allocated peak, and what remapping
-  # cost the host (issue 25). A reduced Llama, a minute at most.
-  step 1 zero1-mapped-master-np2 mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi --model llama3_2_1b \
-    --precision bf16 --zero 1 --llama-layers 4 --llama-hidden 1024 --llama-heads 16 --llama-kv-heads 4 --llama-ffn 3584 \
-    --llama-vocab 8192 --seq-len 512 --batch-size 2 --iterations 12 --warmup 4
+  # ZeRO-1 and -2 with the f32 master sharded in mapped device memory (and, stage 2, the
+  # gradients), two ranks sharing the GPU through the staged communicator: the summary's plan
+  # against the allocated peak, and what remapping cost the host (issue 25). A reduced Llama, a
+  # minute at most each.
+  local z
+  for z in 1 2; do
+    step 1 "zero$z-mapped-master-np2" mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
+      --model llama3_2_1b --precision bf16 --zero $z --llama-layers 4 --llama-hidden 1024 --llama-heads 16 --llama-kv-heads 4 \
+      --llama-ffn 3584 --llama-vocab 8192 --seq-len 512 --batch-size 2 --iterations 12 --warmup 4
+  done
   # cuDNN's fused attention is dlperf's own graph of the pattern cuDNN's SDPA engines match
   # (sdpa_graph.cpp): its test again with cuDNN's error and warning log, which says why an
   # operation or engine was rejected where the graph does not plan. A few seconds.

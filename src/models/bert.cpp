@@ -227,23 +227,29 @@ class Bert final : public BertModel {
     Tensor& dlogits = *g.d_mlm_logits;
     mlm_xent_->backward(dlogits, loss_scale);
     Tensor& dt3 = *g.d_head;
+    writing(*decoder_);
+    writing(*word_);  // the decoder writes the word table's gradient
     decoder_->backward(*t3_, dlogits, &dt3);
     ready(*decoder_);
     Tensor& dt2 = *g.d_head2;
+    writing(*transform_ln_);
     transform_ln_->backward(*t2_, dt3, dt2);
     ready(*transform_ln_);
     gelu_->backward(*t1_, dt2, dt3);
     Tensor& dh = *g.d_h;
+    writing(*transform_);
     transform_->backward(*h_, dt3, &dh);
     ready(*transform_);
     // next-sentence head
     Tensor& dnsp = *g.d_nsp_logits;
     nsp_xent_->backward(dnsp, loss_scale);
     Tensor& dpooled = *g.d_pool;
+    writing(*seq_rel_);
     seq_rel_->backward(*pooled_, dnsp, &dpooled);
     ready(*seq_rel_);
     Tensor& dp1 = *g.d_pool2;
     tanh_->backward(*p1_, dpooled, dp1);
+    writing(*pooler_);
     pooler_->backward(*c0_, dp1, &dpooled);
     ready(*pooler_);
     // both heads read the last encoder output
@@ -257,6 +263,7 @@ class Bert final : public BertModel {
       Tensor* dx = g.io[layers_.size() - l];
       // The last layer's activations are still in the shared buffers: no other layer wrote them since.
       if (cfg_.recompute && l + 1 < layers_.size()) layers_[l]->recompute(x, *mask_, layer_seed(l));
+      writing_block(*layers_[l]);
       layers_[l]->backward(x, *dout, *dx, cache_, ready);
       dout = dx;
     }
@@ -264,12 +271,16 @@ class Bert final : public BertModel {
     Tensor& dnorm = *g.d_emb;
     emb_drop_->backward(*dout, dnorm);
     Tensor& de = *g.d_emb2;
+    writing(*emb_ln_);
     emb_ln_->backward(*e_word_, dnorm, de);
     ready(*emb_ln_);
+    writing(*token_type_);
     token_type_->backward(*segments_, de);
     ready(*token_type_);
+    writing(*position_);
     position_->backward(*positions_, de);
     ready(*position_);
+    writing(*word_);
     word_->backward(*ids_, de);  // adds to the decoder's part
     ready(*word_);
   }

@@ -145,6 +145,9 @@ class Llama final : public Model {
     const std::vector<Tensor*> io = io_grads();
     Tensor& dn = *io[0];
     Tensor* dout = io[1];
+    // tied: the head writes the embedding table's gradient first
+    if (cfg_.tied) writing(*tok_);
+    else writing(*output_);
     for (size_t i = head_.size(); i-- > 0;) {
       if (i + 1 < head_.size()) output_->forward(head_n(i), *logits_);  // recompute the chunk's logits
       head_[i].xent->backward(*logits_, scale);  // the gradient over the logits: no second (rows, V) tensor
@@ -152,6 +155,7 @@ class Llama final : public Model {
       else output_->backward_add(head_n(i), *logits_, &head_dn(i, dn));
     }
     if (!cfg_.tied) ready(*output_);
+    writing(*norm_);
     norm_->backward(last, dn, *dout);
     ready(*norm_);
     for (size_t l = blocks_.size(); l-- > 0;) {
@@ -159,9 +163,11 @@ class Llama final : public Model {
       Tensor* dx = io[blocks_.size() - l + 1];
       // Refill the shared activations (same kernels, same bits); the last block's are still there.
       if (cfg_.recompute && l + 1 < blocks_.size()) blocks_[l]->forward(x, ops_);
+      writing_block(*blocks_[l]);
       blocks_[l]->backward(x, *dout, *dx, ops_, cache_, ready);
       dout = dx;
     }
+    writing(*tok_);
     tok_->backward(*ids_, *dout);  // tied: adds to the head's part
     ready(*tok_);
   }

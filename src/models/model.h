@@ -74,8 +74,28 @@ class Model {
   virtual std::vector<const float*> loss_terms() { return {}; }
   // scale multiplies the loss gradient (fp16 loss scaling; 1 otherwise).
   virtual void backward(const LossGradScale& scale, const GradReadyFn& on_ready) = 0;
+  // Called by backward before it first writes a layer's parameter gradients (a block's layers
+  // before the block, a tied weight before the first op that writes it): ZeRO-2 gives each
+  // bucket's gradients back once reduced, and a GPU's must be mapped again before anything
+  // writes them (train/parallel/zero.h). Unset: nothing is called.
+  void set_gradient_write_hook(GradReadyFn hook) { write_hook_ = std::move(hook); }
   // Deterministic initialisation of every parameter from the seed (framework defaults).
   virtual void init_params(uint64_t seed) = 0;
+
+ protected:
+  void writing(const Layer& layer) const {
+    if (write_hook_) write_hook_(layer);
+  }
+  template <class Block>  // a block with collect(std::vector<Layer*>&): all its layers
+  void writing_block(Block& block) const {
+    if (!write_hook_) return;
+    std::vector<Layer*> v;
+    block.collect(v);
+    for (const Layer* l : v) write_hook_(*l);
+  }
+
+ private:
+  GradReadyFn write_hook_;
 };
 
 // Tensors reused across the layers of a model, keyed by role and dims: gradient buffers of

@@ -270,6 +270,7 @@ class ResNet final : public Model {
 
   void backward(const LossGradScale& loss_scale, const GradReadyFn& ready) override {
     xent_->backward(*dlogits_, loss_scale);
+    writing(*fc_);
     fc_->backward(*f_, *dlogits_, df_.get());
     ready(*fc_);
     const std::vector<Tensor*> io = io_grads();
@@ -278,12 +279,15 @@ class ResNet final : public Model {
       const Tensor& x = i > 0 ? *blocks_[i - 1]->out : *p_;
       // The last block's activations are still in the shared buffers: no other block wrote them since.
       if (cfg_.recompute && i + 1 < blocks_.size()) blocks_[i]->recompute(x);
+      writing_block(*blocks_[i]);
       blocks_[i]->backward(x, *io[blocks_.size() - 1 - i], io[blocks_.size() - i], cache_, ready);
     }
     const auto [d_b, d_a] = stem_grads();
     pool_->backward(*io.back(), *d_b);
+    writing(*bn1_);
     bn1_->backward(*a_, *d_b, *d_a);
     ready(*bn1_);
+    writing(*conv1_);
     conv1_->backward(input(), *d_a, nullptr);
     ready(*conv1_);
   }

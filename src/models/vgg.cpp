@@ -184,16 +184,19 @@ class Vgg final : public Model {
     Tensor& dlogits = cache_.like("d_logits", *logits_);
     xent_->backward(dlogits, loss_scale);
     Tensor& dh = cache_.like("d_hidden", *d3_);
+    writing(*fc6_);
     fc6_->backward(*d3_, dlogits, &dh);
     ready(*fc6_);
     drop3_->backward(dh, dh);
     relu3_->backward(*h3_, dh, dh);  // h3 holds relu's output (see the top of the file)
     Tensor& dh0 = cache_.like("d_hidden0", *d0_);
+    writing(*fc3_);
     fc3_->backward(*d0_, dh, &dh0);
     ready(*fc3_);
     drop0_->backward(dh0, dh0);
     relu0_->backward(*h0_, dh0, dh0);
     Tensor& dflat = cache_.like("d_flat", *flat_);
+    writing(*fc0_);
     fc0_->backward(*flat_, dh0, &dflat);
     ready(*fc0_);
     // Features (stage_dx). Each convolution applies its fused ReLU's mask itself.
@@ -208,6 +211,7 @@ class Vgg final : public Model {
         DLPERF_ASSERT(dx->same_layout(x), "gradient scratch in the layout of its activation");
       }
       if (s.conv) {
+        writing(*s.conv->conv);
         s.conv->conv->backward(x, *dy, dx);
         ready(*s.conv->conv);
       } else {

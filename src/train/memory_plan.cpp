@@ -134,8 +134,7 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
     gathering = std::min(f32, 2.0 * bucket + tensor) * (1.0 - 1.0 / ranks);
     p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks) + gathering;
     // On a GPU each kept run (a rank's block of a bucket, a kept tensor) may pin a partial chunk
-    // at either end: an estimate of two per tensor, at most what is released.
-    // Never more than the whole buffer mapped.
+    // at either end: an estimate of two per tensor; never more than the whole buffer mapped.
     if (o.backend == BackendKind::cuda) p.master = std::min(f32, p.master + 2.0 * kCudaChunkBytes * static_cast<double>(planned_tensor_count(o)));
   }
   const double state = o.optimizer == "lamb" ? 3.0 : o.optimizer == "adamw" ? 2.0 : 1.0;
@@ -147,6 +146,10 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
     // Buckets in flight, the one backward is closing, and the layer it is writing (<= 2 of the
     // largest tensor).
     p.gradients = std::min(f32, static_cast<double>(kZeroBucketsInFlight + 1) * bucket + 2.0 * tensor);
+    // On a GPU each held bucket, and the layer being written, may keep a partial chunk mapped at
+    // either end.
+    if (o.backend == BackendKind::cuda)
+      p.gradients = std::min(f32, p.gradients + 2.0 * kCudaChunkBytes * static_cast<double>(kZeroBucketsInFlight + 2));
     p.accumulation = o.grad_accum > 1 ? f32 / ranks : 0.0;  // later micro-batches' reduced shard
     // The master's all-gather comes after backward, when these buckets are freed: the peak holds
     // the larger of the two, not both.
@@ -192,8 +195,7 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   if (limit_bytes <= 0 || p.total() <= limit_bytes) return;
   const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
   std::string help;
-  const int most = o.backend == BackendKind::cuda ? 1 : 2;  // --zero 2 is cpu-only for now
-  if (o.zero < most && params > p.activations_min) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
+  if (o.zero < 2 && params > p.activations_min) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
   if (o.grad_accum > 1 && o.zero < 2) help += "no --grad-accum (its buffer), ";
   if (p.activations_min > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
   if (is_llama_model(o.model)) {  // whole logits a large part of the activations: the head over chunks of tokens

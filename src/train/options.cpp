@@ -50,9 +50,6 @@ void validate_zero(const TrainOptions& o) {
   if (o.optimizer == "lamb" && o.zero == 2)
     throw_usage_error(z + " shards sgd and adamw; lamb is sharded by --zero 1 only: use --zero 1 or --optimizer adamw");
   if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
-  if (o.backend == BackendKind::cuda && o.zero == 2)
-    throw_usage_error("--zero 2 is not available on cuda yet (backward would write a freed bucket's gradients before they are mapped "
-                      "again: the models report a layer only after writing it); use --zero 1");
 }
 
 // The device-step options (issue 13) against each other and the rest.

@@ -113,11 +113,16 @@ struct Trainer::Run {
       if (loss_terms.empty()) throw_usage_error("--cuda-graph: the model does not expose its loss on the device");
       if (t.cfg_.profiler) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
     }
-    if (exchange)
+    if (exchange) {
       exchange->set_actor([this](std::function<void()> work) { graph.act(std::move(work)); });
+      t.model_.set_gradient_write_hook([this](const Layer& l) { exchange->before_write(l); });
+    }
   }
   ~Run() {
-    if (exchange) exchange->set_actor({});
+    if (exchange) {
+      exchange->set_actor({});
+      t.model_.set_gradient_write_hook({});
+    }
   }
 
   StepIndex& at(int64_t s) { return index[static_cast<size_t>(s % kRecorderDepth)]; }

@@ -55,6 +55,9 @@ class GradientExchange {
   // only the last micro-batch is reported, after the trainer added the earlier ones' sum.
   virtual bool reduces_each_micro_batch() const { return false; }
   virtual void on_ready(const Layer& layer) = 0;  // called inside backward
+  // Called inside backward before it first writes `layer`'s gradients (Model's write hook):
+  // ZeRO-2 commits them here, so a GPU's freed chunks are mapped before anything writes them.
+  virtual void before_write(const Layer& layer) { (void)layer; }
   // After backward: starts any bucket not started yet and orders the compute queue after all
   // of this step's buckets (a device communicator: without waiting on the host).
   virtual void finish() = 0;

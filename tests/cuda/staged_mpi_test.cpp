@@ -1,11 +1,12 @@
 // Two ranks on one GPU (issue 13, item 8): NCCL refuses that, so the gradients go through MPI
 // staged in pinned host memory (--comm mpi on the CUDA backend). Under mpirun -np 2: replicas
 // that start different end bit-identical after training with bucketed, overlapped allreduces;
-// bucket times are recorded; a stop seen by one rank stops both at the same iteration. ZeRO-1
-// on the GPU (issue 25), through the same staging: with the f32 master weights sharded in
-// mapped device memory (cuda/mapped_buffer.h) a reduced Llama trains to the parameters of the
-// whole master bit for bit and of replicated data parallelism to 1e-6, and the master's chunks
-// really go back. Skips (on every rank) without a GPU.
+// bucket times are recorded; a stop seen by one rank stops both at the same iteration. ZeRO on
+// the GPU (issue 25), through the same staging: with the f32 master weights sharded in mapped
+// device memory (cuda/mapped_buffer.h) a reduced Llama trains to the parameters of the whole
+// master bit for bit and of replicated data parallelism to 1e-6, and the master's chunks really
+// go back; ZeRO-2 (its gradients mapped only while needed) gives stage 1's parameters bit for
+// bit and holds less. Skips (on every rank) without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -112,7 +113,7 @@ ZeroRun train_zero(int zero, bool master) {
   c.batch = 1, c.seq_len = 64;
   auto model = make_llama(*be, c);
   const bool shard_master = master && be->frees_decommitted();
-  ParamStore store(*be, model->layers(), shard_master, shard_master);
+  ParamStore store(*be, model->layers(), zero == 2 || shard_master, shard_master);
   model->init_params(5);
   auto comm = make_staged_communicator(MPI_COMM_WORLD, world(), fast_options(), static_cast<CUstream_st*>(be->stream_handle()));
   comm->broadcast(store.values().data(), store.size(), 0);
@@ -125,7 +126,7 @@ ZeroRun train_zero(int zero, bool master) {
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* z = nullptr;
   if (zero) {
-    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, false, 1, 1, shard_master);
+    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, false, zero, 1, shard_master);
     z = ex.get();
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *ex);
     exchange = std::move(ex);
@@ -158,11 +159,17 @@ ZeroRun train_zero(int zero, bool master) {
 TEST(StagedMpiOnOneGpu, ZeroShardedMasterInMappedMemory) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const ZeroRun replicated = train_zero(0, false), whole = train_zero(1, false), sharded = train_zero(1, true);
+  const ZeroRun stage2 = train_zero(2, true);
   ASSERT_TRUE(sharded.sharded_master) << "this GPU has no virtual memory management: the master could not be sharded";
   ASSERT_EQ(sharded.params.size(), whole.params.size());
   // The same collectives, optimizer kernels and conversions: bit for bit.
   EXPECT_EQ(std::memcmp(sharded.params.data(), whole.params.data(), whole.params.size() * sizeof(float)), 0)
       << "sharding the master in mapped memory changed the parameters";
+  // ZeRO-2 runs stage 1's collectives on the same buffers, its gradients mapped before backward
+  // writes them and unmapped once reduce-scattered: stage 1's parameters, bit for bit.
+  EXPECT_EQ(std::memcmp(stage2.params.data(), sharded.params.data(), whole.params.size() * sizeof(float)), 0)
+      << "ZeRO-2 on mapped gradients changed the parameters";
+  EXPECT_LT(stage2.held_after, sharded.held_after) << "ZeRO-2 gave no gradient memory back";
   // Against the allreduce: one addition per element on 2 ranks, so equal up to the optimizer's
   // association; held to 1e-6 of the parameters' scale.
   double worst = 0, scale = 0;

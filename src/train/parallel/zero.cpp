@@ -51,6 +51,7 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     // The store's gradients start decommitted (never counted in full, not even before the first
     // step): every bucket starts freed.
     DLPERF_ASSERT(store.gradients_decommitted(), "ZeRO-2's parameter store starts with its gradients decommitted");
+    written_.assign(store.entries().size(), false);
     if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
   if (shard_master) plan_master_release(cut);
@@ -128,15 +129,23 @@ void ZeroExchange::act(std::function<void()> work) {
   else work();
 }
 
+void ZeroExchange::before_write(const Layer& layer) {
+  if (stage_ != 2) return;
+  const auto& entries = store_.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].layer != &layer || written_[i]) continue;
+    committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);  // freed pages held again
+    committed_peak_ = std::max(committed_peak_, committed_bytes_);
+    written_[i] = true;
+  }
+}
+
 void ZeroExchange::on_ready(const Layer& layer) {
   const auto& entries = store_.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].layer != &layer) continue;
     Bucket& b = buckets_[bucket_of_entry_[i]];
-    if (stage_ == 2) {  // backward has written this gradient, into freed pages: they are held again
-      committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);
-      committed_peak_ = std::max(committed_peak_, committed_bytes_);
-    }
+    DLPERF_ASSERT(stage_ != 2 || written_[i], "backward wrote a gradient its model did not announce first (Model::writing)");
     DLPERF_ASSERT(b.pending > 0, "a parameter reported final twice in one step");
     --b.pending;
   }
@@ -168,6 +177,8 @@ void ZeroExchange::free_bucket(size_t b) {
   comm_.join(scatter(b));
   const GradBucket& r = buckets_[b].range;
   committed_bytes_ -= store_.grads().decommit(r.begin, r.end - r.begin);
+  for (size_t i = 0; i < written_.size(); ++i)
+    if (bucket_of_entry_[i] == b) written_[i] = false;
 }
 
 void ZeroExchange::finish() {

@@ -16,10 +16,13 @@
 //
 // Stage 2 also frees each bucket's full gradients once its reduce-scatter is done: the flat
 // gradient buffer starts decommitted and is decommitted bucket by bucket (Buffer::decommit: on
-// the CPU its whole pages go back to the kernel), and each gradient is committed (counted) again
-// when backward reports it written (a commit after the write, which the CPU's pages allow and a
-// GPU's mapped chunks would not: stage 2 stays cpu-only). A page shared by two buckets is not
-// freed (and stays counted): at most one page per bucket (4 KiB against 25 MiB). At most kInFlight buckets are reduce-scattering at once; launching one more first
+// the CPU its whole pages go back to the kernel, on a GPU the chunks all of whose pages are
+// given back are unmapped), and each layer's gradients are committed (counted, mapped) again
+// before backward writes them: the model calls its write hook (Model::writing) before a layer's
+// first write, or a block's, and the trainer passes it here (before_write). A gradient reported
+// final without that call is an internal error, so the CPU's tests hold every model to it. A
+// page shared by two buckets is not freed (and stays counted): at most one page per bucket (4 KiB
+// against 25 MiB); on a GPU a chunk shared by two buckets goes with the second. At most kInFlight buckets are reduce-scattering at once; launching one more first
 // waits for the oldest and frees it, so the full gradients held at any time are those in flight
 // plus the buckets backward is writing (memory_plan.h bounds them). With --grad-accum the buffer
 // cannot carry a sum across micro-batches, so stage 2 reduce-scatters every micro-batch (as
@@ -80,6 +83,7 @@ class ZeroExchange final : public GradientExchange {
   bool reduces_each_micro_batch() const override { return stage_ == 2; }
   size_t bucket_count() const override { return buckets_.size(); }
   void begin_step(int64_t step) override;
+  void before_write(const Layer& layer) override;  // stage 2: commits the layer's gradients
   void on_ready(const Layer& layer) override;
   void finish() override;
   void complete(int64_t step) override;
@@ -141,6 +145,7 @@ class ZeroExchange final : public GradientExchange {
   std::unique_ptr<Buffer> micro_recv_;   // stage 2 with accumulation: later micro-batches' reduced shard
   std::vector<size_t> in_flight_;        // stage 2: launched buckets not yet freed, oldest first
   size_t committed_bytes_ = 0, committed_peak_ = 0;  // stage 2: full-gradient bytes held (now, at most)
+  std::vector<bool> written_;  // stage 2, per store entry: committed for this micro-batch's backward
   // Sharded master: per bucket, the value ranges outside the keep set; the layers whose last
   // parameter lies in it (refreshed once it is gathered); the buckets all of whose layers are
   // refreshed once it is (released then).
