@@ -1,13 +1,13 @@
 // A Buffer whose device memory is mapped chunk by chunk through CUDA's virtual memory management
 // (cuMemAddressReserve / cuMemCreate / cuMemMap), so that ranges of it can be given back and
 // mapped again while its address stays fixed: what Buffer::decommit and commit ask for (ZeRO's
-// sharded f32 master weights, train/parallel/zero.h). A plain cudaMalloc'ed buffer cannot free
-// part of itself.
+// sharded f32 master weights and ZeRO-2's gradients, train/parallel/zero.h). A plain
+// cudaMalloc'ed buffer cannot free part of itself.
 //
-// The chunk is the device's allocation granularity (2 MiB on Hopper). decommit gives back the
-// whole chunks inside the range; commit maps every chunk the range touches that is not mapped,
-// and the decommitted chunks it touches read as zero afterwards (a memset on the stream), as
-// the CPU backend's pages do. The work queued on the stream may still use a range when it is
+// The chunk is the device's allocation granularity (2 MiB on Hopper). decommit and commit count
+// 4 KiB pages as the CPU backend does: a chunk is unmapped once all its pages are decommitted
+// (whichever ranges they came from), commit maps every such chunk the range touches, and those
+// read as zero afterwards (a memset on the stream), as the CPU backend's pages do. The work queued on the stream may still use a range when it is
 // decommitted (the host runs ahead of the device), so the unmap waits for it: decommit records
 // an event, and the chunks are unmapped once it has completed, at the latest by the next
 // commit that maps anything, in any buffer of the backend: it first waits for every earlier
