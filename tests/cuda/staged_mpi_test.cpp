@@ -1,7 +1,8 @@
 // Two ranks on one GPU (issue 13, item 8): NCCL refuses that, so the gradients go through MPI
 // staged in pinned host memory (--comm mpi on the CUDA backend). Under mpirun -np 2: replicas
 // that start different end bit-identical after training with bucketed, overlapped allreduces;
-// bucket times are recorded; a stop seen by one rank stops both at the same iteration. ZeRO on
+// bucket times are recorded; a stop seen by one rank stops both at the same iteration; float64
+// and int32 sums pass the staging exactly, bfloat16 (no MPI type) is refused. ZeRO on
 // the GPU (issue 25), through the same staging: with the f32 master weights sharded in mapped
 // device memory (cuda/mapped_buffer.h) a reduced Llama trains to the parameters of the whole
 // master bit for bit and of replicated data parallelism to 1e-6, and the master's chunks really
@@ -14,9 +15,12 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <span>
+#include <string>
 
 #include "../comm/mpi_test_env.h"
 #include "comm/make_communicator.h"
+#include "core/error.h"
 #include "models/llama.h"
 #include "models/resnet.h"
 #include "train/cluster.h"
@@ -97,6 +101,46 @@ TEST(StagedMpiOnOneGpu, ReplicasEndBitIdenticalAndStopTogether) {
 
 // A reduced Llama in bf16 on the CUDA backend, 4 AdamW steps, its gradients exchanged through
 // the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded.
+// ZeRO's gradient norm is a float64 sum: the staging sums whatever its host communicator sums,
+// and refuses in one line what MPI has no type for.
+TEST(StagedMpiOnOneGpu, SumsTheTypesItsHostSums) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto be = make_backend(BackendKind::cuda, {Precision::fp32, 0, world().local_rank});
+  auto comm = make_staged_communicator(MPI_COMM_WORLD, world(), fast_options(), static_cast<CUstream_st*>(be->stream_handle()));
+  const int n = comm->size(), r = comm->rank();
+  ASSERT_TRUE(comm->supports(DataType::float64));
+  ASSERT_TRUE(comm->supports(DataType::int32));
+  EXPECT_FALSE(comm->supports(DataType::bfloat16));
+  // 1 + 2^-40 is not a float: the sum stays double on the way through the pinned staging.
+  const std::vector<double> mine = {1.0 + std::ldexp(1.0, -40), 0.25 * r, -3.0};
+  auto d = comm->make_byte_buffer(mine.size() * sizeof(double));
+  d->upload_bytes(std::as_bytes(std::span(mine)));
+  CommRequest req = comm->allreduce_start(d->bytes(), d->bytes(), mine.size(), DataType::float64);
+  comm->join(req);
+  be->synchronize();
+  std::vector<double> sum(mine.size());
+  d->download_bytes(std::as_writable_bytes(std::span(sum)));
+  EXPECT_EQ(sum[0], n * (1.0 + std::ldexp(1.0, -40)));
+  EXPECT_EQ(sum[1], 0.25 * n * (n - 1) / 2);
+  EXPECT_EQ(sum[2], -3.0 * n);
+  const std::vector<int32_t> ints = {r + 1, 1 << 20};
+  auto di = comm->make_byte_buffer(ints.size() * sizeof(int32_t));
+  di->upload_bytes(std::as_bytes(std::span(ints)));
+  CommRequest ri = comm->allreduce_start(di->bytes(), di->bytes(), ints.size(), DataType::int32);
+  comm->join(ri);
+  be->synchronize();
+  std::vector<int32_t> isum(ints.size());
+  di->download_bytes(std::as_writable_bytes(std::span(isum)));
+  EXPECT_EQ(isum[0], n * (n + 1) / 2);
+  EXPECT_EQ(isum[1], n << 20);
+  try {
+    comm->allreduce_start(d->bytes(), d->bytes(), 1, DataType::bfloat16);
+    ADD_FAILURE() << "a bfloat16 sum was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot sum bfloat16"), std::string::npos) << e.what();
+  }
+}
+
 struct ZeroRun {
   std::vector<float> params;        // flat, whole again (restore_values)
   int64_t held_after = 0;           // the backend's device allocations after the steps
@@ -126,7 +170,9 @@ ZeroRun train_zero(int zero, bool master) {
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* z = nullptr;
   if (zero) {
-    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, false, zero, 1, shard_master);
+    // global_norm: the gradients' norm as clipping and fp16's loss scale form it, a float64
+    // allreduce (dlperf-train's default --clip); the parameters do not depend on it here.
+    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, true, zero, 1, shard_master);
     z = ex.get();
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *ex);
     exchange = std::move(ex);

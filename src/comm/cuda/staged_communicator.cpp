@@ -31,6 +31,9 @@ class StagedDeviceBuffer final : public CommBuffer {
   void upload_bytes(std::span<const std::byte> host) override {
     DLPERF_ASSERT(host.size() == bytes_, "upload size mismatch");
     DLPERF_CHECK(cudaMemcpy(p_, host.data(), host.size(), cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy may return before its DMA lands, and the copy-out stream
+    // is not ordered after the legacy stream: the bytes must be there before a collective reads them.
+    DLPERF_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   void download_bytes(std::span<std::byte> host) override {
     DLPERF_ASSERT(host.size() == bytes_, "download size mismatch");
@@ -60,16 +63,13 @@ StagedCommunicator::~StagedCommunicator() {
   thread_.join();  // a job blocked in MPI ends within the MPI communicator's timeout
   cudaStreamSynchronize(in_.get());
   cudaStreamSynchronize(out_.get());
-  for (auto& [key, buf] : staging_) cudaFreeHost(buf.p);
+  for (auto& [key, p] : staging_) cudaFreeHost(p);
 }
 
-StagedCommunicator::Pinned& StagedCommunicator::staging(const float* device, size_t count) {
-  Pinned& b = staging_[{device, count}];
-  if (!b.p && count > 0) {
-    DLPERF_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&b.p), count * sizeof(float), cudaHostAllocDefault));
-    b.count = count;
-  }
-  return b;
+void* StagedCommunicator::staging_bytes(const void* device, size_t bytes) {
+  void*& p = staging_[{device, bytes}];
+  if (!p && bytes > 0) DLPERF_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  return p;
 }
 
 void StagedCommunicator::post(std::function<void()> job) {
@@ -110,7 +110,7 @@ void StagedCommunicator::run_job(const std::shared_ptr<State>& s, const std::fun
   done_cv_.notify_all();
 }
 
-CommRequest StagedCommunicator::staged(CommOp op, size_t bytes, const float* from, float* to, size_t count,
+CommRequest StagedCommunicator::staged(CommOp op, size_t bytes, const void* from, void* to, size_t copy_bytes,
                                        std::function<void(State&)> work) {
   auto s = std::make_shared<State>();
   s->op = op;
@@ -120,7 +120,7 @@ CommRequest StagedCommunicator::staged(CommOp op, size_t bytes, const float* fro
   // Out: after everything the compute stream has queued so far (the bucket's gradients).
   DLPERF_CHECK(cudaEventRecord(produced_.get(), compute_));
   DLPERF_CHECK(cudaStreamWaitEvent(out_.get(), produced_.get(), 0));
-  DLPERF_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyDeviceToHost, out_.get()));
+  DLPERF_CHECK(cudaMemcpyAsync(to, from, copy_bytes, cudaMemcpyDeviceToHost, out_.get()));
   DLPERF_CHECK(cudaEventRecord(s->copied.get(), out_.get()));
   post([this, s, work = std::move(work)] {
     run_job(s, [&] {
@@ -134,13 +134,14 @@ CommRequest StagedCommunicator::staged(CommOp op, size_t bytes, const float* fro
 }
 
 CommRequest StagedCommunicator::allreduce_start(const void* send, void* recv, size_t count, DataType type) {
-  if (type != DataType::float32) throw Error(ErrorKind::internal, "the staged communicator sums float32 only");
-  auto* data = static_cast<float*>(recv);
-  float* p = staging(data, count).p;
-  return staged(CommOp::allreduce_sum, count * sizeof(float), static_cast<const float*>(send), p, count, [this, data, count, p](State&) {
-    CommRequest r = host_->allreduce_sum_start(p, count);
+  if (!supports(type))
+    throw Error(ErrorKind::internal, std::string("the staged communicator cannot sum ") + to_string(type) + " (its host communicator has no such type)");
+  const size_t bytes = count * size_of(type);
+  void* p = staging<void>(recv, bytes);
+  return staged(CommOp::allreduce_sum, bytes, send, p, bytes, [this, recv, count, type, bytes, p](State&) {
+    CommRequest r = host_->allreduce_start(p, p, count, type);
     host_->wait(r);
-    DLPERF_CHECK(cudaMemcpyAsync(data, p, count * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
+    DLPERF_CHECK(cudaMemcpyAsync(recv, p, bytes, cudaMemcpyHostToDevice, in_.get()));
   });
 }
 
@@ -149,10 +150,10 @@ CommRequest StagedCommunicator::reduce_scatter_start(const float* send, float* r
   size_t total = 0;
   for (size_t n : counts) total += n;
   const size_t mine = counts[static_cast<size_t>(rank())];
-  float* out = staging(send, total).p;
-  float* in = staging(recv, mine).p;
+  float* out = staging<float>(send, total * sizeof(float));
+  float* in = staging<float>(recv, mine * sizeof(float));
   std::vector<size_t> blocks(counts.begin(), counts.end());
-  return staged(CommOp::reduce_scatter_sum, total * sizeof(float), send, out, total, [this, recv, mine, out, in, blocks](State&) {
+  return staged(CommOp::reduce_scatter_sum, total * sizeof(float), send, out, total * sizeof(float), [this, recv, mine, out, in, blocks](State&) {
     CommRequest r = host_->reduce_scatter_start(out, in, blocks);
     host_->wait(r);
     DLPERF_CHECK(cudaMemcpyAsync(recv, in, mine * sizeof(float), cudaMemcpyHostToDevice, in_.get()));
@@ -167,10 +168,10 @@ CommRequest StagedCommunicator::all_gather_start(const float* send, float* recv,
     total += counts[r];
   }
   const size_t mine = counts[static_cast<size_t>(rank())];
-  float* all = staging(recv, total).p;
+  float* all = staging<float>(recv, total * sizeof(float));
   std::vector<size_t> blocks(counts.begin(), counts.end());
   // This rank's block goes where the host's in-place all-gather expects it.
-  return staged(CommOp::all_gather, total * sizeof(float), send, all ? all + at : nullptr, mine,
+  return staged(CommOp::all_gather, total * sizeof(float), send, all ? all + at : nullptr, mine * sizeof(float),
                 [this, recv, total, at, all, blocks](State&) {
                   CommRequest r = host_->all_gather_start(all + at, all, blocks);
                   host_->wait(r);
@@ -183,10 +184,20 @@ bool StagedCommunicator::test(CommRequest& request) {
   auto* s = request.state_as<State>();
   if (!s->done.load(std::memory_order_acquire)) return false;
   if (!s->error.empty()) throw Error(ErrorKind::fault, "staged " + describe_request(*s) + ": " + s->error);
+  // Complete once the result is back in device memory (the copy queued on in_).
+  const cudaError_t q = cudaEventQuery(s->returned.get());
+  if (q == cudaErrorNotReady) return false;
+  DLPERF_CHECK(q);
   return true;
 }
 
 void StagedCommunicator::wait(CommRequest& request) {
+  wait_job(request);
+  // The result in device memory too: a caller may read it at once (download_bytes, a host copy).
+  DLPERF_CHECK(cudaEventSynchronize(request.state_as<State>()->returned.get()));
+}
+
+void StagedCommunicator::wait_job(CommRequest& request) {
   DLPERF_ASSERT(request.valid(), "wait() on an empty request");
   auto* s = request.state_as<State>();
   // The MPI wait inside the job is bounded by the timeout; allow it that, and the copies.
@@ -196,11 +207,11 @@ void StagedCommunicator::wait(CommRequest& request) {
     if (!done_cv_.wait_until(lock, deadline, [s] { return s->done.load(std::memory_order_acquire); }))
       throw Error(ErrorKind::fault, "staged " + describe_request(*s) + ": not complete after twice --timeout (" + error_identity() + ")");
   }
-  test(request);  // throws the job's error
+  if (!s->error.empty()) throw Error(ErrorKind::fault, "staged " + describe_request(*s) + ": " + s->error);
 }
 
 void StagedCommunicator::join(CommRequest& request) {
-  wait(request);
+  wait_job(request);  // the MPI part on the host; the copy back is the compute stream's to wait for
   DLPERF_CHECK(cudaStreamWaitEvent(compute_, request.state_as<State>()->returned.get(), 0));
 }
 

@@ -44,8 +44,9 @@ class StagedCommunicator final : public Communicator {
   const CommOptions& options() const override { return host_->options(); }
 
   void broadcast(float* data, size_t count, int root) override;  // data on the device
-  bool supports(DataType type) const override { return type == DataType::float32; }
-  // send and recv on the device (recv's pinned staging buffer is kept per (recv, count)).
+  // Whatever the host communicator sums (MPI: not half or bfloat16); ZeRO's norms are float64.
+  bool supports(DataType type) const override { return host_->supports(type); }
+  // send and recv on the device (recv's pinned staging buffer is kept per (recv, bytes)).
   CommRequest allreduce_start(const void* send, void* recv, size_t count, DataType type) override;
   // ZeRO's collectives the same way (send and recv on the device): the whole send range out,
   // the host's reduce-scatter, this rank's block back; or this rank's block out, the host's
@@ -60,25 +61,29 @@ class StagedCommunicator final : public Communicator {
 
  private:
   struct State;
-  struct Pinned {
-    float* p = nullptr;
-    size_t count = 0;
-  };
-  Pinned& staging(const float* device, size_t count);  // the pinned buffer kept for (device, count)
-  // Queues the copy of `count` device floats at `from` to `to` (pinned) on the copy-out stream,
-  // after everything the compute stream has queued so far; a request whose job `work` runs on
-  // the staging thread once that copy is done.
-  CommRequest staged(CommOp op, size_t bytes, const float* from, float* to, size_t count, std::function<void(State&)> work);
+  // The pinned buffer kept for (device, bytes), typed for its caller.
+  template <typename T>
+  T* staging(const void* device, size_t bytes) {
+    return static_cast<T*>(staging_bytes(device, bytes));
+  }
+  void* staging_bytes(const void* device, size_t bytes);
+  // Queues the copy of `copy_bytes` device bytes at `from` to `to` (pinned) on the copy-out
+  // stream, after everything the compute stream has queued so far; a request for an operation
+  // of `bytes`, whose job `work` runs on the staging thread once that copy is done.
+  CommRequest staged(CommOp op, size_t bytes, const void* from, void* to, size_t copy_bytes, std::function<void(State&)> work);
   void post(std::function<void()> job);          // runs on the staging thread, in order
   void run();                                    // the staging thread
   void run_job(const std::shared_ptr<State>& s, const std::function<void()>& work);
+  // Blocks until the staging thread has run the request's job (bounded; throws its error): its
+  // copy back to the device is queued, not necessarily done.
+  void wait_job(CommRequest& request);
 
   std::unique_ptr<Communicator> host_;
   cudaStream_t compute_;
   int device_ = 0;
   CudaStream out_, in_;  // device -> host, host -> device copies
   CudaEvent produced_;   // on compute_, waited on by out_
-  std::map<std::pair<const float*, size_t>, Pinned> staging_;
+  std::map<std::pair<const void*, size_t>, void*> staging_;  // (device, bytes) -> pinned
   uint64_t next_seq_ = 1;
 
   std::mutex mu_;

@@ -25,11 +25,13 @@ class DeviceCommBuffer final : public CommBuffer {
   explicit DeviceCommBuffer(size_t bytes) : buf_(bytes) {}  // cudaMalloc: 256-byte aligned
   void* bytes() override { return buf_.get(); }
   size_t size_bytes() const override { return buf_.count(); }
-  // Synchronous copies on the legacy default stream: ordered before anything later recorded on
-  // it, which is what the benchmark and tests need.
+  // Synchronous copies on the legacy default stream. From pageable memory cudaMemcpy may return
+  // before its DMA lands, and NCCL's stream is not ordered after the legacy one: the upload
+  // waits for it, so a collective started next reads the bytes.
   void upload_bytes(std::span<const std::byte> host) override {
     DLPERF_ASSERT(host.size() == buf_.count(), "upload size mismatch");
     DLPERF_CHECK(cudaMemcpy(buf_.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    DLPERF_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   void download_bytes(std::span<std::byte> host) override {
     DLPERF_ASSERT(host.size() == buf_.count(), "download size mismatch");
