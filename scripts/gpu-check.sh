@@ -248,7 +248,11 @@ stage_sanitizer() {  # stage tool...
   local stage=$1 tool t; shift
   for tool in "$@"; do
     for t in "${SANITIZED_TESTS[@]}"; do
-      step "$stage" "$tool-${t#dlperf_cuda_}" compute-sanitizer --tool "$tool" --error-exitcode 1 "$(test_exe "$t")"
+      # CudaStep.OutOfMemoryIsRecoverable fails a cudaMalloc on purpose, which the sanitizer
+      # counts as an error: the rest of the step test runs under it.
+      local only=()
+      [ "$t" = dlperf_cuda_step_test ] && only=(--gtest_filter=-CudaStep.OutOfMemoryIsRecoverable)
+      step "$stage" "$tool-${t#dlperf_cuda_}" compute-sanitizer --tool "$tool" --error-exitcode 1 "$(test_exe "$t")" "${only[@]}"
     done
   done
 }
