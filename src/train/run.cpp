@@ -545,9 +545,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   std::sort(steps.begin(), steps.end());
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
   // The backend's own count of what it allocated, where it keeps one (cpu: what
-  // --memory-limit-mb checks; cuda: its own device allocations, the device's figure apart).
+  // --memory-limit-mb checks; cuda: its own device allocations, the device's figure apart): its
+  // peak over training, as the trace records it, not counting the sharded master's restore for
+  // the checksum after the last step (the whole f32 values on every rank, which training never holds).
   char allocated[64] = "";
-  if (const int64_t a = be.allocated_peak_bytes(); a > 0)
+  if (const int64_t a = mine.allocated_peak_bytes; a > 0)
     std::snprintf(allocated, sizeof allocated, "allocated %.1f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));
   char line[320];
   std::snprintf(line, sizeof line,
