@@ -196,10 +196,16 @@ class Backend {
   // weights of low-precision runs (train/parallel/zero.h); where it does not, they stay whole
   // on every rank.
   virtual bool frees_decommitted() const { return false; }
-  // One line on what decommit and commit cost so far where it is host time spent outside the
-  // step's queued work (CUDA: the driver's map and unmap calls, and the waits before them);
-  // "" where there is nothing to say.
-  virtual std::string memory_mapping_summary() const { return {}; }
+  // One line on what decommit and commit cost where it is host time spent outside the step's
+  // queued work (CUDA: the driver's map and unmap calls, and the waits before them): per step of
+  // the `measured_steps` since begin_measured_window() (the steady state, set-up and warm-up
+  // apart), and over the whole run; "" where there is nothing to say.
+  virtual std::string memory_mapping_summary(int64_t measured_steps) const {
+    (void)measured_steps;
+    return {};
+  }
+  // The timed steps begin (after the warm-up): what memory_mapping_summary counts per step from.
+  virtual void begin_measured_window() {}
   // Host memory for step inputs a loader fills: page-locked on CUDA (DMA, asynchronous
   // copies), 64-byte aligned on the CPU. Safe to call from any thread.
   virtual HostMemory host_memory(size_t bytes) { return aligned_host_memory(bytes); }

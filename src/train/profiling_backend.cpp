@@ -254,7 +254,8 @@ class ProfilingBackend final : public Backend {
   int64_t allocated_peak_bytes() const override { return in_.allocated_peak_bytes(); }
   int64_t allocated_bytes() const override { return in_.allocated_bytes(); }
   bool frees_decommitted() const override { return in_.frees_decommitted(); }
-  std::string memory_mapping_summary() const override { return in_.memory_mapping_summary(); }
+  std::string memory_mapping_summary(int64_t measured_steps) const override { return in_.memory_mapping_summary(measured_steps); }
+  void begin_measured_window() override { in_.begin_measured_window(); }
   int64_t peak_memory_bytes() const override { return in_.peak_memory_bytes(); }
   int64_t device_memory_used_bytes() const override { return in_.device_memory_used_bytes(); }
   DeviceFacts device_facts() const override { return in_.device_facts(); }

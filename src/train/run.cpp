@@ -455,7 +455,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   // NCCL's log names its transport once the first collectives have connected (a flush and the
   // end of the run read it).
   const std::function<std::string()> nccl_transport = [c = device_comm.get()] { return c ? c->transport() : std::string(); };
+  if (o.warmup == 0) be.begin_measured_window();
   const auto after_iteration = [&](const RankTrace& t) {
+    // The mapping cost per measured step counts from here (the host's side of the boundary:
+    // the driver calls it counts are host work).
+    if (static_cast<int64_t>(t.iterations.size()) == o.warmup) be.begin_measured_window();
     // Same iteration count on every rank, so every rank joins the gather at the same point.
     if (static_cast<int64_t>(t.iterations.size()) % o.flush_every != 0) return;
     auto phase = watch.collective("flush");
@@ -577,7 +581,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
                   static_cast<double>(device_peak) / (1024.0 * 1024.0), static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
     out << line;
   }
-  out << be.memory_mapping_summary();
+  out << be.memory_mapping_summary(static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   out << replica_summary(checksums, w.hosts);
   if (dataset)
     out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w),

@@ -4,9 +4,11 @@
 // (and the allocation counter drops once the work queued on them is done), values outside it
 // stay, a committed range reads as zero where it was given back, a buffer made decommitted
 // holds nothing until committed, and an unmap waits for the kernels still using the memory.
-// Skips without a GPU.
+// Skips without a GPU (the summary line's arithmetic runs anywhere).
+#include <string>
 #include <vector>
 
+#include "backend/cuda/mapped_buffer.h"
 #include "conformance_util.h"
 
 namespace dlperf {
@@ -84,6 +86,23 @@ TEST(MappedBuffer, UnmapWaitsForTheWorkStillUsingTheMemory) {
   b->read(got, 64 * kMiB - 16);
   for (float x : got) EXPECT_EQ(x, 2.0f);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The summary line's arithmetic (no GPU needed): the counts since the measured steps began, per
+// step, then the whole run's; the whole run's only where no step was measured.
+TEST(MappedBuffer, SummaryGivesAMeasuredStepAndTheWholeRun) {
+  using cuda::MappingStats;
+  const MappingStats start{100, 60, 7, 40, 10, 0.5, 3};
+  const MappingStats end{180, 140, 11, 40, 10, 0.9, 11};
+  const std::string line = cuda::mapping_summary(end, start, 8);
+  EXPECT_NE(line.find("a measured step 10.0 chunk maps, 10.0 unmaps, 0.0 creates, 0.0 releases, 1.0 waits for queued work, "
+                      "50.00 ms in the driver; whole run 180 chunk maps, 140 unmaps, 40 creates, 10 releases, 11 waits"),
+            std::string::npos)
+      << line;
+  const std::string totals = cuda::mapping_summary(end, start, 0);
+  EXPECT_EQ(totals.find("measured"), std::string::npos) << totals;
+  EXPECT_NE(totals.find("180 chunk maps"), std::string::npos) << totals;
+  EXPECT_EQ(cuda::mapping_summary(MappingStats{}, MappingStats{}, 8), "");
 }
 
 }  // namespace

@@ -119,16 +119,12 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 }
 
 std::unique_ptr<Buffer> CudaBackend::buffer(size_t elems) { return std::make_unique<CudaBuffer>(ctx_, elems); }
-std::string CudaBackend::memory_mapping_summary() const {
-  const MappingStats m = mapping_stats();
-  if (m.maps + m.unmaps == 0) return {};
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "device memory remapped (this rank): %lld chunk maps, %lld unmaps, %lld creates, %lld releases, %lld waits for "
-                "queued work; %.3f s in the driver\n",
-                static_cast<long long>(m.maps), static_cast<long long>(m.unmaps), static_cast<long long>(m.creates),
-                static_cast<long long>(m.releases), static_cast<long long>(m.waits), m.seconds);
-  return line;
+std::string CudaBackend::memory_mapping_summary(int64_t measured_steps) const {
+  return mapping_summary(mapping_stats(), window_start_, window_started_ ? measured_steps : 0);
+}
+void CudaBackend::begin_measured_window() {
+  window_start_ = mapping_stats();
+  window_started_ = true;
 }
 
 std::unique_ptr<Buffer> CudaBackend::decommitted_buffer(size_t elems) {

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mapped_buffer.h"
 
 namespace dlperf::cuda {
 
@@ -39,7 +40,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Buffer> decommitted_buffer(size_t elems) override;
   std::unique_ptr<Buffer> releasable_buffer(size_t elems) override;
   bool frees_decommitted() const override { return mapped_; }
-  std::string memory_mapping_summary() const override;
+  std::string memory_mapping_summary(int64_t measured_steps) const override;
+  void begin_measured_window() override;
   HostMemory host_memory(size_t bytes) override;  // cudaHostAlloc (portable: any device may DMA from it)
   int64_t peak_memory_bytes() const override;
   // The counter of the backend's own device allocations (tensors, buffers, workspaces), as the
@@ -117,6 +119,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Context> ctx_;
   bool mapped_ = false;  // mapped buffers are supported here
   std::shared_ptr<MappingQueue> mapping_;  // their decommits, shared: memory bounded across buffers
+  MappingStats window_start_;              // the mapping counters when the measured steps began
+  bool window_started_ = false;
   std::shared_ptr<void> reduce_;  // (kReduceBlocks + 1) * 2 doubles: block partials, then the sums
   // The segment and task tables of the multi-tensor optimizer steps, one per segment list (an
   // optimizer passes the same list every step; compared by value, a host-side check).

@@ -418,4 +418,29 @@ MappingStats mapping_stats() {
   return stats;
 }
 
+MappingStats operator-(const MappingStats& a, const MappingStats& b) {
+  return {a.maps - b.maps, a.unmaps - b.unmaps, a.grants - b.grants, a.creates - b.creates, a.releases - b.releases,
+          a.seconds - b.seconds, a.waits - b.waits};
+}
+
+std::string mapping_summary(const MappingStats& whole, const MappingStats& at_start, int64_t measured) {
+  if (whole.maps + whole.unmaps == 0) return {};
+  char line[512];
+  int n = std::snprintf(line, sizeof line, "device memory remapped (this rank): ");
+  if (measured > 0) {
+    const MappingStats w = whole - at_start;
+    const double k = 1.0 / static_cast<double>(measured);
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                       "a measured step %.1f chunk maps, %.1f unmaps, %.1f creates, %.1f releases, %.1f waits for queued work, "
+                       "%.2f ms in the driver; whole run ",
+                       static_cast<double>(w.maps) * k, static_cast<double>(w.unmaps) * k, static_cast<double>(w.creates) * k,
+                       static_cast<double>(w.releases) * k, static_cast<double>(w.waits) * k, 1e3 * w.seconds * k);
+  }
+  std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                "%lld chunk maps, %lld unmaps, %lld creates, %lld releases, %lld waits for queued work; %.3f s in the driver\n",
+                static_cast<long long>(whole.maps), static_cast<long long>(whole.unmaps), static_cast<long long>(whole.creates),
+                static_cast<long long>(whole.releases), static_cast<long long>(whole.waits), whole.seconds);
+  return line;
+}
+
 }  // namespace dlperf::cuda

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "backend/backend.h"
 #include "backend/cuda/context.h"
@@ -52,5 +53,10 @@ struct MappingStats {
   int64_t waits = 0;   // commits that waited for earlier decommits' work on the device
 };
 MappingStats mapping_stats();
+MappingStats operator-(const MappingStats& a, const MappingStats& b);  // what happened between two snapshots
+// The run's summary line: what the `measured` steps cost each (the counts since `at_start`, the
+// snapshot taken when they began, divided by `measured`), then the whole run's totals (`whole`);
+// only the totals where no step was measured. "" where nothing was mapped.
+std::string mapping_summary(const MappingStats& whole, const MappingStats& at_start, int64_t measured);
 
 }  // namespace dlperf::cuda
