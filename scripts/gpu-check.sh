@@ -29,7 +29,9 @@
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
 #                  attention is the flagged cuBLAS fallback, not cuDNN's fused SDPA), then
 #                  bench/llama_vs_pytorch.sh --backend cuda --llama3-2-1b against PyTorch's SDPA model,
-#                  then --attention fused against unfused (cuDNN's SDPA against cuBLAS products)
+#                  then --attention fused against unfused (cuDNN's SDPA against cuBLAS products),
+#                  ZeRO-1 and -2 on two ranks sharing the GPU (what remapping costs a step),
+#                  and the head over chunks of tokens against the whole head (tf32)
 # A stage that runs past 9.5 minutes (GPU_CHECK_STAGE_LIMIT seconds, where set) has its running
 # step stopped (exit 124 in summary.tsv).
 #
@@ -152,7 +154,8 @@ step() {
   rc=$?
   printf '%s\t%s\t%s\t%s\n' "$stage" "$name" "$rc" "$(($(date +%s) - t0))" >>"$out/summary.tsv"
   # what the step measured, on the console too: the benches' rows and tables, training summaries
-  grep -E '^ *\[repeat [0-9]+\]|^summary: |^ *[a-z0-9_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x$' "$log" | sed 's/^ */   /' || true
+  # (and what remapping cost)
+  grep -E '^ *\[repeat [0-9]+\]|^summary: |^device memory remapped|^ *[a-z0-9_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x$' "$log" | sed 's/^ */   /' || true
   if [ $rc -ne 0 ]; then
     failed=1
     echo "   FAILED (exit $rc): $log" >&2
@@ -337,6 +340,15 @@ stage_llama() {
   for attention in fused unfused; do
     step 11 "llama3_2_1b-bf16-attention-$attention" "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
       --batch-size 1 --iterations 10 --warmup 3 --attention "$attention"
+  done
+  # ZeRO at a real model's scale (issue 25): two ranks sharing the GPU through --comm mpi, the
+  # f32 master (and under --zero 2 the gradients) in mapped chunks. The summary line gives what
+  # remapping costs a measured step (chunk maps, unmaps, ms in the driver): at 1.2 B parameters
+  # about 1,200 chunks of the master come and go each step; Llama 3.1 8B on 8 ranks, ~14,000.
+  local z
+  for z in 1 2; do
+    step 11 "llama3_2_1b-bf16-zero$z-np2" mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
+      --model llama3_2_1b --precision bf16 --zero $z --seq-len 2048 --batch-size 1 --iterations 8 --warmup 3
   done
   # The head over chunks of tokens on the GPU: tf32 logits of 8,192 tokens are 4.2 GB of f32, so
   # --logits-chunk auto runs 4 chunks of 2,048; against the whole head (the cost of recomputing
