@@ -99,10 +99,20 @@ TEST(StagedMpiOnOneGpu, ReplicasEndBitIdenticalAndStopTogether) {
   for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], all[0]) << "rank " << r << "'s parameters differ from rank 0's";
 }
 
-// A reduced Llama in bf16 on the CUDA backend, 4 AdamW steps, its gradients exchanged through
-// the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded.
 // ZeRO's gradient norm is a float64 sum: the staging sums whatever its host communicator sums,
 // and refuses in one line what MPI has no type for.
+template <typename T>
+std::vector<T> sum_on_device(Communicator& comm, Backend& be, const std::vector<T>& mine, DataType type) {
+  auto d = comm.make_byte_buffer(mine.size() * sizeof(T));
+  d->upload_bytes(std::as_bytes(std::span(mine)));
+  CommRequest req = comm.allreduce_start(d->bytes(), d->bytes(), mine.size(), type);
+  comm.join(req);
+  be.synchronize();
+  std::vector<T> sum(mine.size());
+  d->download_bytes(std::as_writable_bytes(std::span(sum)));
+  return sum;
+}
+
 TEST(StagedMpiOnOneGpu, SumsTheTypesItsHostSums) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   auto be = make_backend(BackendKind::cuda, {Precision::fp32, 0, world().local_rank});
@@ -112,27 +122,14 @@ TEST(StagedMpiOnOneGpu, SumsTheTypesItsHostSums) {
   ASSERT_TRUE(comm->supports(DataType::int32));
   EXPECT_FALSE(comm->supports(DataType::bfloat16));
   // 1 + 2^-40 is not a float: the sum stays double on the way through the pinned staging.
-  const std::vector<double> mine = {1.0 + std::ldexp(1.0, -40), 0.25 * r, -3.0};
-  auto d = comm->make_byte_buffer(mine.size() * sizeof(double));
-  d->upload_bytes(std::as_bytes(std::span(mine)));
-  CommRequest req = comm->allreduce_start(d->bytes(), d->bytes(), mine.size(), DataType::float64);
-  comm->join(req);
-  be->synchronize();
-  std::vector<double> sum(mine.size());
-  d->download_bytes(std::as_writable_bytes(std::span(sum)));
+  const std::vector<double> sum = sum_on_device<double>(*comm, *be, {1.0 + std::ldexp(1.0, -40), 0.25 * r, -3.0}, DataType::float64);
   EXPECT_EQ(sum[0], n * (1.0 + std::ldexp(1.0, -40)));
   EXPECT_EQ(sum[1], 0.25 * n * (n - 1) / 2);
   EXPECT_EQ(sum[2], -3.0 * n);
-  const std::vector<int32_t> ints = {r + 1, 1 << 20};
-  auto di = comm->make_byte_buffer(ints.size() * sizeof(int32_t));
-  di->upload_bytes(std::as_bytes(std::span(ints)));
-  CommRequest ri = comm->allreduce_start(di->bytes(), di->bytes(), ints.size(), DataType::int32);
-  comm->join(ri);
-  be->synchronize();
-  std::vector<int32_t> isum(ints.size());
-  di->download_bytes(std::as_writable_bytes(std::span(isum)));
+  const std::vector<int32_t> isum = sum_on_device<int32_t>(*comm, *be, {r + 1, 1 << 20}, DataType::int32);
   EXPECT_EQ(isum[0], n * (n + 1) / 2);
   EXPECT_EQ(isum[1], n << 20);
+  auto d = comm->make_byte_buffer(sizeof(double));
   try {
     comm->allreduce_start(d->bytes(), d->bytes(), 1, DataType::bfloat16);
     ADD_FAILURE() << "a bfloat16 sum was taken";
@@ -141,6 +138,8 @@ TEST(StagedMpiOnOneGpu, SumsTheTypesItsHostSums) {
   }
 }
 
+// A reduced Llama in bf16 on the CUDA backend, 4 AdamW steps, its gradients exchanged through
+// the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded.
 struct ZeroRun {
   std::vector<float> params;        // flat, whole again (restore_values)
   int64_t held_after = 0;           // the backend's device allocations after the steps

@@ -7,11 +7,11 @@
 // The chunk is the device's allocation granularity (2 MiB on Hopper). decommit and commit count
 // 4 KiB pages as the CPU backend does: a chunk is unmapped once all its pages are decommitted
 // (whichever ranges they came from), commit maps every such chunk the range touches, and those
-// read as zero afterwards (a memset on the stream), as the CPU backend's pages do. The work queued on the stream may still use a range when it is
-// decommitted (the host runs ahead of the device), so the unmap waits for it: decommit records
-// an event, and the chunks are unmapped once it has completed, at the latest by the next
-// commit that maps anything, in any buffer of the backend: it first waits for every earlier
-// decommit's work (bounded by --timeout). The device memory held at once is then what is
+// read as zero afterwards (a memset on the stream), as the CPU backend's pages do. The work
+// queued on the stream may still use a range when it is decommitted (the host runs ahead of the
+// device), so the unmap waits for it: decommit records an event, and the chunks are unmapped
+// once it has completed, at the latest by the next commit that maps anything, in any buffer of
+// the backend: it first waits for every earlier decommit's work (bounded by --timeout). The device memory held at once is then what is
 // committed plus what the decommits since the last such commit still wait on.
 //
 // Unmapped chunks' physical allocations stay in a small pool for the next commit (creating one
