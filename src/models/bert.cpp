@@ -163,27 +163,37 @@ class Bert final : public BertModel {
 
   void forward() override {
     const uint64_t seed = cfg_.dropout_seed;
+    reading(*word_);  // the decoder's weight too
     word_->forward(*ids_, *e_word_);
+    reading(*position_);
     position_->forward(*positions_, *e_pos_);
+    reading(*token_type_);
     token_type_->forward(*segments_, *e_type_);
     add_->forward(*e_word_, *e_pos_, *e_word_);
     add_->forward(*e_word_, *e_type_, *e_word_);
+    reading(*emb_ln_);
     emb_ln_->forward(*e_word_, *emb_norm_);
     emb_drop_->forward(*emb_norm_, *x0_, seed);
     const Tensor* cur = x0_.get();
     for (size_t l = 0; l < layers_.size(); ++l) {
+      reading_block(*layers_[l]);
       layers_[l]->forward(*cur, *mask_, layer_seed(l));
       cur = layers_[l]->out.get();
     }
     mlm_gather_->forward(*cur, *mlm_rows_, *h_);
+    reading(*transform_);
     transform_->forward(*h_, *t1_);
     gelu_->forward(*t1_, *t2_);
+    reading(*transform_ln_);
     transform_ln_->forward(*t2_, *t3_);
+    reading(*decoder_);
     decoder_->forward(*t3_, *mlm_logits_);
     mlm_xent_->forward(*mlm_logits_, *mlm_labels_);
     cls_gather_->forward(*cur, *cls_rows_, *c0_);
+    reading(*pooler_);
     pooler_->forward(*c0_, *p1_);
     tanh_->forward(*p1_, *pooled_);
+    reading(*seq_rel_);
     seq_rel_->forward(*pooled_, *nsp_logits_);
     nsp_xent_->forward(*nsp_logits_, *nsp_labels_);
   }

@@ -116,13 +116,17 @@ class Llama final : public Model {
   }
 
   void forward() override {
+    reading(*tok_);  // tied: the head's weight too
     tok_->forward(*ids_, *x0_);
     const Tensor* cur = x0_.get();
     for (auto& b : blocks_) {
+      reading_block(*b);
       b->forward(*cur, ops_);
       cur = b->out.get();
     }
+    reading(*norm_);
     norm_->forward(*cur, *n_);
+    if (!cfg_.tied) reading(*output_);
     for (size_t i = 0; i < head_.size(); ++i) {  // the last chunk's logits stay for backward
       output_->forward(head_n(i), *logits_);
       head_[i].xent->forward(*logits_, head_labels(i));

@@ -79,6 +79,12 @@ class Model {
   // bucket's gradients back once reduced, and a GPU's must be mapped again before anything
   // writes them (train/parallel/zero.h). Unset: nothing is called.
   void set_gradient_write_hook(GradReadyFn hook) { write_hook_ = std::move(hook); }
+  // Called by forward before it first reads a layer's parameters (a block's layers before the
+  // block, a tied weight before its first op): ZeRO's all-gather of the new weights runs into
+  // the next forward, and each layer waits here for the buckets that hold it
+  // (train/parallel/zero.h). Recompute in backward reads weights forward already waited for.
+  // Unset: nothing is called.
+  void set_weight_read_hook(GradReadyFn hook) { read_hook_ = std::move(hook); }
   // Deterministic initialisation of every parameter from the seed (framework defaults).
   virtual void init_params(uint64_t seed) = 0;
 
@@ -88,14 +94,26 @@ class Model {
   }
   template <class Block>  // a block with collect(std::vector<Layer*>&): all its layers
   void writing_block(Block& block) const {
-    if (!write_hook_) return;
-    std::vector<Layer*> v;
-    block.collect(v);
-    for (const Layer* l : v) write_hook_(*l);
+    each_layer(block, write_hook_);
+  }
+  void reading(const Layer& layer) const {
+    if (read_hook_) read_hook_(layer);
+  }
+  template <class Block>
+  void reading_block(Block& block) const {
+    each_layer(block, read_hook_);
   }
 
  private:
+  template <class Block>
+  static void each_layer(Block& block, const GradReadyFn& hook) {
+    if (!hook) return;
+    std::vector<Layer*> v;
+    block.collect(v);
+    for (const Layer* l : v) hook(*l);
+  }
   GradReadyFn write_hook_;
+  GradReadyFn read_hook_;
 };
 
 // Tensors reused across the layers of a model, keyed by role and dims: gradient buffers of

@@ -252,15 +252,19 @@ class ResNet final : public Model {
   }
 
   void forward() override {
+    reading(*conv1_);
     conv1_->forward(input(), *a_);
+    reading(*bn1_);
     bn1_->forward(*a_, *b_);
     pool_->forward(*b_, *p_);
     const Tensor* cur = p_.get();
     for (auto& b : blocks_) {
+      reading_block(*b);
       b->forward(*cur);
       cur = b->out.get();
     }
     gap_->forward(*cur, *f_);
+    reading(*fc_);
     fc_->forward(*f_, *logits_);
     xent_->forward(*logits_, *labels_);
   }

@@ -144,6 +144,7 @@ class Vgg final : public Model {
     const Tensor* cur = &input();
     for (auto& s : stages_) {
       if (s->conv) {
+        reading(*s->conv->conv);
         s->conv->conv->forward(*cur, *s->conv->out);
       } else {
         s->pool->forward(*cur, *s->pool_out);
@@ -152,12 +153,15 @@ class Vgg final : public Model {
     }
     be_.convert(*cur, *flat_);
     const uint64_t seed = cfg_.dropout_seed;
+    reading(*fc0_);
     fc0_->forward(*flat_, *h0_);
     relu0_->forward(*h0_, *h0_);
     drop0_->forward(*h0_, *d0_, seed);
+    reading(*fc3_);
     fc3_->forward(*d0_, *h3_);
     relu3_->forward(*h3_, *h3_);
     drop3_->forward(*h3_, *d3_, seed + 1);
+    reading(*fc6_);
     fc6_->forward(*d3_, *logits_);
     xent_->forward(*logits_, *labels_);
   }

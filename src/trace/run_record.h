@@ -109,7 +109,7 @@ struct BucketTime {
 struct IterationTiming {
   double start = 0;  // s, common clock
   double end = 0;    // s, common clock
-  float phase_seconds[kPhaseCount] = {};  // data, forward, backward, exposed communication, optimizer
+  float phase_seconds[kPhaseCount] = {};  // data, forward, backward, exposed communication (ZeRO's all-gather waits too), optimizer
   float comm_seconds = 0;  // total time gradient allreduces were in flight (overlapped or not)
   float loss = 0;
   float loss_scale = 1;    // the scale this step's backward used (1 without loss scaling)

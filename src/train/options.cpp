@@ -45,6 +45,8 @@ std::array<int, 4> parse_blocks(const std::string& s) {
 void validate_zero(const TrainOptions& o) {
   if (o.zero < 0 || o.zero > 2)
     throw_usage_error("--zero must be 0 (replicated), 1 (sharded optimizer state) or 2 (and sharded gradients), got " + std::to_string(o.zero));
+  if (o.zero_gather != "forward" && o.zero_gather != "step")
+    throw_usage_error("--zero-gather '" + o.zero_gather + "' is unknown: use forward or step");
   if (o.zero == 0) return;
   const std::string z = "--zero " + std::to_string(o.zero);
   if (o.optimizer == "lamb" && o.zero == 2)
@@ -264,6 +266,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                           "reduce-scattered and the new weights all-gathered (sgd, adamw, lamb); 2 "
                                                           "(ZeRO-2, cpu): also frees each bucket's full gradients once "
                                                           "reduce-scattered")
+    ("zero-gather", po::value(&o.zero_gather)->default_value(o.zero_gather), "with --zero 1/2: forward: each layer of the next forward "
+                                                                            "waits for the all-gather of its own weights (the rest "
+                                                                            "arrive while it computes); step: every all-gather is "
+                                                                            "waited for at the end of the optimizer step")
     ("plan-ranks", po::value(&o.plan_ranks)->default_value(o.plan_ranks), "with --plan-only: print the memory plan for this many "
                                                                           "ranks without starting them (0: the job's ranks)")
     ("memory-limit-mb", po::value(&o.memory_limit_mb)->default_value(o.memory_limit_mb), "cpu: MiB of tensors and buffers the backend "

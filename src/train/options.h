@@ -83,6 +83,7 @@ struct TrainOptions {
   int64_t grad_accum = 1;
   std::string recompute = "none";  // none | block: recompute each block's forward during backward (issue 25)
   int zero = 0;
+  std::string zero_gather = "forward";  // forward | step: where ZeRO waits for the new weights' all-gathers
   int plan_ranks = 0;           // --plan-only: plan memory for this many ranks (0: the job's)                 // 0: replicated data parallel; 1: sharded optimizer state (ZeRO-1)       // micro-batches of batch_size per optimizer step
   int64_t memory_limit_mb = 0;  // cpu: MiB of tensors and buffers the backend may hold, as a GPU's memory (0: none)
   std::string command_line;

@@ -397,7 +397,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   if (w.size > 1 && stack.shard) {  // --zero 1/2: reduce-scatter, sharded update, all-gather
     auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be,
                                                o.clip_grad_norm > 0 || o.precision == Precision::fp16,  // the global norm, or fp16's finite check
-                                               o.zero, o.grad_accum, stack.shard_master);
+                                               o.zero, o.grad_accum, stack.shard_master, o.zero_gather == "forward");
     zero_exchange = zero.get();
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
     exchange = std::move(zero);
@@ -422,7 +422,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
-    if (stack.shard) out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master());
+    if (stack.shard) out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master(), o.zero_gather == "forward");
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"

@@ -45,6 +45,13 @@ struct MicroIndex {
 };
 struct StepIndex {
   int begin = -1, comm = -1, optimizer = -1;
+  // Exposed waits for collectives inside another phase (ZeRO's all-gathers: GradientExchange::
+  // set_wait_marker): the marks around each, and the phase they are taken out of.
+  struct Wait {
+    int begin = -1, end = -1;
+    Phase phase = Phase::forward;
+  };
+  std::vector<Wait> waits;
   std::vector<MicroIndex> micro;  // one per micro-batch (--grad-accum), in order
   int scale = -1;  // the loss scale this step's backward used
   int skip = -1;   // the gate's decision
@@ -115,13 +122,21 @@ struct Trainer::Run {
     }
     if (exchange) {
       exchange->set_actor([this](std::function<void()> work) { graph.act(std::move(work)); });
+      exchange->set_wait_marker([this](bool begin, Phase p) {  // called inside the exchange's acts
+        auto& waits = at(step).waits;
+        if (begin) waits.push_back({recorder->mark(), -1, p});
+        else waits.back().end = recorder->mark();
+      });
       t.model_.set_gradient_write_hook([this](const Layer& l) { exchange->before_write(l); });
+      t.model_.set_weight_read_hook([this](const Layer& l) { exchange->before_read(l); });
     }
   }
   ~Run() {
     if (exchange) {
       exchange->set_actor({});
+      exchange->set_wait_marker({});
       t.model_.set_gradient_write_hook({});
+      t.model_.set_weight_read_hook({});
     }
   }
 
@@ -138,6 +153,7 @@ struct Trainer::Run {
     graph.act([this] {
       StepIndex& ix = at(step);
       ix.micro.clear();
+      ix.waits.clear();
       ix.host_loss = 0;
       ix.begin = recorder->mark();
       t.be_.fill(gate + gate_index(GateField::lr), 1, lr);
@@ -170,6 +186,7 @@ struct Trainer::Run {
     phase(Phase::forward);
     if (k == 0 && !t.opt_.refreshes_compute_weights()) t.be_.refresh_compute_weights(layers);
     t.model_.forward();
+    if (exchange) exchange->after_forward();
     graph.act([this, k] {
       StepIndex& ix = at(step);
       MicroIndex& mi = ix.micro.back();
@@ -243,6 +260,11 @@ struct Trainer::Run {
     }
     add(Phase::comm_exposed, prev, ix.comm);
     set(Phase::optimizer, ix.comm, ix.optimizer);
+    for (const StepIndex::Wait& w : ix.waits) {  // exposed communication inside forward or the optimizer step
+      const auto d = static_cast<float>(m(w.end) - m(w.begin));
+      it.phase_seconds[static_cast<int>(w.phase)] -= d;
+      it.phase_seconds[static_cast<int>(Phase::comm_exposed)] += d;
+    }
     // The step's loss: the mean over its micro-batches (the global batch's mean loss).
     it.loss = (loss_terms.empty() ? ix.host_loss : loss) / static_cast<float>(ix.micro.size());
     it.loss_scale = r.values.at(static_cast<size_t>(ix.scale));

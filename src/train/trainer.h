@@ -58,6 +58,17 @@ class GradientExchange {
   // Called inside backward before it first writes `layer`'s gradients (Model's write hook):
   // ZeRO-2 commits them here, so a GPU's freed chunks are mapped before anything writes them.
   virtual void before_write(const Layer& layer) { (void)layer; }
+  // Called inside forward before it first reads `layer`'s parameters (Model's read hook), and
+  // after every forward: ZeRO's all-gather of the new weights runs into the next forward, and
+  // each layer waits here for its own (train/parallel/zero.h).
+  virtual void before_read(const Layer& layer) { (void)layer; }
+  virtual void after_forward() {}
+  // Exposed communication outside finish(): the exchange calls `marker(true, phase)` right
+  // before it makes the compute queue wait for a collective inside forward or the optimizer
+  // step (ZeRO's all-gathers) and `marker(false, phase)` right after; the trainer moves the
+  // time between the two marks from `phase` to Phase::comm_exposed. Empty: no marks.
+  using WaitMarker = std::function<void(bool begin, Phase phase)>;
+  virtual void set_wait_marker(WaitMarker marker) { (void)marker; }
   // After backward: starts any bucket not started yet and orders the compute queue after all
   // of this step's buckets (a device communicator: without waiting on the host).
   virtual void finish() = 0;

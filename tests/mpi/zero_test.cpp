@@ -16,6 +16,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include <chrono>
+#include <thread>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -53,6 +56,7 @@ struct Outcome {
   size_t grads_held_peak = 0;  // stage 2: the most bytes of it committed at once
   int64_t allocated_peak = 0;  // the backend's allocation counter
   int skipped = 0;             // steps dynamic loss scaling skipped
+  std::vector<IterationTiming> iterations;  // the trace's
 };
 
 // clip > 0: clipping by the global gradient norm (the step gate; under ZeRO the norm over the shards).
@@ -75,10 +79,28 @@ class Brighter final : public DataSource {
   HostBatch batch_;
 };
 
+// An optimizer that sleeps before its update: a rank that is late to the all-gathers.
+class LateOptimizer final : public Optimizer {
+ public:
+  LateOptimizer(std::unique_ptr<Optimizer> inner, std::chrono::milliseconds late) : inner_(std::move(inner)), late_(late) {}
+  std::string name() const override { return inner_->name(); }
+  void step(float lr, float grad_scale, const float* gate) override {
+    std::this_thread::sleep_for(late_);
+    inner_->step(lr, grad_scale, gate);
+  }
+  void set_shard_reducer(ShardReducer r) override { inner_->set_shard_reducer(std::move(r)); }
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
+  std::chrono::milliseconds late_;
+};
+
 // master: shard the f32 master weights too (bf16 runs). loss_scale > 0: dynamic loss scaling
-// from that scale (fp16's; here in f32, the scale large enough to overflow).
+// from that scale (fp16's; here in f32, the scale large enough to overflow). gather_in_forward:
+// --zero-gather forward (else step). late_rank1: rank 1's optimizer sleeps that long each step.
 Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iterations = 5, Precision precision = Precision::fp32,
-              bool master = false, float loss_scale = 0.0f) {
+              bool master = false, float loss_scale = 0.0f, bool gather_in_forward = true,
+              std::chrono::milliseconds late_rank1 = std::chrono::milliseconds(0)) {
   auto be = make_backend(BackendKind::cpu, {precision, 1, 0});
   const VggConfig vc = tiny();
   auto model = make_vgg(*be, vc);
@@ -95,10 +117,12 @@ Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iter
   else if (kind == Opt::lamb) opt = std::make_unique<Lamb>(*be, store, AdamConfig{0.9f, 0.999f, 1e-6f, 0.01f}, sharded);
   else opt = std::make_unique<Sgd>(*be, store, SgdConfig{0.9f, 5e-4f}, sharded);
   if (clip > 0) opt = std::make_unique<ClipGradNorm>(*be, store, std::move(opt), clip);
+  if (late_rank1.count() > 0 && world().rank == 1) opt = std::make_unique<LateOptimizer>(std::move(opt), late_rank1);
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* z2 = nullptr;
   if (zero) {
-    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, clip > 0 || loss_scale > 0, zero, accum, master);
+    auto z = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, clip > 0 || loss_scale > 0, zero, accum, master,
+                                            gather_in_forward);
     z2 = z.get();
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *z);
     exchange = std::move(z);
@@ -125,6 +149,7 @@ Outcome train(int zero, Opt kind, int64_t accum, float clip = 0.0f, int64_t iter
   Outcome out;
   out.allocated_peak = be->allocated_peak_bytes();  // before restore_values makes the values whole again
   if (z2) z2->restore_values();
+  out.iterations = trace.iterations;
   for (const auto& it : trace.iterations) {
     out.comm_bytes.push_back(it.comm_bytes);
     out.skipped += it.skipped ? 1 : 0;
@@ -212,6 +237,47 @@ void expect_same(int64_t accum, Opt kind, float clip = 0.0f) {
 }
 
 TEST(Zero1, SgdEqualsAllreduce) { expect_same(1, Opt::sgd); }
+
+// --zero-gather: the all-gathers waited for in the next forward, layer by layer, or at the end of
+// the optimizer step give the same parameters and bytes. Rank 1 is 100 ms late to every
+// all-gather (its optimizer sleeps first): on rank 0 that wait is exposed communication, in
+// either mode, and not forward or optimizer time (GradientExchange::set_wait_marker), and every
+// step's phases still add up to the step.
+TEST(Zero1, AllGatherWaitsAreExposedCommunicationInEitherMode) {
+  using std::chrono::milliseconds;
+  const milliseconds late(100);
+  const int64_t steps = 4;
+  const Outcome forward = train(1, Opt::sgd, 1, 0.0f, steps, Precision::fp32, false, 0.0f, true, late);
+  const Outcome step = train(1, Opt::sgd, 1, 0.0f, steps, Precision::fp32, false, 0.0f, false, late);
+  EXPECT_EQ(0, std::memcmp(forward.params.data(), step.params.data(), step.params.size() * sizeof(float)));
+  EXPECT_EQ(forward.comm_bytes, step.comm_bytes);
+  for (const Outcome* o : {&forward, &step}) {
+    const char* mode = o == &forward ? "forward" : "step";
+    ASSERT_EQ(o->iterations.size(), static_cast<size_t>(steps));
+    for (size_t i = 0; i < o->iterations.size(); ++i) {
+      const IterationTiming& it = o->iterations[i];
+      const auto phase = [&](Phase p) { return static_cast<double>(it.phase_seconds[static_cast<int>(p)]); };
+      double sum = 0;
+      for (int p = 0; p < kPhaseCount; ++p) {
+        EXPECT_GE(it.phase_seconds[p], 0.0f) << mode << ", step " << i << ", " << to_string(static_cast<Phase>(p));
+        sum += it.phase_seconds[p];
+      }
+      EXPECT_NEAR(sum, it.end - it.start, 1e-4 + 1e-4 * (it.end - it.start)) << mode << ", step " << i;
+      if (world().rank != 0) continue;
+      if (i == 1) {
+        std::printf("rank 0, gather %s, step 1: forward %.1f ms, comm exposed %.1f ms, optimizer %.1f ms\n", mode,
+                    1e3 * phase(Phase::forward), 1e3 * phase(Phase::comm_exposed), 1e3 * phase(Phase::optimizer));
+      }
+      // Forward mode waits in the next step's forward (step 0 has none to wait for); step mode
+      // in the same step's optimizer phase.
+      const bool waits = o == &step || i > 0;
+      if (!waits) continue;
+      EXPECT_GT(phase(Phase::comm_exposed), 0.08) << mode << ", step " << i;
+      EXPECT_LT(phase(Phase::forward), 0.05) << mode << ", step " << i;
+      EXPECT_LT(phase(Phase::optimizer), 0.05) << mode << ", step " << i;
+    }
+  }
+}
 TEST(Zero1, AdamWEqualsAllreduce) { expect_same(1, Opt::adamw); }
 TEST(Zero1, LambEqualsAllreduce) { expect_same(1, Opt::lamb); }
 TEST(Zero1, WithGradAccumEqualsAllreduce) { expect_same(2, Opt::sgd); }

@@ -12,17 +12,19 @@ namespace {
 double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 }  // namespace
 
-std::string zero_banner(const ShardLayout& shard, int stage, bool master) {
+std::string zero_banner(const ShardLayout& shard, int stage, bool master, bool gather_in_forward) {
   const auto [lo, hi] = std::minmax_element(shard.rank_elems.begin(), shard.rank_elems.end());
   const std::string what = stage == 2 ? (master ? "optimizer state, gradients and f32 master weights" : "optimizer state and gradients")
                                       : (master ? "optimizer state and f32 master weights" : "optimizer state");
   return "\nzero: stage " + std::to_string(stage) + ", " + what + " sharded over " + std::to_string(shard.world) + " ranks: " +
          std::to_string(*lo) + " to " + std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
-         " buckets reduce-scattered, weights all-gathered)";
+         " buckets reduce-scattered, weights all-gathered " +
+         (gather_in_forward ? "into the next forward)" : "at the step's end)");
 }
 
 ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-                           Backend& be, bool global_norm, int stage, int64_t micro_batches, bool shard_master)
+                           Backend& be, bool global_norm, int stage, int64_t micro_batches, bool shard_master,
+                           bool gather_in_forward)
     : comm_(comm),
       store_(store),
       shard_(shard),
@@ -30,7 +32,8 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
       be_(be),
       bucket_of_entry_(cut.bucket_of_entry),
       stage_(stage),
-      micro_batches_(stage == 2 ? micro_batches : 1) {
+      micro_batches_(stage == 2 ? micro_batches : 1),
+      gather_in_forward_(gather_in_forward) {
   DLPERF_ASSERT(stage == 1 || stage == 2, "ZeRO stage 1 or 2");
   DLPERF_ASSERT(micro_batches >= 1, "micro-batches per step");
   if (global_norm) norm_ = comm.make_byte_buffer(sizeof(double));
@@ -54,47 +57,62 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     written_.assign(store.entries().size(), false);
     if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
-  if (shard_master) plan_master_release(cut);
+  plan_gathers(cut);
+  // The values are final (after the initial broadcast): the compute copies from them (from now
+  // on this exchange rebuilds them as the all-gathers arrive), then the rest of the master goes.
+  be_.refresh_compute_weights(layers_);
+  if (shard_master) plan_master_release();
   // Stage 1 keeps the full gradients. With sharded master weights they started decommitted (not
   // held before the master was released); they are made whole now, before the first backward
   // writes them (a GPU's mapped chunks must be mapped before any work touches them).
   if (stage_ == 1 && store.gradients_decommitted()) store.grads().commit(0, store.size());
 }
 
-void ZeroExchange::plan_master_release(const BucketCut& cut) {
-  shard_master_ = true;
+void ZeroExchange::plan_gathers(const BucketCut& cut) {
   const auto& entries = store_.entries();
   const size_t n = buckets_.size();
-  releasable_.assign(n, {});
-  refresh_after_.assign(n, {});
-  release_after_.assign(n, {});
   // Each layer's first and last bucket (its parameters are neighbours in flat order).
-  std::vector<Layer*> layers;
   std::vector<std::pair<size_t, size_t>> span;
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t b = cut.bucket_of_entry[i];
-    const auto it = std::find(layers.begin(), layers.end(), entries[i].layer);
-    if (it == layers.end()) {
-      layers.push_back(entries[i].layer);
+    const auto it = std::find(layers_.begin(), layers_.end(), entries[i].layer);
+    if (it == layers_.end()) {
+      layers_.push_back(entries[i].layer);
       span.emplace_back(b, b);
     } else {
-      auto& [first, last] = span[static_cast<size_t>(it - layers.begin())];
+      auto& [first, last] = span[static_cast<size_t>(it - layers_.begin())];
       first = std::min(first, b);
       last = std::max(last, b);
     }
   }
-  std::vector<size_t> done_by(n, 0);  // bucket b may be released once bucket done_by[b] is refreshed
-  for (size_t b = 0; b < n; ++b) done_by[b] = b;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    refresh_after_[span[l].second].push_back(layers[l]);
-    for (size_t b = span[l].first; b <= span[l].second; ++b) done_by[b] = std::max(done_by[b], span[l].second);
+  // In forward order (positions; bucket_at) a layer is complete once its first bucket is
+  // waited for, the last of its buckets to arrive; a bucket may go once every layer touching it
+  // is complete.
+  refresh_at_.assign(n, {});
+  release_at_.assign(n, {});
+  std::vector<size_t> done_at(n, 0);
+  for (size_t pos = 0; pos < n; ++pos) done_at[bucket_at(pos)] = pos;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const size_t pos = n - 1 - span[l].first;
+    refresh_at_[pos].push_back(layers_[l]);
+    read_at_.push_back({layers_[l], {pos, l}});
+    for (size_t b = span[l].first; b <= span[l].second; ++b) done_at[b] = std::max(done_at[b], pos);
   }
-  for (size_t b = 0; b < n; ++b) release_after_[done_by[b]].push_back(b);
+  for (size_t b = 0; b < n; ++b) release_at_[done_at[b]].push_back(b);
+  std::sort(read_at_.begin(), read_at_.end(), [](const auto& x, const auto& y) { return std::less<>()(x.first, y.first); });
+  read_.assign(layers_.size(), 0);
+}
+
+void ZeroExchange::plan_master_release() {
+  shard_master_ = true;
+  const auto& entries = store_.entries();
+  const size_t n = buckets_.size();
+  releasable_.assign(n, {});
   // The keep set: this rank's block of each bucket, and every parameter read in f32 in the step.
   std::vector<std::vector<ValueRange>> keep(n);
   for (size_t b = 0; b < n; ++b) keep[b].push_back({block_begin(b), shard_.counts[b][static_cast<size_t>(shard_.rank)]});
   for (size_t i = 0; i < entries.size(); ++i)
-    if (entries[i].layer->params()[entries[i].index].role != ParamRole::weight) keep[cut.bucket_of_entry[i]].push_back({entries[i].offset, entries[i].elems});
+    if (entries[i].layer->params()[entries[i].index].role != ParamRole::weight) keep[bucket_of_entry_[i]].push_back({entries[i].offset, entries[i].elems});
   for (size_t b = 0; b < n; ++b) {
     auto& k = keep[b];
     std::sort(k.begin(), k.end(), [](const ValueRange& x, const ValueRange& y) { return x.begin < y.begin; });
@@ -105,9 +123,6 @@ void ZeroExchange::plan_master_release(const BucketCut& cut) {
     }
     if (buckets_[b].range.end > at) releasable_[b].push_back({at, buckets_[b].range.end - at});
   }
-  // The values are final (after the initial broadcast): the compute copies from them, then the
-  // rest of the master goes.
-  be_.refresh_compute_weights(layers);
   for (size_t b = 0; b < n; ++b) release_values(b);
 }
 
@@ -227,21 +242,63 @@ CommRequest ZeroExchange::start_gather(size_t b) {
 
 void ZeroExchange::gather_params() {
   act([this] {
+    DLPERF_ASSERT(gather_joined_ == buckets_.size() || gather_step_ < 0, "the last step's all-gathers were waited for");
+    gather_step_ = step_;
+    gather_joined_ = 0;
+    // Sharded master: one bucket ahead of the one waited for (join_gathers); otherwise all at once.
+    const size_t ahead = shard_master_ ? std::min<size_t>(1, buckets_.size()) : buckets_.size();
     auto& g = requests(step_).gather;
-    if (!shard_master_) {
-      for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b);
-      for (auto& r : g) comm_.join(r);
-      return;
+    for (gather_started_ = 0; gather_started_ < ahead; ++gather_started_) {
+      const size_t b = bucket_at(gather_started_);
+      g[b] = start_gather(b);
     }
-    // Two buckets' values whole at a time: the next one's all-gather runs while this one's
-    // layers are refreshed and its values released.
-    if (!buckets_.empty()) g[0] = start_gather(0);
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      if (b + 1 < buckets_.size()) g[b + 1] = start_gather(b + 1);
-      comm_.join(g[b]);
-      if (!refresh_after_[b].empty()) be_.refresh_compute_weights(refresh_after_[b]);
-      for (size_t done : release_after_[b]) release_values(done);
+    if (!gather_in_forward_) join_gathers(buckets_.size(), Phase::optimizer);
+  });
+}
+
+void ZeroExchange::join_gathers(size_t end, std::optional<Phase> phase) {
+  auto& g = requests(gather_step_).gather;
+  const size_t n = buckets_.size();
+  for (; gather_joined_ < std::min(end, n); ++gather_joined_) {
+    const size_t pos = gather_joined_;
+    // Sharded master: two buckets' values whole at a time; the next one's all-gather runs
+    // while this one's layers are refreshed and its values released.
+    for (; gather_started_ < std::min(pos + 2, n); ++gather_started_) {
+      const size_t b = bucket_at(gather_started_);
+      g[b] = start_gather(b);
     }
+    if (phase && marker_) marker_(true, *phase);
+    comm_.join(g[bucket_at(pos)]);
+    if (phase && marker_) marker_(false, *phase);
+    if (!refresh_at_[pos].empty()) be_.refresh_compute_weights(refresh_at_[pos]);
+    if (shard_master_)
+      for (size_t done : release_at_[pos]) release_values(done);
+  }
+}
+
+// The announcements are bookkeeping of the forward being queued (a captured step's replays do
+// not repeat them); only a layer that needs a later position than the ones before it in this
+// forward acts (a cut in a captured step), so a forward acts once per bucket at most.
+void ZeroExchange::before_read(const Layer& layer) {
+  const auto it = std::lower_bound(read_at_.begin(), read_at_.end(), &layer,
+                                   [](const auto& e, const Layer* k) { return std::less<>()(e.first, k); });
+  if (it == read_at_.end() || it->first != &layer) return;  // a layer without parameters in the store
+  read_[it->second.index] = 1;
+  const size_t end = it->second.pos + 1;
+  if (end <= forward_end_) return;  // an earlier layer of this forward waited for it
+  forward_end_ = end;
+  act([this, end] {
+    if (gather_step_ >= 0) join_gathers(end, Phase::forward);
+  });
+}
+
+void ZeroExchange::after_forward() {
+  for (size_t l = 0; l < layers_.size(); ++l)
+    DLPERF_ASSERT(read_[l], "forward read a layer's weights its model did not announce first (Model::reading)");
+  std::fill(read_.begin(), read_.end(), 0);
+  forward_end_ = 0;
+  act([this] {
+    if (gather_step_ >= 0) join_gathers(buckets_.size(), Phase::forward);
   });
 }
 
@@ -256,6 +313,8 @@ void ZeroExchange::restore_values() {
 
 void ZeroExchange::complete(int64_t step) {
   DLPERF_ASSERT(step > completed_step_ && step <= step_, "steps complete once, in order");
+  // The run's last step: no forward follows to wait for its all-gathers (and start the rest).
+  if (step == gather_step_ && gather_joined_ < buckets_.size()) join_gathers(buckets_.size(), std::nullopt);
   for (auto& r : requests(step).scatter) comm_.wait(r);
   for (auto& r : requests(step).gather) comm_.wait(r);
   if (requests(step).norm.valid()) comm_.wait(requests(step).norm);

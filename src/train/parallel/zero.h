@@ -7,7 +7,16 @@
 //   * the optimizer updates the rank's block of the parameters from it (a sharded Sgd / AdamW,
 //     train/optimizer.h, train/adam.h);
 //   * then every bucket of the parameters is all-gathered in place, so every rank again holds
-//     all the new weights for the next forward.
+//     all the new weights for the next forward. The all-gathers start in forward order (the
+//     reverse of bucket order: the flat buffers hold the layers in reverse) and, by default
+//     (--zero-gather forward), run into the next forward: before a layer first reads its
+//     parameters the model calls its read hook (Model::reading), and the trainer passes it here
+//     (before_read), which waits for the buckets that hold the layer, in forward order, and
+//     rebuilds the compute copies (bf16/fp16) of the layers they complete. The first layers wait
+//     for little, the later ones compute while the rest of the weights arrive. After forward
+//     (after_forward) every layer must have been announced, which the CPU's tests hold every
+//     model to, and any bucket still in flight is waited for. --zero-gather step waits for
+//     every all-gather at the end of the optimizer step instead (exposed, and measurable as such).
 // Communicated per step and rank: reduce-scatter + all-gather of S bytes move what an allreduce
 // of S moves ((n-1)/n S each, docs/communication.md), while the optimizer state shrinks to 1/n.
 // The reduction order: Open MPI / NCCL sum each element over the ranks; on 2 ranks that is one
@@ -40,12 +49,15 @@
 // all-gathered in f32 (the next bucket's all-gather already started), and the compute copies of
 // the layers it completes are rebuilt from it (Backend::refresh_compute_weights); once every
 // layer touching a bucket is refreshed, its values outside the keep set are decommitted again.
+// Under --zero-gather forward the next bucket's all-gather starts when forward first waits for
+// the one before it: one bucket ahead of forward.
 // The full f32 values then exist for at most two buckets (and a layer spanning them) at a time,
-// so the master costs 4P/n plus the kept parameters instead of 4P; the trainer's own refresh
-// before forward is skipped (Optimizer::refreshes_compute_weights). The bytes moved are
+// so the master costs 4P/n plus the kept parameters instead of 4P. The bytes moved are
 // unchanged (the all-gather is in f32 either way), and the compute copies are those of the
 // whole master (the same f32 values, the same conversion): runs equal those with the whole
 // master bit for bit. restore_values() gathers everything back whole (end of run: checksums).
+// Whatever the master, the compute copies are rebuilt here, layer by layer as their buckets
+// arrive (the trainer's own refresh before forward is skipped: Optimizer::refreshes_compute_weights).
 //
 // Requests are kept per step parity, as BucketedAllreduce does (step n+1's buckets start before
 // step n is retired).
@@ -53,6 +65,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -75,8 +88,10 @@ class ZeroExchange final : public GradientExchange {
   // shard_master: shard the f32 master values too (see above; bf16/fp16 runs only). The store's
   // values must be final when this is constructed (after the initial broadcast): the compute
   // copies are built from them here, then the values outside the keep set are released.
+  // gather_in_forward: --zero-gather forward (see above); false: step.
   ZeroExchange(Communicator& comm, ParamStore& store, const BucketCut& cut, const ShardLayout& shard, Buffer& shard_grads,
-               Backend& be, bool global_norm, int stage = 1, int64_t micro_batches = 1, bool shard_master = false);
+               Backend& be, bool global_norm, int stage = 1, int64_t micro_batches = 1, bool shard_master = false,
+               bool gather_in_forward = true);
   static constexpr size_t kInFlight = kZeroBucketsInFlight;
 
   int world_size() const override { return comm_.size(); }
@@ -84,6 +99,8 @@ class ZeroExchange final : public GradientExchange {
   size_t bucket_count() const override { return buckets_.size(); }
   void begin_step(int64_t step) override;
   void before_write(const Layer& layer) override;  // stage 2: commits the layer's gradients
+  void before_read(const Layer& layer) override;   // waits for the layer's weights (see above)
+  void after_forward() override;
   void on_ready(const Layer& layer) override;
   void finish() override;
   void complete(int64_t step) override;
@@ -95,9 +112,11 @@ class ZeroExchange final : public GradientExchange {
   int64_t bytes_moved(int64_t step) override;
   const double* gate_sq_sum() const override { return norm_ ? static_cast<const double*>(norm_->bytes()) : nullptr; }
   void set_actor(Actor actor) override { actor_ = std::move(actor); }
+  void set_wait_marker(WaitMarker marker) override { marker_ = std::move(marker); }
 
-  // After the optimizer updated this rank's blocks: starts every bucket's all-gather of the
-  // parameter values and orders the compute queue after them (MPI: waits).
+  // After the optimizer updated this rank's blocks: starts the buckets' all-gathers of the
+  // parameter values in forward order; with --zero-gather step, also orders the compute queue
+  // after them (MPI: waits) and rebuilds the compute copies.
   void gather_params();
   bool shards_master() const { return shard_master_; }
   // Sharded master: commits and all-gathers every bucket, so every rank holds all the f32 values
@@ -123,9 +142,14 @@ class ZeroExchange final : public GradientExchange {
   void launch_ready();  // starts, in order, every bucket whose parameters are all final
   CommRequest& scatter(size_t b) { return requests(step_).scatter[static_cast<size_t>(micro_) * buckets_.size() + b]; }
   void free_bucket(size_t b);  // stage 2: waits for its reduce-scatter, then decommits it
-  void plan_master_release(const BucketCut& cut);
+  void plan_gathers(const BucketCut& cut);
+  void plan_master_release();
   size_t block_begin(size_t b) const;  // flat offset of this rank's block of bucket b
   CommRequest start_gather(size_t b);  // commits bucket b's values (sharded master), starts their all-gather
+  size_t bucket_at(size_t pos) const { return buckets_.size() - 1 - pos; }  // the pos-th all-gather's bucket (forward order)
+  // Waits for this step's all-gathers before position `end`, refreshes, releases; each wait
+  // marked as exposed communication in `phase` (none: not marked; after the run's last step).
+  void join_gathers(size_t end, std::optional<Phase> phase);
   void release_values(size_t b);  // sharded master: decommits bucket b outside the keep set
 
   Communicator& comm_;
@@ -146,24 +170,38 @@ class ZeroExchange final : public GradientExchange {
   std::vector<size_t> in_flight_;        // stage 2: launched buckets not yet freed, oldest first
   size_t committed_bytes_ = 0, committed_peak_ = 0;  // stage 2: full-gradient bytes held (now, at most)
   std::vector<bool> written_;  // stage 2, per store entry: committed for this micro-batch's backward
-  // Sharded master: per bucket, the value ranges outside the keep set; the layers whose last
-  // parameter lies in it (refreshed once it is gathered); the buckets all of whose layers are
-  // refreshed once it is (released then).
+  // Per all-gather position (forward order): the layers complete once it is waited for (their
+  // compute copies rebuilt then); with the sharded master, the buckets all of whose layers are
+  // refreshed then (released then). Per layer: the position it waits for, and whether this
+  // forward announced it. Per bucket (sharded master): the value ranges outside the keep set.
   struct ValueRange {
     size_t begin = 0, count = 0;
   };
+  struct ReadAt {
+    size_t pos = 0, index = 0;  // index: into read_
+  };
   bool shard_master_ = false;
+  bool gather_in_forward_ = true;
+  std::vector<Layer*> layers_;  // the store's, each once
+  std::vector<std::vector<Layer*>> refresh_at_;
+  std::vector<std::vector<size_t>> release_at_;
+  std::vector<std::pair<const Layer*, ReadAt>> read_at_;  // sorted by layer
+  std::vector<char> read_;
+  size_t forward_end_ = 0;  // the forward being queued has waited for the positions before it
   std::vector<std::vector<ValueRange>> releasable_;
-  std::vector<std::vector<Layer*>> refresh_after_;
-  std::vector<std::vector<size_t>> release_after_;
+  // The all-gathers of step gather_step_: positions before gather_started_ are started, before
+  // gather_joined_ waited for.
+  int64_t gather_step_ = -1;
+  size_t gather_started_ = 0, gather_joined_ = 0;
   int64_t step_ = -1;
   int64_t completed_step_ = -1;
   size_t launched_ = 0;
   Actor actor_;
+  WaitMarker marker_;
 };
 
 // "\nzero: stage 1, ..." for the run's banner: the shard of each rank and how balanced they are.
-std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = false);
+std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = false, bool gather_in_forward = true);
 
 // The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
 class GatherAfterStep final : public Optimizer {
@@ -177,7 +215,7 @@ class GatherAfterStep final : public Optimizer {
     zero_.gather_params();
   }
   float clip_norm() const override { return inner_->clip_norm(); }
-  bool refreshes_compute_weights() const override { return zero_.shards_master(); }
+  bool refreshes_compute_weights() const override { return true; }  // the exchange does, as each bucket arrives
 
  private:
   std::unique_ptr<Optimizer> inner_;
