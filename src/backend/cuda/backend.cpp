@@ -404,8 +404,9 @@ double CudaBackend::sum_squares(std::span<const float> x) {
 }
 
 void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
-  // The segment list is rebuilt on the host each step (a few hundred entries) and uploaded
-  // only when it changed: the first step, or another model on this backend.
+  // The segment list is rebuilt on the host each call (a few hundred entries) and its table
+  // uploaded the first time the list is seen: every step passes the same lists (the whole
+  // model, or ZeRO's one per bucket), so the upload and its synchronisation happen once each.
   std::vector<CastSegment> segments;
   for (Layer* l : layers) {
     const auto* owner = dynamic_cast<const ParamOwner*>(l);
@@ -418,7 +419,11 @@ void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
   const auto same = [](const CastSegment& a, const CastSegment& b) {
     return a.src == b.src && a.dst == b.dst && a.n == b.n && a.c == b.c && a.hw == b.hw && a.type == b.type && a.krsc == b.krsc;
   };
-  if (!cast_table_ || !std::equal(segments.begin(), segments.end(), cast_key_.begin(), cast_key_.end(), same)) {
+  if (segments.empty()) return;
+  auto table = std::find_if(cast_tables_.begin(), cast_tables_.end(), [&](const CastTable& t) {
+    return std::equal(segments.begin(), segments.end(), t.key.begin(), t.key.end(), same);
+  });
+  if (table == cast_tables_.end()) {
     std::vector<CastTask> tasks;
     for (size_t k = 0; k < segments.size(); ++k) {
       const int64_t count = segments[k].n * segments[k].c * segments[k].hw;
@@ -430,14 +435,12 @@ void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
     DLPERF_CHECK(cudaMemcpyAsync(static_cast<char*>(mem->get()) + seg_bytes, tasks.data(), tasks.size() * sizeof(CastTask),
                                  cudaMemcpyHostToDevice, ctx_->s()));
     ctx_->sync();  // the host vectors go out of scope
-    cast_table_ = std::shared_ptr<void>(mem, mem->get());
-    cast_key_ = std::move(segments);
-    cast_tasks_ = static_cast<int64_t>(tasks.size());
-    cast_segments_bytes_ = seg_bytes;
+    table = cast_tables_.insert(cast_tables_.end(), {std::move(segments), std::shared_ptr<void>(mem, mem->get()),
+                                                     static_cast<int64_t>(tasks.size()), seg_bytes});
   }
-  auto* base = static_cast<char*>(cast_table_.get());
-  DLPERF_CHECK(launch_cast_segments(reinterpret_cast<const CastSegment*>(base), reinterpret_cast<const CastTask*>(base + cast_segments_bytes_),
-                                    cast_tasks_, ctx_->s()));
+  auto* base = static_cast<char*>(table->mem.get());
+  DLPERF_CHECK(launch_cast_segments(reinterpret_cast<const CastSegment*>(base), reinterpret_cast<const CastTask*>(base + table->segments_bytes),
+                                    table->tasks, ctx_->s()));
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }

@@ -132,11 +132,16 @@ class CudaBackend final : public Backend {
   };
   OptTable& opt_table(std::span<const ParamSegment> segments);
   std::vector<OptTable> opt_tables_;
-  // The weight-refresh table: the segments it was built from, and its segments | tasks on the device.
-  std::vector<CastSegment> cast_key_;
-  std::shared_ptr<void> cast_table_;
-  int64_t cast_tasks_ = 0;
-  size_t cast_segments_bytes_ = 0;
+  // The weight-refresh tables, one per layer list: the whole model's (the trainer's refresh
+  // before forward), or one per bucket when ZeRO's all-gathers arrive bucket by bucket. The
+  // segments each was built from, and its segments | tasks on the device.
+  struct CastTable {
+    std::vector<CastSegment> key;
+    std::shared_ptr<void> mem;
+    int64_t tasks = 0;
+    size_t segments_bytes = 0;
+  };
+  std::vector<CastTable> cast_tables_;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o);
