@@ -345,9 +345,11 @@ stage_llama() {
   # f32 master (and under --zero 2 the gradients) in mapped chunks. The summary line gives what
   # remapping costs a measured step (chunk maps, unmaps, ms in the driver): at 1.2 B parameters
   # about 1,200 chunks of the master come and go each step; Llama 3.1 8B on 8 ranks, ~14,000.
+  # The all-gathers run into the next forward by default; zero1-gather-step waits for them at
+  # the step's end, for the difference.
   local z
-  for z in 1 2; do
-    step 11 "llama3_2_1b-bf16-zero$z-np2" mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
+  for z in 1 2 "1 --zero-gather step"; do
+    step 11 "llama3_2_1b-bf16-zero${z// --zero-gather /-gather-}-np2" mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
       --model llama3_2_1b --precision bf16 --zero $z --seq-len 2048 --batch-size 1 --iterations 8 --warmup 3
   done
   # The head over chunks of tokens on the GPU: tf32 logits of 8,192 tokens are 4.2 GB of f32, so

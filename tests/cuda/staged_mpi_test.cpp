@@ -139,7 +139,8 @@ TEST(StagedMpiOnOneGpu, SumsTheTypesItsHostSums) {
 }
 
 // A reduced Llama in bf16 on the CUDA backend, 4 AdamW steps, its gradients exchanged through
-// the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded.
+// the staged communicator: zero 0 (allreduce), or zero 1 with the master whole or sharded;
+// gather_in_forward: --zero-gather forward (else step).
 struct ZeroRun {
   std::vector<float> params;        // flat, whole again (restore_values)
   int64_t held_after = 0;           // the backend's device allocations after the steps
@@ -147,7 +148,7 @@ struct ZeroRun {
   bool sharded_master = false;      // the backend frees decommitted memory: the master was sharded
 };
 
-ZeroRun train_zero(int zero, bool master) {
+ZeroRun train_zero(int zero, bool master, bool gather_in_forward = true) {
   auto be = make_backend(BackendKind::cuda, {Precision::bf16, 0, world().local_rank});
   LlamaConfig c = llama_preset("llama3_8b");
   // ~54 M parameters (216 MB of f32 values), tensors up to 14 MiB, cut into 32 MiB buckets:
@@ -171,7 +172,7 @@ ZeroRun train_zero(int zero, bool master) {
   if (zero) {
     // global_norm: the gradients' norm as clipping and fp16's loss scale form it, a float64
     // allreduce (dlperf-train's default --clip); the parameters do not depend on it here.
-    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, true, zero, 1, shard_master);
+    auto ex = std::make_unique<ZeroExchange>(*comm, store, cut, shard, *shard_grads, *be, true, zero, 1, shard_master, gather_in_forward);
     z = ex.get();
     opt = std::make_unique<GatherAfterStep>(std::move(opt), *ex);
     exchange = std::move(ex);
@@ -204,9 +205,13 @@ ZeroRun train_zero(int zero, bool master) {
 TEST(StagedMpiOnOneGpu, ZeroShardedMasterInMappedMemory) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const ZeroRun replicated = train_zero(0, false), whole = train_zero(1, false), sharded = train_zero(1, true);
-  const ZeroRun stage2 = train_zero(2, true);
+  const ZeroRun stage2 = train_zero(2, true), at_step_end = train_zero(1, true, false);
   ASSERT_TRUE(sharded.sharded_master) << "this GPU has no virtual memory management: the master could not be sharded";
   ASSERT_EQ(sharded.params.size(), whole.params.size());
+  // The all-gathers waited for layer by layer in forward (the default), or all at the step's
+  // end: the same bf16 copies before every layer's forward, the same parameters.
+  EXPECT_EQ(std::memcmp(at_step_end.params.data(), sharded.params.data(), whole.params.size() * sizeof(float)), 0)
+      << "--zero-gather step and forward gave other parameters";
   // The same collectives, optimizer kernels and conversions: bit for bit.
   EXPECT_EQ(std::memcmp(sharded.params.data(), whole.params.data(), whole.params.size() * sizeof(float)), 0)
       << "sharding the master in mapped memory changed the parameters";

@@ -276,9 +276,9 @@ void ZeroExchange::join_gathers(size_t end, std::optional<Phase> phase) {
   }
 }
 
-// The announcements are bookkeeping of the forward being queued (a captured step's replays do
-// not repeat them); only a layer that needs a later position than the ones before it in this
-// forward acts (a cut in a captured step), so a forward acts once per bucket at most.
+// The announcements are host bookkeeping of the forward being queued; only a layer that needs a
+// later position than the ones before it in this forward hands work to the actor, so a forward
+// waits once per bucket at most.
 void ZeroExchange::before_read(const Layer& layer) {
   const auto it = std::lower_bound(read_at_.begin(), read_at_.end(), &layer,
                                    [](const auto& e, const Layer* k) { return std::less<>()(e.first, k); });
