@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CPU overhead of issue 25's options: dlperf-train's throughput with --zero 1 and 2, with
+# CPU overhead of issue 25's options: dlperf-train's throughput with --zero 1 and 2 (their
+# all-gathers run into the next forward; "--zero-gather step" waits for them at the step's end), with
 # --grad-accum 2 and with --recompute block, each against --zero 0 on the same ranks, batch and
 # model, interleaved (baseline, option, baseline, option, ...) so a machine that slows down mid-way biases
 # neither; ratio = median option / median baseline (samples/s; accumulation counts every
@@ -31,15 +32,15 @@ echo "# ${model[*]}"
 echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $ranks ranks x $threads threads; $repeats repeats"
 declare -A rates
 for ((i = 0; i < repeats; ++i)); do
-  for opt in "--zero 0" "--zero 1" "--zero 2" "--grad-accum 2" "--zero 2 --grad-accum 2" "--recompute block"; do
+  for opt in "--zero 0" "--zero 1" "--zero 1 --zero-gather step" "--zero 2" "--zero 2 --zero-gather step" "--grad-accum 2" "--zero 2 --grad-accum 2" "--recompute block"; do
     # shellcheck disable=SC2086
     rates[$opt]+="$(run $opt) "
   done
 done
 b=$(echo "${rates["--zero 0"]}" | tr ' ' '\n' | grep . | median)
-printf '%-24s %10s %8s   %s\n' option "samples/s" ratio "runs"
-for opt in "--zero 0" "--zero 1" "--zero 2" "--grad-accum 2" "--zero 2 --grad-accum 2" "--recompute block"; do
+printf '%-30s %10s %8s   %s\n' option "samples/s" ratio "runs"
+for opt in "--zero 0" "--zero 1" "--zero 1 --zero-gather step" "--zero 2" "--zero 2 --zero-gather step" "--grad-accum 2" "--zero 2 --grad-accum 2" "--recompute block"; do
   m=$(echo "${rates[$opt]}" | tr ' ' '\n' | grep . | median)
-  printf '%-24s %10.1f %8.3f   %s\n' "$opt" "$m" "$(awk -v a="$m" -v b="$b" 'BEGIN {print (b > 0) ? a / b : 0}')" "${rates[$opt]}"
+  printf '%-30s %10.1f %8.3f   %s\n' "$opt" "$m" "$(awk -v a="$m" -v b="$b" 'BEGIN {print (b > 0) ? a / b : 0}')" "${rates[$opt]}"
 done
 echo "# load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
