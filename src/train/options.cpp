@@ -47,6 +47,8 @@ void validate_zero(const TrainOptions& o) {
     throw_usage_error("--zero must be 0 (replicated), 1 (sharded optimizer state) or 2 (and sharded gradients), got " + std::to_string(o.zero));
   if (o.zero_gather != "forward" && o.zero_gather != "step")
     throw_usage_error("--zero-gather '" + o.zero_gather + "' is unknown: use forward or step");
+  if (o.zero == 0 && o.zero_gather != "forward")
+    throw_usage_error("--zero-gather " + o.zero_gather + " applies to --zero 1 and 2 (--zero 0 all-gathers nothing); add --zero 1 or drop it");
   if (o.zero == 0) return;
   const std::string z = "--zero " + std::to_string(o.zero);
   if (o.optimizer == "lamb" && o.zero == 2)
