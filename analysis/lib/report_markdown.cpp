@@ -168,15 +168,20 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
     os << "\n## " << c.title << "\n\n";
-    // How the data parallelism ran (issue 25): the optimizer's sharding and the accumulation;
-    // the exposed communication is the phase table's "comm exposed" column.
-    const auto detail = [&](const char* name) {
+    // How the data parallelism ran (issue 25): the optimizer's sharding, where its all-gathers
+    // were waited for, the accumulation and the recompute; the exposed communication is the
+    // phase table's "comm exposed" column. Older traces lack some: their defaults.
+    const auto detail = [&](const char* name, const char* otherwise) {
       const auto it = c.key.details.find(name);
-      return it == c.key.details.end() ? std::string() : it->second;
+      return it == c.key.details.end() ? std::string(otherwise) : it->second;
     };
-    if (!detail("zero").empty() || !detail("grad-accum").empty())
-      os << "Data parallelism: zero stage " << (detail("zero").empty() ? "0" : detail("zero")) << ", grad-accum "
-         << (detail("grad-accum").empty() ? "1" : detail("grad-accum")) << " micro-batch(es) per step (throughput counts every one)\n\n";
+    if (!detail("zero", "").empty() || !detail("grad-accum", "").empty()) {
+      const std::string zero = detail("zero", "0"), gather = detail("zero-gather", "step");
+      os << "Data parallelism: zero stage " << zero;
+      if (zero != "0") os << (gather == "forward" ? " (all-gathers waited for in the next forward)" : " (all-gathers waited for at the step's end)");
+      os << ", grad-accum " << detail("grad-accum", "1") << " micro-batch(es) per step (throughput counts every one), recompute "
+         << detail("recompute", "none") << "\n\n";
+    }
     main_table(os, c, opt, notes);
     os << "\nRepeats (samples/s):\n\n";
     repeat_table(os, c, opt, notes);

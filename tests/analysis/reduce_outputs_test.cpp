@@ -43,11 +43,24 @@ TEST(ReduceOutputs, MarkdownHasTheDlperfTable) {
 TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
   RunRecord r = run_at("resnet50", 1, 1, 0.1);
   r.info.grad_accum = 2;
-  r.info.settings = {"zero=1", "grad-accum=2"};
+  r.info.settings = {"zero=1", "grad-accum=2", "zero-gather=forward", "recompute=block"};
   std::ostringstream os;
   write_markdown(os, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
-  EXPECT_NE(os.str().find("Data parallelism: zero stage 1, grad-accum 2"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("Data parallelism: zero stage 1 (all-gathers waited for in the next forward), grad-accum 2 micro-batch(es) "
+                          "per step (throughput counts every one), recompute block"),
+            std::string::npos)
+      << os.str();
   EXPECT_NE(os.str().find("| 1 | 1 | 32 | 640.00 |"), std::string::npos) << os.str();
+  // A trace from before --zero-gather waited at the step's end; --zero 0 all-gathers nothing.
+  r.info.settings = {"zero=2", "grad-accum=1"};
+  std::ostringstream older;
+  write_markdown(older, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(older.str().find("Data parallelism: zero stage 2 (all-gathers waited for at the step's end), grad-accum 1"), std::string::npos)
+      << older.str();
+  r.info.settings = {"zero=0", "grad-accum=2", "zero-gather=forward"};
+  std::ostringstream replicated;
+  write_markdown(replicated, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(replicated.str().find("Data parallelism: zero stage 0, grad-accum 2"), std::string::npos) << replicated.str();
 }
 
 // Issue 25: the plan beside the measured peaks, the highest over runs and ranks.
