@@ -30,6 +30,7 @@ library path of dlperf's packed build, which would hand torch another cuDNN:
 """
 
 import argparse
+import csv
 import math
 import sys
 import time
@@ -62,11 +63,18 @@ def parse_args():
     ap.add_argument("--label-smoothing", type=float, default=-1.0, help="-1: 0.1 resnet50, 0 vgg16")
     ap.add_argument("--threads", type=int, default=0, help="accepted for the driver's uniform command line; unused on the GPU")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--profile-kernels", type=int, default=0, metavar="N",
+                    help="after the timed steps, N more under torch.profiler (CUPTI): GPU time per kernel and step, "
+                         "the counterpart of ncu's per-kernel summary of dlperf-train")
+    ap.add_argument("--profile-top", type=int, default=40, help="kernels listed by --profile-kernels (all go to --profile-csv)")
+    ap.add_argument("--profile-csv", default="", help="write every kernel's row of --profile-kernels to this file")
     a = ap.parse_args()
     a.batch_size = a.batch_size or DEFAULT_BATCH[a.model]
     for flag in ("batch_size", "image_size", "num_classes", "iterations", "seq_len", "max_predictions"):
         if getattr(a, flag) <= 0:
             ap.error(f"--{flag.replace('_', '-')} must be a positive integer")
+    if a.profile_kernels < 0:
+        ap.error("--profile-kernels must be 0 (off) or a number of steps")
     if a.warmup < 1:
         ap.error("--warmup must be at least 1 (cudnn.benchmark chooses its algorithms in the first step)")
     if a.max_predictions >= a.seq_len:
@@ -182,6 +190,40 @@ def main():
     if not math.isfinite(last):
         print("warning: the loss is not finite; the timing may not be representative", file=sys.stderr)
     print(f"throughput {a.batch_size * a.iterations / elapsed:.3f} samples/s", flush=True)
+    if a.profile_kernels:
+        profile_kernels(step, a)
+
+
+def profile_kernels(step, a):
+    """GPU time of every kernel (and copy or fill) over a.profile_kernels steps after the timed
+    ones, per step and sorted, from CUPTI's activity records: the kernels ran as they do in the
+    timed loop (not replayed one by one, as ncu does)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.profile_kernels):
+            step()
+        torch.cuda.synchronize()
+    rows = {}
+    for e in prof.events():
+        if not str(e.device_type).endswith("CUDA"):
+            continue
+        calls, us = rows.get(e.name, (0, 0.0))
+        rows[e.name] = (calls + 1, us + e.time_range.elapsed_us())
+    n = a.profile_kernels
+    total = sum(us for _, us in rows.values())
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1][1])
+    print(f"kernels: {len(rows)} distinct, {sum(c for c, _ in rows.values()) / n:.0f} launches and "
+          f"{total / n / 1e3:.3f} ms of GPU time per step (over {n} profiled steps; kernels may overlap)")
+    print(f"{'ms/step':>9} {'share':>6} {'calls/step':>10}  kernel")
+    for name, (calls, us) in ranked[:a.profile_top]:
+        print(f"{us / n / 1e3:9.3f} {100 * us / total:5.1f}% {calls / n:10.1f}  {name[:160]}")
+    if a.profile_csv:
+        with open(a.profile_csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["kernel", "calls_per_step", "ms_per_step", "share"])
+            for name, (calls, us) in ranked:
+                w.writerow([name, calls / n, us / n / 1e3, us / total])
 
 
 if __name__ == "__main__":

@@ -273,9 +273,19 @@ profile_one() {  # name dlperf-train args...
   if command -v nsys >/dev/null || [ $dry = 1 ]; then
     step 9 "nsys-$name" nsys profile --force-overwrite true -o "$out/9-$name" "$TRAIN" "$@"
     step 9 "kernels-$name" nsys stats --report cuda_gpu_kern_sum --format csv --output "$out/9-$name" "$out/9-$name.nsys-rep"
-  else  # ncu replays each kernel: a short run, the kernels after warm-up only
-    step 9 "ncu-$name" ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 2000 --launch-count 2000 "$TRAIN" "$@"
+  else  # ncu replays each kernel alone: the measured steps only (dlperf-train starts the
+    # profiler at the first of them), the GPU's clocks and caches left as they run
+    step 9 "ncu-$name" ncu --profile-from-start off --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+      --print-summary per-kernel "$TRAIN" "$@"
   fi
+}
+
+# PyTorch's kernels on the same GPU, from CUPTI over a few steps after its timed ones
+# (bench/pytorch_cuda_train.py --profile-kernels): the other side of profile_one's summary.
+pytorch_kernels() {  # name pytorch_cuda_train.py args...
+  local name=$1; shift
+  step 9 "pytorch-kernels-$name" env -u LD_LIBRARY_PATH python3 "$ROOT/bench/pytorch_cuda_train.py" "$@" --iterations 10 \
+    --warmup 10 --profile-kernels 2 --profile-csv "$out/9-pytorch-kernels-$name.csv"
 }
 
 # The op-level breakdown dlperf records itself (CUDA events around every op's forward and
@@ -294,10 +304,13 @@ stage_profile() {
   ops_one vgg16-fp16 --backend cuda --model vgg16 --precision fp16 --batch-size 128
   ops_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64
   ops_one llama3_2_1b-bf16 --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1
-  profile_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 20 --warmup 10
+  # two measured steps each (ncu's replay of one kernel at a time is slow)
+  profile_one resnet50-fp16 --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 12 --warmup 10
+  pytorch_kernels resnet50-fp16 --model resnet50 --precision fp16 --batch-size 256
   # the row at parity with PyTorch (0.98x on an H200, 2026-11-27): where its kernels' time goes
-  profile_one resnet50-tf32 --backend cuda --model resnet50 --precision tf32 --batch-size 256 --iterations 20 --warmup 10
-  profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 20 --warmup 10
+  profile_one resnet50-tf32 --backend cuda --model resnet50 --precision tf32 --batch-size 256 --iterations 12 --warmup 10
+  pytorch_kernels resnet50-tf32 --model resnet50 --precision tf32 --batch-size 256
+  profile_one bert-fp16 --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 12 --warmup 10
 }
 
 # dlperf-train's "summary: throughput X samples/s" of each run of stage 10, and the median per
