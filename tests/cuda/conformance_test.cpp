@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 
 namespace dlperf {
 namespace {
@@ -249,6 +251,48 @@ TEST_F(CudaConformance, ChannelsLastHalfConvMatchesF32) {
   }
   expect_close(ys[0], ys[1], 3e-2f, "f16 conv y");
   expect_close(dws[0], dws[1], 3e-2f, "f16 conv dw");
+}
+
+// launch_convert's index map against the host's, bit for bit, on either side of the filter
+// kernel's threshold (hw < 32: a thread per element) and the plane kernel's: 1x1 and 3x3
+// filters, the 7x7 stem, an activation. f32 -> f16 channels-last -> f32 canonical round-trips
+// exactly (every value is a multiple of 1/4 below 512); f32 -> f32 channels-last is compared
+// with the host's (n, hw, c) order, so a wrong map cannot cancel out in the round trip.
+TEST(CudaConvert, LayoutMapMatchesTheHostAtEveryFilterAndImageSize) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  struct Shape { int64_t n, c, hw; };
+  for (const Shape sh : {Shape{512, 2048, 1}, Shape{64, 64, 9}, Shape{64, 4, 49}, Shape{3, 5, 3136}, Shape{7, 33, 31}}) {
+    const int64_t count = sh.n * sh.c * sh.hw;
+    std::vector<float> canon(static_cast<size_t>(count)), want(canon.size());
+    for (int64_t i = 0; i < count; ++i) {
+      canon[static_cast<size_t>(i)] = static_cast<float>(i % 2039) * 0.25f - 255.0f;
+      const int64_t s = i % sh.hw, ch = (i / sh.hw) % sh.c, n = i / (sh.hw * sh.c);
+      want[static_cast<size_t>((n * sh.hw + s) * sh.c + ch)] = canon[static_cast<size_t>(i)];
+    }
+    void *a = nullptr, *b = nullptr, *h = nullptr;
+    ASSERT_EQ(cudaMalloc(&a, canon.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&b, canon.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&h, canon.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(a, canon.data(), canon.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    const std::string at = std::to_string(sh.n) + "x" + std::to_string(sh.c) + "x" + std::to_string(sh.hw);
+    // f32 canonical -> f32 channels-last: the host's map
+    ASSERT_EQ(cuda::launch_convert(a, cuda::ElemType::f32, false, b, cuda::ElemType::f32, true, sh.n, sh.c, sh.hw, nullptr), cudaSuccess);
+    std::vector<float> got(canon.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), b, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, want) << "f32 canonical -> channels-last, " << at;
+    // ... and back, and through f16 channels-last (the weight gradients' direction)
+    ASSERT_EQ(cuda::launch_convert(b, cuda::ElemType::f32, true, a, cuda::ElemType::f32, false, sh.n, sh.c, sh.hw, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), a, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, canon) << "f32 channels-last -> canonical, " << at;
+    ASSERT_EQ(cuda::launch_convert(a, cuda::ElemType::f32, false, h, cuda::ElemType::f16, true, sh.n, sh.c, sh.hw, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemset(a, 0, canon.size() * 4), cudaSuccess);
+    ASSERT_EQ(cuda::launch_convert(h, cuda::ElemType::f16, true, a, cuda::ElemType::f32, false, sh.n, sh.c, sh.hw, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), a, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, canon) << "f32 -> f16 channels-last -> f32 canonical, " << at;
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(h);
+  }
 }
 
 }  // namespace
