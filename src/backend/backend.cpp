@@ -2,6 +2,8 @@
 #include "backend/backend.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -92,6 +94,63 @@ void Backend::begin_capture() {
 }
 std::unique_ptr<GraphSegment> Backend::end_capture() {
   throw_usage_error(std::string("--cuda-graph: the ") + to_string(kind()) + " backend cannot capture graphs");
+}
+
+namespace {
+// f32 -> bf16 as the CPU's compute copies are made (oneDNN's reorders: AVX512-BF16's
+// vcvtneps2bf16 rounds to nearest even and reads denormal inputs as zero); NaN stays NaN.
+uint16_t bf16_bits(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  else if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+struct HostPackTable final : Backend::PackTable {
+  std::vector<Backend::PackRun> runs;
+};
+}  // namespace
+
+std::unique_ptr<Backend::PackTable> Backend::pack_table(std::vector<PackRun> runs) {
+  auto t = std::make_unique<HostPackTable>();
+  t->runs = std::move(runs);
+  return t;
+}
+
+// Host memory: the narrow half-words through bytes (the words are f32 storage).
+void Backend::pack(const PackTable& t, const float* values, float* words) {
+  for (const PackRun& r : static_cast<const HostPackTable&>(t).runs) {
+    if (!r.narrow) {
+      std::memcpy(words + r.word, values + r.value, r.count * sizeof(float));
+      continue;
+    }
+    DLPERF_ASSERT(dtype() == DType::bf16, "the host packs bf16 (f16 is a GPU's)");
+    auto* out = reinterpret_cast<unsigned char*>(words + r.word);
+    for (size_t i = 0; i < r.count; ++i) {
+      const uint16_t h = bf16_bits(values[r.value + i]);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+    if (r.count % 2) std::memset(out + 2 * r.count, 0, 2);
+  }
+}
+
+void Backend::unpack(const PackTable& t, const float* words, float* values) {
+  for (const PackRun& r : static_cast<const HostPackTable&>(t).runs) {
+    if (!r.narrow) {
+      std::memcpy(values + r.value, words + r.word, r.count * sizeof(float));
+      continue;
+    }
+    DLPERF_ASSERT(dtype() == DType::bf16, "the host packs bf16 (f16 is a GPU's)");
+    const auto* in = reinterpret_cast<const unsigned char*>(words + r.word);
+    for (size_t i = 0; i < r.count; ++i) {
+      uint16_t h = 0;
+      std::memcpy(&h, in + 2 * i, 2);
+      const uint32_t u = static_cast<uint32_t>(h) << 16;
+      std::memcpy(values + r.value + i, &u, sizeof u);
+    }
+  }
 }
 
 namespace {

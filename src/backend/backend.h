@@ -290,6 +290,24 @@ class Backend {
     for (Layer* l : layers) l->refresh_compute_weights();
   }
 
+  // ZeRO's all-gather in the compute precision (train/parallel/zero.h): runs of flat f32 values
+  // packed into 4-byte words, and back. A narrow run takes the compute type (bf16 or f16, two
+  // values a word; an odd run's last half-word is zero), rounded as the compute copies are
+  // rounded, so the widened values (exact) rebuild the same compute copies; any other run is
+  // copied as f32. A table is made once (a GPU uploads it) and used every step; the default
+  // runs host loops over host memory (the CPU backend).
+  struct PackRun {
+    size_t value = 0, count = 0, word = 0;  // value: flat f32 offset; word: offset in the packed words
+    bool narrow = false;
+  };
+  class PackTable {
+   public:
+    virtual ~PackTable() = default;
+  };
+  virtual std::unique_ptr<PackTable> pack_table(std::vector<PackRun> runs);
+  virtual void pack(const PackTable& t, const float* values, float* words);
+  virtual void unpack(const PackTable& t, const float* words, float* values);
+
   // ---- fused optimizer updates over flat buffer ranges ----
   virtual void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) = 0;
   // AdamW (torch.optim.AdamW, decoupled decay): w -= lr * (u + weight_decay * w).

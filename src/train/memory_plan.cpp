@@ -155,6 +155,10 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
     // the larger of the two, not both.
     p.master -= std::min(gathering, p.gradients);
   }
+  if (low && sharded) {  // the compute-precision all-gather's two staging buffers (train/parallel/zero.h)
+    const double matrices = static_cast<double>(planned_matrix_count(o)), packed = 2.0 * matrices + 4.0 * (P - matrices);
+    p.buckets = (bucket >= f32 ? 1.0 : 2.0) * std::min(packed, 0.75 * bucket);  // a bucket packs to <= 3/4 of its bytes, or goes in place
+  }
   p.activations_min = min_activation_bytes(o);
   return p;
 }
@@ -180,7 +184,7 @@ std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   if (built) s += row("model (built)    ", p.model) + "    (weight copies and layouts, activations, their gradients, workspaces)\n";
   else s += row("activations  >=  ", p.activations_min);
   if (p.input > 0) s += row("input staging    ", p.input);
-  s += row("buckets          ", 0.0);
+  s += row("buckets          ", p.buckets);
   s += std::string(built ? "  total            " : "  total        >=  ") + gib(p.total());
   if (limit_bytes > 0) s += " of " + gib(limit_bytes) + (p.total() <= limit_bytes ? ": fits" : ": DOES NOT FIT");
   return s + "\n";

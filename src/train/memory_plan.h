@@ -34,8 +34,12 @@
 //   input staging  cuda, batches copied per step (not --data-on-device, not the image loader's):
 //                  the copy engine's device copy of the model's inputs (Backend::input_pipe_bytes,
 //                  canonical f32 images or s32 tokens), made as the step starts
-// Buckets cost nothing extra here: the allreduce and the reduce-scatter work in place / into
-// the shard buffer above.
+//   buckets        the allreduce and the reduce-scatter work in place / into the shard buffer
+//                  above; bf16/fp16 under --zero 1/2 all-gathers the parameters in the compute
+//                  precision through two staging buffers of a bucket's words (weights 2 bytes,
+//                  the rest 4; a bucket that would not pack to 3/4 of its bytes goes in place):
+//                  2 min(4W, 3/4 (B + T)), W = M/2 + (P - M) the whole model's words, M its
+//                  matrices and filters (one buffer where a bucket holds the model)
 #pragma once
 
 #include <cstdint>
@@ -55,9 +59,10 @@ struct MemoryPlan {
   double model = 0;
   bool copies_in_model = false;
   double input = 0;  // the input pipe's device staging set (cuda), 0 where there is none
+  double buckets = 0;  // the compute-precision all-gather's staging (bf16/fp16 under --zero 1/2)
   double total() const {
-    if (model > 0) return (copies_in_model ? 0.0 : weights) + master + gradients + optimizer + accumulation + model + input;
-    return weights + master + gradients + optimizer + accumulation + activations_min + input;
+    if (model > 0) return (copies_in_model ? 0.0 : weights) + master + gradients + optimizer + accumulation + model + input + buckets;
+    return weights + master + gradients + optimizer + accumulation + activations_min + input + buckets;
   }
 };
 

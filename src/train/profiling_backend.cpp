@@ -240,6 +240,9 @@ class ProfilingBackend final : public Backend {
     }
     in_.refresh_compute_weights(inner);
   }
+  std::unique_ptr<PackTable> pack_table(std::vector<PackRun> runs) override { return in_.pack_table(std::move(runs)); }
+  void pack(const PackTable& t, const float* values, float* words) override { in_.pack(t, values, words); }
+  void unpack(const PackTable& t, const float* words, float* values) override { in_.unpack(t, words, values); }
 
   TensorPtr tensor(const Dims& dims, DType dtype, Layout layout) override { return in_.tensor(dims, dtype, layout); }
   TensorPtr tensor_like(const Tensor& t) override { return in_.tensor_like(t); }

@@ -507,7 +507,7 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   mine.data_bad_samples = data.stats().bad_samples;
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
-  if (zero_exchange) {  // sharded master weights: the whole values again, for the checksum
+  if (zero_exchange) {  // sharded master or bf16/fp16 all-gathers: the whole f32 values again, for the checksum
     auto phase = watch.collective("restore");
     zero_exchange->restore_values();
   }

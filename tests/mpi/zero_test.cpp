@@ -414,6 +414,58 @@ TEST(Zero1, ShardedMasterWeightsEqualTheWholeMasterAndFreeIt) {
   }
 }
 
+// bf16: the parameters are all-gathered in the compute precision. Each rank sends its blocks'
+// weights (filters, matrices) as bf16, two to a word, and the rest (biases, padding) as f32,
+// each run from a word boundary; the others widen them into the f32 values and rebuild the
+// bf16 copies from them, which gives back the copies an f32 all-gather gives. So the
+// parameters equal replicated bf16 data parallelism's (bit for bit on 2 ranks, as in f32), and
+// the all-gather's bytes are those words: counted here element by element, independently of the
+// exchange's run tables.
+TEST(Zero1, Bf16AllGathersTheWeightsInBf16) {
+  const auto n = static_cast<int64_t>(world().size);
+  const Outcome zero0 = train(0, Opt::sgd, 1, 0.0f, 5, Precision::bf16);
+  for (bool master : {false, true}) {
+    const Outcome zero1 = train(1, Opt::sgd, 1, 0.0f, 5, Precision::bf16, master);
+    if (n == 2) {
+      EXPECT_EQ(0, std::memcmp(zero1.params.data(), zero0.params.data(), zero0.params.size() * sizeof(float))) << "master sharded " << master;
+    } else {
+      EXPECT_LT(max_scaled(zero1.params, zero0.params), 1e-6) << "master sharded " << master;
+    }
+    auto be = make_backend(BackendKind::cpu, {Precision::bf16, 1, 0});
+    auto model = make_vgg(*be, tiny());
+    ParamStore store(*be, model->layers());
+    std::vector<char> narrow(store.size(), 0);
+    for (const auto& e : store.entries())
+      if (e.layer->params()[e.index].role == ParamRole::weight) std::fill_n(narrow.begin() + static_cast<std::ptrdiff_t>(e.offset), e.elems, 1);
+    const BucketCut cut = cut_buckets(store, kBucketBytes);
+    const ShardLayout shard = make_shard_layout(cut.buckets, world().size, world().rank);
+    int64_t words = 0, narrow_elems = 0;
+    for (size_t b = 0; b < cut.buckets.size(); ++b) {
+      size_t at = cut.buckets[b].begin;
+      for (size_t count : shard.counts[b]) {
+        for (size_t i = at; i < at + count;) {  // one run: elements of one kind
+          size_t j = i;
+          while (j < at + count && narrow[j] == narrow[i]) ++j;
+          words += static_cast<int64_t>(narrow[i] ? (j - i + 1) / 2 : j - i);
+          narrow_elems += narrow[i] ? static_cast<int64_t>(j - i) : 0;
+          i = j;
+        }
+        at += count;
+      }
+    }
+    const auto P = static_cast<int64_t>(store.size());
+    EXPECT_GT(narrow_elems, P * 9 / 10) << "the tiny VGG is mostly filters and matrices";
+    EXPECT_LT(words, P * 6 / 10) << "about half the words of an f32 all-gather";
+    const int64_t formula = (n - 1) * (4 * P + 4 * words) / n;  // reduce-scatter of 4P, all-gather of the words
+    ASSERT_EQ(zero1.comm_bytes.size(), 5u);
+    for (int64_t b : zero1.comm_bytes) EXPECT_EQ(b, formula) << "master sharded " << master;
+    if (world().rank == 0 && !master)
+      std::printf("bf16 zero 1, %lld ranks: %lld bytes a step (all-gather of %lld words for %lld parameters; f32: %lld bytes)\n",
+                  static_cast<long long>(n), static_cast<long long>(formula), static_cast<long long>(words), static_cast<long long>(P),
+                  static_cast<long long>(2 * (n - 1) * 4 * P / n));
+  }
+}
+
 TEST(Zero1, ShardsAreBalancedAndPartitionTheBuffer) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
   auto model = make_vgg(*be, tiny());

@@ -448,6 +448,49 @@ void CudaBackend::refresh_compute_weights(std::span<Layer* const> layers) {
                                     table->tasks, ctx_->s()));
 }
 
+namespace {
+struct DevicePackTable final : Backend::PackTable {
+  std::shared_ptr<void> mem;  // PackRunEntry[runs] | PackTask[tasks]
+  size_t tasks_at = 0;
+  int64_t tasks = 0;
+};
+}  // namespace
+
+std::unique_ptr<Backend::PackTable> CudaBackend::pack_table(std::vector<PackRun> runs) {
+  std::vector<PackRunEntry> entries;
+  std::vector<PackTask> tasks;
+  for (const PackRun& r : runs) {
+    const auto k = static_cast<int64_t>(entries.size());
+    entries.push_back({static_cast<int64_t>(r.value), static_cast<int64_t>(r.count), static_cast<int64_t>(r.word), r.narrow ? 1 : 0});
+    const auto count = static_cast<int64_t>(r.count);
+    for (int64_t b = 0; b < count; b += kCastTaskElems) tasks.push_back({k, b, std::min(count, b + kCastTaskElems)});
+  }
+  auto t = std::make_unique<DevicePackTable>();
+  t->tasks_at = (entries.size() * sizeof(PackRunEntry) + 255) / 256 * 256;
+  t->tasks = static_cast<int64_t>(tasks.size());
+  auto mem = std::make_shared<DeviceMemory>(ctx_->alloc(std::max<size_t>(t->tasks_at + tasks.size() * sizeof(PackTask), 1)));
+  DLPERF_CHECK(cudaMemcpyAsync(mem->get(), entries.data(), entries.size() * sizeof(PackRunEntry), cudaMemcpyHostToDevice, ctx_->s()));
+  DLPERF_CHECK(cudaMemcpyAsync(static_cast<char*>(mem->get()) + t->tasks_at, tasks.data(), tasks.size() * sizeof(PackTask),
+                               cudaMemcpyHostToDevice, ctx_->s()));
+  ctx_->sync();  // the host vectors go out of scope
+  t->mem = std::shared_ptr<void>(mem, mem->get());
+  return t;
+}
+
+void CudaBackend::pack(const PackTable& table, const float* values, float* words) {
+  const auto& t = static_cast<const DevicePackTable&>(table);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_pack_runs(reinterpret_cast<const PackRunEntry*>(base), reinterpret_cast<const PackTask*>(base + t.tasks_at), t.tasks,
+                                elem(dtype()), const_cast<float*>(values), words, false, ctx_->s()));
+}
+
+void CudaBackend::unpack(const PackTable& table, const float* words, float* values) {
+  const auto& t = static_cast<const DevicePackTable&>(table);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_pack_runs(reinterpret_cast<const PackRunEntry*>(base), reinterpret_cast<const PackTask*>(base + t.tasks_at), t.tasks,
+                                elem(dtype()), values, const_cast<float*>(words), true, ctx_->s()));
+}
+
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& o) { return std::make_unique<CudaBackend>(o); }
 
 }  // namespace dlperf::cuda

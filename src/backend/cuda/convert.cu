@@ -73,6 +73,31 @@ __global__ void cast_segments_kernel(const CastSegment* segments, const CastTask
   }
 }
 
+// values is read (pack) or written (unpack), words the other way.
+template <class H>
+__global__ void pack_runs_kernel(const PackRunEntry* runs, const PackTask* tasks, float* values, float* words, bool unpack) {
+  const PackTask t = tasks[blockIdx.x];
+  const PackRunEntry r = runs[t.run];
+  float* w = words + r.word;
+  float* v = values + r.value;
+  if (!r.narrow) {
+    for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+      if (unpack) v[i] = w[i];
+      else w[i] = v[i];
+    }
+    return;
+  }
+  H* h = reinterpret_cast<H*>(w);
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
+    if (unpack) {
+      v[i] = load(h, i);
+    } else {
+      store(h, i, v[i]);
+      if (i == r.count - 1 && (r.count & 1)) store(h, i + 1, 0.0f);  // the word's other half: defined bytes on the wire
+    }
+  }
+}
+
 __global__ void batch_pointers_kernel(BatchPointers p, int64_t elem_bytes, int64_t images, int64_t heads, void** out) {
   const int64_t batch = images * heads;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < 3 * batch; i += int64_t{gridDim.x} * blockDim.x) {
@@ -170,6 +195,16 @@ cudaError_t launch_cast_segments(const CastSegment* segments, const CastTask* ta
   return launched();
 }
 
+cudaError_t launch_pack_runs(const PackRunEntry* runs, const PackTask* tasks, int64_t task_count, ElemType narrow_type, float* values,
+                             float* words, bool unpack, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  if (narrow_type == ElemType::f16)
+    pack_runs_kernel<__half><<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(runs, tasks, values, words, unpack);
+  else
+    pack_runs_kernel<__nv_bfloat16><<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(runs, tasks, values, words, unpack);
+  return launched();
+}
+
 cudaError_t launch_batch_pointers(const BatchPointers& p, int64_t elem_bytes, int64_t images, int64_t heads, void** out, cudaStream_t s) {
   const int64_t count = 3 * images * heads;
   if (count == 0) return cudaSuccess;
@@ -228,6 +263,8 @@ void list_kernels_convert(std::vector<KernelLaunch>& out) {
   out.push_back(launch_entry("convert_taps_kernel<f16, f32>", &convert_taps_kernel<__half, float>, kThreads));
   out.push_back(launch_entry("convert_taps_kernel<f32, f32>", &convert_taps_kernel<float, float>, kThreads));
   out.push_back(launch_entry("cast_segments_kernel", &cast_segments_kernel, kThreads));
+  out.push_back(launch_entry("pack_runs_kernel<f16>", &pack_runs_kernel<__half>, kThreads));
+  out.push_back(launch_entry("pack_runs_kernel<bf16>", &pack_runs_kernel<__nv_bfloat16>, kThreads));
   out.push_back(launch_entry("batch_pointers_kernel", &batch_pointers_kernel, kThreads));
   DLPERF_LIST_FLOAT(out, fill_kernel, kThreads);
   DLPERF_LIST_FLOAT(out, fill_uniform_kernel, kThreads);

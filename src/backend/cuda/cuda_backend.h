@@ -97,6 +97,10 @@ class CudaBackend final : public Backend {
   // One launch converts every compute copy (f16/bf16 weights, channels-last filters, the fused
   // convolutions' biases) from the f32 master values; the table is built on the first call.
   void refresh_compute_weights(std::span<Layer* const> layers) override;
+  // ZeRO's compute-precision all-gather: the run table uploaded once, one launch a pack.
+  std::unique_ptr<PackTable> pack_table(std::vector<PackRun> runs) override;
+  void pack(const PackTable& t, const float* values, float* words) override;
+  void unpack(const PackTable& t, const float* words, float* values) override;
 
   void sgd_step(std::span<float> w, std::span<const float> g, std::span<float> m, const SgdStep& s) override;
   void adamw_step(std::span<float> w, std::span<const float> g, std::span<float> m, std::span<float> v, const AdamStep& s) override;

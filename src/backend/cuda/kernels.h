@@ -92,6 +92,18 @@ struct CastTask {
 };
 constexpr int64_t kCastTaskElems = 16384;  // elements per block of launch_cast_segments
 cudaError_t launch_cast_segments(const CastSegment* segments, const CastTask* tasks, int64_t task_count, cudaStream_t s);
+// ZeRO's compute-precision all-gather (Backend::pack): run k copies `count` f32 values at flat
+// offset `value` to packed word `word`, narrow ones as `narrow_type` (two a word; an odd run's
+// last half-word zero), or back with unpack. One block per task (a run's [begin, end)).
+struct PackRunEntry {
+  int64_t value = 0, count = 0, word = 0;
+  int32_t narrow = 0;
+};
+struct PackTask {
+  int64_t run = 0, begin = 0, end = 0;
+};
+cudaError_t launch_pack_runs(const PackRunEntry* runs, const PackTask* tasks, int64_t task_count, ElemType narrow_type, float* values,
+                             float* words, bool unpack, cudaStream_t s);
 
 // The matrix pointers of a batched GEMM whose batch is (images, heads): for operand k in 0..2,
 // out[k * images * heads + b * heads + h] = base[k] + (b * image_stride[k] + h * head_stride[k]) * elem_bytes.

@@ -1,6 +1,7 @@
 #include "train/parallel/zero.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -58,6 +59,7 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
   plan_gathers(cut);
+  if (be.dtype() != DType::f32) plan_packing();
   // The values are final (after the initial broadcast): the compute copies from them (from now
   // on this exchange rebuilds them as the all-gathers arrive), then the rest of the master goes.
   be_.refresh_compute_weights(layers_);
@@ -101,6 +103,55 @@ void ZeroExchange::plan_gathers(const BucketCut& cut) {
   for (size_t b = 0; b < n; ++b) release_at_[done_at[b]].push_back(b);
   std::sort(read_at_.begin(), read_at_.end(), [](const auto& x, const auto& y) { return std::less<>()(x.first, y.first); });
   read_.assign(layers_.size(), 0);
+}
+
+void ZeroExchange::plan_packing() {
+  packed_ = true;
+  // The weights' ranges in flat order (narrow); the rest of a block goes as f32.
+  std::vector<ValueRange> narrow;
+  for (const auto& e : store_.entries())
+    if (e.layer->params()[e.index].role == ParamRole::weight) narrow.push_back({e.offset, e.elems});
+  std::sort(narrow.begin(), narrow.end(), [](const ValueRange& x, const ValueRange& y) { return x.begin < y.begin; });
+  std::array<size_t, 2> most{};  // the words of each staging buffer: the largest packed bucket at each position parity
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::vector<Backend::PackRun> mine, others;
+    Packing pk;
+    size_t word = 0, at = buckets_[b].range.begin;
+    for (int r = 0; r < shard_.world; ++r) {
+      const size_t first_word = word, end = at + shard_.counts[b][static_cast<size_t>(r)];
+      auto& runs = r == shard_.rank ? mine : others;
+      const auto run = [&](size_t begin, size_t stop, bool is_narrow) {
+        if (stop <= begin) return;
+        runs.push_back({begin, stop - begin, word, is_narrow});
+        word += is_narrow ? (stop - begin + 1) / 2 : stop - begin;
+      };
+      auto it = std::upper_bound(narrow.begin(), narrow.end(), at, [](size_t v, const ValueRange& x) { return v < x.begin + x.count; });
+      for (size_t cursor = at; cursor < end;) {
+        if (it == narrow.end() || it->begin >= end) {
+          run(cursor, end, false);
+          break;
+        }
+        run(cursor, std::max(cursor, it->begin), false);
+        const size_t stop = std::min(end, it->begin + it->count);
+        run(std::max(cursor, it->begin), stop, true);
+        cursor = stop;
+        ++it;
+      }
+      if (r == shard_.rank) pk.my_word = first_word;
+      pk.words.push_back(word - first_word);
+      at = end;
+    }
+    // A bucket of mostly kept values (an embedding table) gains little from packing and would
+    // need a staging buffer of its size: it is all-gathered in place in f32, as in fp32 runs.
+    if (4 * word <= 3 * (buckets_[b].range.end - buckets_[b].range.begin)) {
+      const size_t slot = (buckets_.size() - 1 - b) % 2;  // its position's parity (bucket_at)
+      most[slot] = std::max(most[slot], word);
+      pk.mine = be_.pack_table(std::move(mine));
+      pk.others = be_.pack_table(std::move(others));
+    }
+    packing_.push_back(std::move(pk));
+  }
+  for (size_t words : most) staging_.push_back(be_.buffer(std::max<size_t>(words, 1)));
 }
 
 void ZeroExchange::plan_master_release() {
@@ -233,11 +284,17 @@ size_t ZeroExchange::block_begin(size_t b) const {
   return at;
 }
 
-CommRequest ZeroExchange::start_gather(size_t b) {
+CommRequest ZeroExchange::start_gather(size_t b, std::optional<size_t> pos) {
   const GradBucket& range = buckets_[b].range;
   if (shard_master_) store_.values().commit(range.begin, range.end - range.begin);
-  float* values = store_.values().data();  // in place: this rank's block is the source
-  return comm_.all_gather_start(values + block_begin(b), values + range.begin, shard_.counts[b]);
+  float* values = store_.values().data();
+  if (!pos || !packed_ || !packing_[b].mine)  // in place: this rank's block is the source
+    return comm_.all_gather_start(values + block_begin(b), values + range.begin, shard_.counts[b]);
+  // The words are only copied by the collective (as f32 elements: any bit pattern goes through).
+  const Packing& pk = packing_[b];
+  float* words = staging_[*pos % 2]->data();
+  be_.pack(*pk.mine, values, words);  // the runs' words count from the bucket's first
+  return comm_.all_gather_start(words + pk.my_word, words, pk.words);
 }
 
 void ZeroExchange::gather_params() {
@@ -245,12 +302,13 @@ void ZeroExchange::gather_params() {
     DLPERF_ASSERT(gather_joined_ == buckets_.size() || gather_step_ < 0, "the last step's all-gathers were waited for");
     gather_step_ = step_;
     gather_joined_ = 0;
-    // Sharded master: one bucket ahead of the one waited for (join_gathers); otherwise all at once.
-    const size_t ahead = shard_master_ ? std::min<size_t>(1, buckets_.size()) : buckets_.size();
+    // Sharded master or staged words: one bucket ahead of the one waited for (join_gathers);
+    // otherwise all at once.
+    const size_t ahead = shard_master_ || packed_ ? std::min<size_t>(1, buckets_.size()) : buckets_.size();
     auto& g = requests(step_).gather;
     for (gather_started_ = 0; gather_started_ < ahead; ++gather_started_) {
       const size_t b = bucket_at(gather_started_);
-      g[b] = start_gather(b);
+      g[b] = start_gather(b, gather_started_);
     }
     if (!gather_in_forward_) join_gathers(buckets_.size(), Phase::optimizer);
   });
@@ -261,15 +319,17 @@ void ZeroExchange::join_gathers(size_t end, std::optional<Phase> phase) {
   const size_t n = buckets_.size();
   for (; gather_joined_ < std::min(end, n); ++gather_joined_) {
     const size_t pos = gather_joined_;
-    // Sharded master: two buckets' values whole at a time; the next one's all-gather runs
+    // Sharded master or staged words: two buckets at a time; the next one's all-gather runs
     // while this one's layers are refreshed and its values released.
     for (; gather_started_ < std::min(pos + 2, n); ++gather_started_) {
       const size_t b = bucket_at(gather_started_);
-      g[b] = start_gather(b);
+      g[b] = start_gather(b, gather_started_);
     }
     if (phase && marker_) marker_(true, *phase);
     comm_.join(g[bucket_at(pos)]);
     if (phase && marker_) marker_(false, *phase);
+    if (packed_ && packing_[bucket_at(pos)].mine)
+      be_.unpack(*packing_[bucket_at(pos)].others, staging_[pos % 2]->data(), store_.values().data());
     if (!refresh_at_[pos].empty()) be_.refresh_compute_weights(refresh_at_[pos]);
     if (shard_master_)
       for (size_t done : release_at_[pos]) release_values(done);
@@ -303,10 +363,10 @@ void ZeroExchange::after_forward() {
 }
 
 void ZeroExchange::restore_values() {
-  if (!shard_master_) return;
+  if (!shard_master_ && !packed_) return;
   act([this] {
     std::vector<CommRequest> g(buckets_.size());
-    for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b);
+    for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b, std::nullopt);
     for (auto& r : g) comm_.wait(r);
   });
 }

@@ -52,10 +52,25 @@
 // Under --zero-gather forward the next bucket's all-gather starts when forward first waits for
 // the one before it: one bucket ahead of forward.
 // The full f32 values then exist for at most two buckets (and a layer spanning them) at a time,
-// so the master costs 4P/n plus the kept parameters instead of 4P. The bytes moved are
-// unchanged (the all-gather is in f32 either way), and the compute copies are those of the
-// whole master (the same f32 values, the same conversion): runs equal those with the whole
-// master bit for bit. restore_values() gathers everything back whole (end of run: checksums).
+// so the master costs 4P/n plus the kept parameters instead of 4P, and the compute copies are
+// those of the whole master (the same f32 values, the same conversion): runs equal those with
+// the whole master bit for bit.
+//
+// The all-gather in the compute precision (bf16/fp16 runs, either master): what forward reads
+// of a weight is its compute copy, so each rank sends its blocks' weights (ParamRole::weight)
+// already converted, two to a 4-byte word (Backend::pack, the compute copies' own rounding),
+// and everything else (the kept parameters, the padding) in f32; each run of a block starts on
+// a word. The words of a bucket are all-gathered into one of two staging buffers, and the
+// other ranks' runs widened (exactly) into the f32 values, from which the compute copies are
+// rebuilt as before: bf16 -> f32 -> bf16 is the identity, so the copies, and the runs, equal
+// those of an f32 all-gather bit for bit, while the second term of the bytes formula halves for
+// the weights (docs/communication.md). Two buckets' words are in flight at a time (the next
+// all-gather starts when the one before it is waited for), with the sharded master or not. A
+// bucket whose words would exceed 3/4 of its elements (mostly kept values: an embedding table)
+// is all-gathered in place in f32 instead: it would gain little, and need staging of its size.
+// The f32 values of other ranks' weights are then their compute-precision roundings: nothing
+// reads them in training (the optimizer reads this rank's blocks, forward the compute copies),
+// and restore_values() all-gathers every bucket in f32 (end of run: checksums, the final read).
 // Whatever the master, the compute copies are rebuilt here, layer by layer as their buckets
 // arrive (the trainer's own refresh before forward is skipped: Optimizer::refreshes_compute_weights).
 //
@@ -119,9 +134,12 @@ class ZeroExchange final : public GradientExchange {
   // after them (MPI: waits) and rebuilds the compute copies.
   void gather_params();
   bool shards_master() const { return shard_master_; }
-  // Sharded master: commits and all-gathers every bucket, so every rank holds all the f32 values
-  // again (what read_values and checksums read); blocking. Without sharded master: nothing to do.
+  // Sharded master or compute-precision gathers: commits and all-gathers every bucket in f32, so
+  // every rank holds all the f32 values again (what read_values and checksums read); blocking.
+  // Otherwise (fp32, tf32) nothing to do: every rank already holds them.
   void restore_values();
+  // bf16/fp16 runs: the parameters are all-gathered in the compute precision (above).
+  bool gathers_compute_precision() const { return packed_; }
   // Sums host values over the ranks in place, blocking (f64 allreduce in the communicator's
   // memory): a sharded optimizer's per-parameter quantities (LAMB's norms). Not counted in
   // bytes_moved, which counts the gradients' and parameters' collectives.
@@ -145,7 +163,10 @@ class ZeroExchange final : public GradientExchange {
   void plan_gathers(const BucketCut& cut);
   void plan_master_release();
   size_t block_begin(size_t b) const;  // flat offset of this rank's block of bucket b
-  CommRequest start_gather(size_t b);  // commits bucket b's values (sharded master), starts their all-gather
+  // Commits bucket b's values (sharded master), starts their all-gather: the `pos`-th of the
+  // step, packed in the compute precision where packed_, or (pos: none) in f32.
+  CommRequest start_gather(size_t b, std::optional<size_t> pos);
+  void plan_packing();
   size_t bucket_at(size_t pos) const { return buckets_.size() - 1 - pos; }  // the pos-th all-gather's bucket (forward order)
   // Waits for this step's all-gathers before position `end`, refreshes, releases; each wait
   // marked as exposed communication in `phase` (none: not marked; after the run's last step).
@@ -189,6 +210,17 @@ class ZeroExchange final : public GradientExchange {
   std::vector<char> read_;
   size_t forward_end_ = 0;  // the forward being queued has waited for the positions before it
   std::vector<std::vector<ValueRange>> releasable_;
+  // Compute-precision all-gathers: per bucket, this rank's runs (packed before its all-gather),
+  // the others' (widened after it), each rank's words; no tables for a bucket of mostly kept
+  // values (gathered in place in f32). Two staging buffers, by position parity.
+  struct Packing {
+    std::unique_ptr<Backend::PackTable> mine, others;
+    std::vector<size_t> words;  // per rank
+    size_t my_word = 0;         // this rank's block in the words
+  };
+  bool packed_ = false;
+  std::vector<Packing> packing_;
+  std::vector<std::unique_ptr<Buffer>> staging_;
   // The all-gathers of step gather_step_: positions before gather_started_ are started, before
   // gather_joined_ waited for.
   int64_t gather_step_ = -1;
