@@ -157,7 +157,11 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   }
   if (low && sharded) {  // the compute-precision all-gather's two staging buffers (train/parallel/zero.h)
     const double matrices = static_cast<double>(planned_matrix_count(o)), packed = 2.0 * matrices + 4.0 * (P - matrices);
-    p.buckets = (bucket >= f32 ? 1.0 : 2.0) * std::min(packed, 0.75 * bucket);  // a bucket packs to <= 3/4 of its bytes, or goes in place
+    // A bucket packs to at most 3/4 of its bytes (or goes in place): its tensors before the last
+    // (< B) plus the last, T at most, whose words are half its bytes if it is a weight; a kept
+    // last tensor leaves it packed only when the weights before it outweigh it (<= 1.5 B).
+    const double b = o.bucket_mb * 1024.0 * 1024.0;
+    p.buckets = (bucket >= f32 ? 1.0 : 2.0) * std::min({packed, 0.75 * bucket, std::max(1.5 * b, b + tensor / 2.0)});
   }
   p.activations_min = min_activation_bytes(o);
   return p;

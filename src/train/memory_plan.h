@@ -38,8 +38,9 @@
 //                  above; bf16/fp16 under --zero 1/2 all-gathers the parameters in the compute
 //                  precision through two staging buffers of a bucket's words (weights 2 bytes,
 //                  the rest 4; a bucket that would not pack to 3/4 of its bytes goes in place):
-//                  2 min(4W, 3/4 (B + T)), W = M/2 + (P - M) the whole model's words, M its
-//                  matrices and filters (one buffer where a bucket holds the model)
+//                  2 min(4W, 3/4 (B + T), max(1.5 B, B + T/2)), W = M/2 + (P - M) the whole
+//                  model's words, M its matrices and filters (one buffer where a bucket holds
+//                  the model)
 #pragma once
 
 #include <cstdint>
