@@ -22,7 +22,9 @@
 #   9  profile     where the step goes, op by op (--profile-ops, then dlperf-reduce --ops) for
 #                  ResNet-50 fp16, bf16 and tf32, VGG16 fp16, BERT fp16 and Llama 3.2 1B bf16
 #                  (sequence 8,192); then per-kernel GPU
-#                  time of ResNet-50 fp16 and tf32 and BERT fp16 (nsys, else ncu)
+#                  time of ResNet-50 fp16 and tf32 and BERT fp16 (nsys, else ncu over the measured
+#                  steps only), and PyTorch's kernels of the same ResNet-50 runs (CUPTI,
+#                  bench/pytorch_cuda_train.py --profile-kernels) beside them
 #  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
 #                  --repeats times (medians in 10-variants.tsv), and --find-max-batch against
 #                  PyTorch's largest batch (bench/pytorch_max_batch.py, the same search)
