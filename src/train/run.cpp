@@ -422,7 +422,9 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     out << "backend: " << to_string(o.backend) << ", " << be.description() << "\n"
         << "ranks: " << w.size << " on " << w.node_count << " node(s)";
     if (exchange) out << ", gradients in " << exchange->bucket_count() << " buckets of <= " << o.bucket_mb << " MiB over " << to_string(grad_comm->backend());
-    if (stack.shard) out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master(), o.zero_gather == "forward");
+    if (stack.shard)
+      out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master(), o.zero_gather == "forward",
+                         zero_exchange && zero_exchange->gathers_compute_precision() ? to_string(be.dtype()) : "");
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"

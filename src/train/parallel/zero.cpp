@@ -13,13 +13,13 @@ namespace {
 double seconds(CommClock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 }  // namespace
 
-std::string zero_banner(const ShardLayout& shard, int stage, bool master, bool gather_in_forward) {
+std::string zero_banner(const ShardLayout& shard, int stage, bool master, bool gather_in_forward, const std::string& gather_type) {
   const auto [lo, hi] = std::minmax_element(shard.rank_elems.begin(), shard.rank_elems.end());
   const std::string what = stage == 2 ? (master ? "optimizer state, gradients and f32 master weights" : "optimizer state and gradients")
                                       : (master ? "optimizer state and f32 master weights" : "optimizer state");
   return "\nzero: stage " + std::to_string(stage) + ", " + what + " sharded over " + std::to_string(shard.world) + " ranks: " +
          std::to_string(*lo) + " to " + std::to_string(*hi) + " parameters per rank (" + std::to_string(shard.counts.size()) +
-         " buckets reduce-scattered, weights all-gathered " +
+         " buckets reduce-scattered, weights all-gathered " + (gather_type.empty() ? "" : "in " + gather_type + " ") +
          (gather_in_forward ? "into the next forward)" : "at the step's end)");
 }
 

@@ -233,7 +233,9 @@ class ZeroExchange final : public GradientExchange {
 };
 
 // "\nzero: stage 1, ..." for the run's banner: the shard of each rank and how balanced they are.
-std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = false, bool gather_in_forward = true);
+// gather_type: the compute type the weights are all-gathered in ("bf16"), "" for f32.
+std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = false, bool gather_in_forward = true,
+                        const std::string& gather_type = "");
 
 // The optimizer of a ZeRO run: the sharded update, then the parameters' all-gather.
 class GatherAfterStep final : public Optimizer {
