@@ -1,9 +1,13 @@
 // Backend selection and the small shared helpers of the interface.
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <queue>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -112,6 +116,30 @@ struct HostPackTable final : Backend::PackTable {
   std::vector<Backend::PackRun> runs;
 };
 }  // namespace
+
+std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std::function<bool(size_t)>& eligible) {
+  std::vector<size_t> order;  // the granules to back, by first event (then index)
+  for (size_t g = 0; g < live.size(); ++g)
+    if (!live[g].empty() && eligible(g)) order.push_back(g);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return live[a].first < live[b].first; });
+  std::vector<size_t> backing(live.size(), Buffer::kNotShared);
+  using Busy = std::pair<int64_t, size_t>;  // (last event, pool granule)
+  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+  std::set<size_t> free;
+  size_t pool = 0;
+  for (size_t g : order) {
+    while (!busy.empty() && busy.top().first < live[g].first) {
+      free.insert(busy.top().second);
+      busy.pop();
+    }
+    size_t k = pool;
+    if (free.empty()) ++pool;
+    else k = *free.begin(), free.erase(free.begin());
+    backing[g] = k;
+    busy.push({live[g].last, k});
+  }
+  return backing;
+}
 
 std::unique_ptr<Backend::PackTable> Backend::pack_table(std::vector<PackRun> runs) {
   auto t = std::make_unique<HostPackTable>();

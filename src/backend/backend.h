@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -57,7 +58,42 @@ class Buffer {
     (void)offset, (void)count;
     return 0;
   }
+  // Memory that ranges of one buffer take turns in. The sharded master's other ranks' values
+  // (train/parallel/zero.h) live only from their bucket's all-gather until the layers they
+  // complete are refreshed, in the same order every step, so one bucket's and a later one's
+  // need not exist at once. The unit is a granule of share_granularity() bytes (CPU: a page;
+  // CUDA: a chunk of the device's allocation granularity); 0 where the backend keeps its memory
+  // (the default: share does nothing). share(live): live[g] is the span of the caller's events
+  // (its own count, the same every step) from granule g's first commit to its last decommit;
+  // empty for a granule that is not the caller's to share (every granule past the span's end).
+  // Each granule that has a span and is decommitted now (every page of it) is backed from then
+  // on by a granule of the buffer's pool, which the granules whose spans do not meet take
+  // turns in (share_backing: as few as the spans that meet at once). Decommit and commit then
+  // give back, map and count nothing for it; the pool is counted once, and a commit's contents
+  // are whatever was last written through any granule with the same backing. A granule's
+  // decommit in its span's last event and the next user's commit in a later one are then all
+  // that keep them apart. Returns the pool's bytes. unshare(): once the queued work is done,
+  // every shared granule is private and decommitted again (its contents lost) and the pool is
+  // freed: before the ranges are all needed at once (ZeRO's restore_values).
+  struct Span {
+    int64_t first = 0, last = -1;  // events, inclusive
+    bool empty() const { return first > last; }
+  };
+  virtual size_t share_granularity() const { return 0; }
+  virtual size_t share(std::span<const Span> live) {
+    (void)live;
+    return 0;
+  }
+  virtual void unshare() {}
+  static constexpr size_t kNotShared = SIZE_MAX;
 };
+
+// The pool granule each granule is backed by (Buffer::share), kNotShared for those with an
+// empty span or not `eligible`: interval colouring in order of the spans' first events, each
+// taking the lowest pool granule free then (free: its last span ended in an earlier event), so
+// the pool holds as many as the spans that meet at one event at most, and consecutive granules
+// tend to get consecutive pool granules (one mapping a run).
+std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std::function<bool(size_t)>& eligible);
 
 // One fused SGD step over a contiguous range (PyTorch semantics):
 //   g = grad * grad_scale + weight_decay * w;  m = momentum * m + g;  w -= lr * m

@@ -56,6 +56,45 @@ TEST(MappedBuffer, AChunkTwoRangesShareGoesWithTheSecond) {
   EXPECT_EQ(buf->commit(3 * kMiB, 2 * kMiB), size_t{0});          // its other half: already backed
 }
 
+// Buffer::share (ZeRO's sharded master): decommitted chunks whose spans do not meet are mapped
+// to the same pool chunk, once; committing and decommitting them maps nothing; a chunk still
+// mapped is left alone; unshare unmaps them and frees the pool.
+TEST(MappedBuffer, SharedChunksTakeTurnsInOnePoolWithoutRemapping) {
+  SKIP_WITHOUT_MAPPING(be);
+  const int64_t base = be->allocated_bytes();
+  auto buf = be->releasable_buffer(16 * kMiB);  // 8 chunks of 2 MiB
+  ASSERT_EQ(buf->share_granularity(), size_t{2} << 20);
+  const int64_t whole = be->allocated_bytes() - base;
+  std::vector<float> ones(16 * kMiB, 1.0f);
+  buf->write(ones);
+  ASSERT_EQ(buf->decommit(0, 4 * kMiB), size_t{4} << 20);         // chunks 0 and 1
+  ASSERT_EQ(buf->decommit(8 * kMiB, 4 * kMiB), size_t{4} << 20);  // chunks 4 and 5
+  std::vector<Buffer::Span> live(8);
+  live[0] = live[1] = {0, 1};
+  live[4] = live[5] = {2, 3};
+  live[2] = {0, 3};  // mapped: not shared
+  EXPECT_EQ(buf->share(live), size_t{4} << 20);
+  EXPECT_EQ(be->allocated_bytes() - base, whole - (4 << 20)) << "two chunks of pool in place of four";
+  const cuda::MappingStats before = cuda::mapping_stats();
+  EXPECT_EQ(buf->commit(0, 4 * kMiB), size_t{0});
+  std::vector<float> sevens(4 * kMiB, 7.0f), got(4 * kMiB);
+  buf->write(sevens, 0);
+  EXPECT_EQ(buf->decommit(0, 4 * kMiB), size_t{0});
+  EXPECT_EQ(buf->commit(8 * kMiB, 4 * kMiB), size_t{0});
+  buf->read(got, 8 * kMiB);
+  EXPECT_EQ(got, sevens) << "the second range reads what was written through the first";
+  buf->read(got, 4 * kMiB);
+  EXPECT_EQ(got, std::vector<float>(4 * kMiB, 1.0f)) << "a chunk still mapped is left alone";
+  EXPECT_EQ(buf->decommit(8 * kMiB, 4 * kMiB), size_t{0});
+  const cuda::MappingStats turns = cuda::mapping_stats() - before;
+  EXPECT_EQ(turns.maps + turns.unmaps + turns.creates + turns.releases, 0) << "taking turns called the driver";
+  buf->unshare();
+  EXPECT_EQ(be->allocated_bytes() - base, whole - (8 << 20)) << "private and decommitted again";
+  EXPECT_EQ(buf->commit(0, 4 * kMiB), size_t{4} << 20);
+  buf->read(got, 0);
+  EXPECT_EQ(got, std::vector<float>(4 * kMiB, 0.0f));
+}
+
 TEST(MappedBuffer, DecommittedBufferHoldsNothingUntilCommitted) {
   SKIP_WITHOUT_MAPPING(be);
   const int64_t base = be->allocated_bytes();

@@ -385,6 +385,74 @@ TEST(Zero2, DecommitReturnsThePages) {
   EXPECT_EQ(be->allocated_peak_bytes(), before) << "commit charges what decommit refunded, no more";
 }
 
+// share_backing, the interval colouring Buffer::share backs granules by: granules whose spans
+// meet never get the same pool granule, the pool holds as many as meet at once, a granule that
+// is not eligible or has no span gets none, and a run of granules with one span gets a run of
+// pool granules.
+TEST(Zero1, ShareBackingGivesMeetingSpansDifferentGranules) {
+  using S = Buffer::Span;
+  const std::vector<S> live = {{-1, 0}, {-1, 0}, {0, 1}, {0, 1}, {1, 2}, {1, 2}, {2, 3}, {3, 5}, {}, {4, 4}, {-1, 5}};
+  const auto backing = share_backing(live, [](size_t g) { return g != 6; });
+  ASSERT_EQ(backing.size(), live.size());
+  EXPECT_EQ(backing[6], Buffer::kNotShared) << "not eligible";
+  EXPECT_EQ(backing[8], Buffer::kNotShared) << "no span";
+  size_t pool = 0;
+  for (size_t a = 0; a < live.size(); ++a) {
+    if (backing[a] == Buffer::kNotShared) continue;
+    pool = std::max(pool, backing[a] + 1);
+    for (size_t b = a + 1; b < live.size(); ++b) {
+      if (backing[b] != backing[a]) continue;
+      EXPECT_TRUE(live[a].last < live[b].first || live[b].last < live[a].first) << a << " and " << b << " meet";
+    }
+  }
+  // At event 0: granules 0, 1, 2, 3 and 10; at event 1: 2, 3, 4, 5, 10. Never more than five.
+  EXPECT_EQ(pool, 5u);
+  EXPECT_EQ(backing[1], backing[0] + 1) << "a run of granules, a run of pool granules";
+  EXPECT_EQ(backing[4], backing[0]) << "the lowest free pool granule: the first span's, ended at event 0";
+}
+
+// Buffer::share on the cpu backend: decommitted pages given spans that do not meet are the
+// same memory (a memfd's pages mapped over both), committing and decommitting them counts and
+// gives back nothing, the pool is counted once, pages still committed are left alone, and
+// unshare makes them private and decommitted again.
+TEST(Zero1, SharedPagesTakeTurnsInOnePool) {
+  auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
+  constexpr size_t kFloats = 1 << 20;  // 4 MiB: mmap'ed
+  auto buf = be->releasable_buffer(kFloats);
+  const size_t page = buf->share_granularity() / sizeof(float);
+  ASSERT_GT(page, 0u) << "the cpu backend's mmap'ed buffers share pages";
+  std::vector<float> ones(kFloats, 1.0f);
+  buf->write(ones);
+  const size_t a = 0, b = kFloats / 2, c = kFloats / 4, count = kFloats / 8;  // 512 KiB each
+  const int64_t whole = be->allocated_bytes();
+  ASSERT_EQ(buf->decommit(a, count), count * sizeof(float));
+  ASSERT_EQ(buf->decommit(b, count), count * sizeof(float));
+  std::vector<Buffer::Span> live(kFloats / page);
+  for (size_t g = 0; g < count / page; ++g) {
+    live[(a / page) + g] = {0, 1};
+    live[(b / page) + g] = {2, 3};
+    live[(c / page) + g] = {0, 3};  // committed: not shared
+  }
+  EXPECT_EQ(buf->share(live), count * sizeof(float)) << "one range's pages: the pool";
+  EXPECT_EQ(be->allocated_bytes(), whole - static_cast<int64_t>(count * sizeof(float))) << "the pool replaces the two ranges";
+  EXPECT_EQ(buf->commit(a, count), 0u);
+  std::vector<float> sevens(count, 7.0f), back(count);
+  buf->write(sevens, a);
+  EXPECT_EQ(buf->decommit(a, count), 0u);
+  EXPECT_EQ(buf->commit(b, count), 0u);
+  buf->read(back, b);
+  EXPECT_EQ(back, sevens) << "the second range reads what was written through the first";
+  buf->write(std::span<const float>(ones).subspan(b, count), b);  // no effect on the committed range c
+  buf->read(back, c);
+  EXPECT_EQ(back, std::vector<float>(count, 1.0f));
+  EXPECT_EQ(buf->decommit(b, count), 0u);
+  buf->unshare();
+  EXPECT_EQ(be->allocated_bytes(), whole - static_cast<int64_t>(2 * count * sizeof(float))) << "private and decommitted again";
+  EXPECT_EQ(buf->commit(a, count), count * sizeof(float));
+  buf->read(back, a);
+  EXPECT_EQ(back, std::vector<float>(count, 0.0f)) << "unshared pages read as decommitted pages do";
+}
+
 // Sharded master weights (bf16): each rank keeps the f32 values of its blocks (and the biases)
 // only; the compute copies are rebuilt from each bucket as it is all-gathered. The runs equal
 // those with the whole master bit for bit (same values, same conversion, same collectives), on

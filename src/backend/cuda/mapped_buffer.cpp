@@ -179,11 +179,13 @@ class MappedBuffer final : public Buffer {
     queue_->forget(this);
     const Driver& d = driver();
     for (size_t c = 0; c < chunks_; ++c)
-      if (state_[c] != State::unmapped) {
+      if (state_[c] == State::shared) d.unmap(address(c), chunk_);
+      else if (state_[c] != State::unmapped) {
         d.unmap(address(c), chunk_);
         pool_.push_back(handle_[c]);
       }
     for (CUmemGenericAllocationHandle h : pool_) d.release(h);
+    for (CUmemGenericAllocationHandle h : shared_pool_) d.release(h);
     ctx_->memory.sub(static_cast<int64_t>((held_) * chunk_));
     d.address_free(base_, chunks_ * chunk_);
   }
@@ -204,7 +206,7 @@ class MappedBuffer final : public Buffer {
   }
   // Decommitted chunks already read as zero once committed: only the mapped ones are cleared.
   void zero() override {
-    for_each_run(0, chunks_, [&](size_t c) { return state_[c] == State::mapped; },
+    for_each_run(0, chunks_, [&](size_t c) { return state_[c] == State::mapped || state_[c] == State::shared; },
                  [&](size_t first, size_t count) { DLPERF_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(address(first)), 0, count * chunk_, ctx_->s())); });
   }
 
@@ -244,7 +246,7 @@ class MappedBuffer final : public Buffer {
     queue_->reap(false);
     size_t taken = 0, to_map = 0;
     for (size_t c = first; c < last; ++c) {
-      if (gone_in_[c] < per_chunk_) continue;  // backed: its committed pages kept it
+      if (gone_in_[c] < per_chunk_ || state_[c] == State::shared) continue;  // backed: its committed pages kept it, or shared
       if (state_[c] == State::releasing) {  // still mapped: keep it (its pending unmap skips it)
         state_[c] = State::cleared;
         ++taken;
@@ -285,6 +287,67 @@ class MappedBuffer final : public Buffer {
     return taken * chunk_;
   }
 
+  // Each chunk given a backing is mapped to that pool chunk (created as the pool grows; one
+  // access grant per run), for good. Its pages' bookkeeping goes on as before, but a shared
+  // chunk is never unmapped or zero-filled by decommit and commit (state shared).
+  size_t share_granularity() const override { return chunk_; }
+  size_t share(std::span<const Span> live) override {
+    queue_->reap(true);  // the decommits' chunks unmapped (once their work is done)
+    const size_t count = std::min(live.size(), chunks_);
+    const std::vector<size_t> backing =
+        share_backing(live.first(count), [&](size_t c) { return state_[c] == State::unmapped && gone_in_[c] == per_chunk_; });
+    size_t most = shared_pool_.size();
+    for (size_t c = 0; c < count; ++c)
+      if (backing[c] != kNotShared) most = std::max(most, backing[c] + 1);
+    const Driver& d = driver();
+    while (shared_pool_.size() < most) {
+      CUmemGenericAllocationHandle h = 0;
+      {
+        Timed t(&MappingStats::creates);
+        DLPERF_CHECK(d.create(&h, chunk_, &prop_, 0));
+      }
+      shared_pool_.push_back(h);
+      ++held_;
+      ctx_->memory.add(static_cast<int64_t>(chunk_));
+    }
+    for (size_t c = 0; c < count; ++c)
+      if (backing[c] != kNotShared) {
+        Timed t(&MappingStats::maps);
+        DLPERF_CHECK(d.map(address(c), chunk_, 0, shared_pool_[backing[c]], 0));
+        state_[c] = State::granted;
+      }
+    for_each_run(0, chunks_, [&](size_t c) { return state_[c] == State::granted; }, [&](size_t run, size_t len) {
+      Timed t(&MappingStats::grants);
+      DLPERF_CHECK(d.set_access(address(run), len * chunk_, &access_, 1));
+      for (size_t c = run; c < run + len; ++c) state_[c] = State::shared;
+    });
+    return shared_pool_.size() * chunk_;
+  }
+  // After the queued work: each shared chunk unmapped, every page of it decommitted; the pool's
+  // physical chunks released.
+  void unshare() override {
+    if (shared_pool_.empty()) return;
+    ctx_->sync();
+    const Driver& d = driver();
+    for (size_t c = 0; c < chunks_; ++c) {
+      if (state_[c] != State::shared) continue;
+      {
+        Timed t(&MappingStats::unmaps);
+        DLPERF_CHECK(d.unmap(address(c), chunk_));
+      }
+      state_[c] = State::unmapped;
+      for (size_t p = c * per_chunk_; p < (c + 1) * per_chunk_; ++p) gone_[p] = true;
+      gone_in_[c] = per_chunk_;
+    }
+    for (CUmemGenericAllocationHandle h : shared_pool_) {
+      Timed t(&MappingStats::releases);
+      DLPERF_CHECK(d.release(h));
+      --held_;
+      ctx_->memory.sub(static_cast<int64_t>(chunk_));
+    }
+    shared_pool_.clear();
+  }
+
   // Called by the queue once decommit `generation`'s work is done: unmaps those of its chunks
   // that were not committed again since.
   void unmap_released(uint64_t generation, const std::vector<size_t>& chunks) {
@@ -301,8 +364,9 @@ class MappedBuffer final : public Buffer {
  private:
   // mapped: backed (some page committed); releasing: every page decommitted, unmapped once its
   // event completes; cleared: backed again, to be zero-filled (a transient state inside
-  // commit); unmapped.
-  enum class State : uint8_t { mapped, releasing, cleared, unmapped };
+  // commit); unmapped; shared: mapped to a pool chunk (share) until unshare; granted: shared,
+  // its access not yet granted (a transient state inside share).
+  enum class State : uint8_t { mapped, releasing, cleared, unmapped, shared, granted };
   static constexpr size_t kPage = 4096;  // the unit decommit and commit count in, as the CPU's pages
 
   CUdeviceptr address(size_t c) const { return base_ + c * chunk_; }
@@ -310,7 +374,7 @@ class MappedBuffer final : public Buffer {
   void assert_mapped(size_t offset, size_t count) const {
     if (count == 0) return;
     for (size_t c = offset * sizeof(float) / chunk_; c <= ((offset + count) * sizeof(float) - 1) / chunk_; ++c)
-      DLPERF_ASSERT(state_[c] == State::mapped, "a mapped buffer is read or written only where it is committed");
+      DLPERF_ASSERT(state_[c] == State::mapped || state_[c] == State::shared, "a mapped buffer is read or written only where it is committed");
   }
   template <class Pred, class Fn>
   static void for_each_run(size_t first, size_t last, Pred in_run, Fn fn) {
@@ -367,7 +431,8 @@ class MappedBuffer final : public Buffer {
   uint64_t next_generation_ = 1;
   std::vector<CUmemGenericAllocationHandle> pool_;  // physical chunks not mapped now
   size_t most_mapped_ = 0;                          // the most chunks one commit mapped
-  size_t held_ = 0;                                 // physical chunks, mapped or pooled (counted)
+  size_t held_ = 0;                                 // physical chunks, mapped, pooled or shared (counted)
+  std::vector<CUmemGenericAllocationHandle> shared_pool_;  // share's physical chunks (its pool)
 };
 
 void MappingQueue::reap(bool wait) {

@@ -45,13 +45,18 @@ class CpuBuffer final : public Buffer {
         data_(static_cast<float*>(memory_.data())),
         page_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
         released_(memory_.mapped() ? round_up(n) / page_ : 0, !committed),
-        released_bytes_(committed ? 0 : released_.size() * page_) {
+        released_bytes_(committed ? 0 : released_.size() * page_),
+        shared_(released_.size(), false),
+        open_(released_.size(), false) {
     budget_.charge(committed_bytes());  // throws past --memory-limit-mb; memory_ is then unmapped
     if (!committed) protect(0, released_.size(), PROT_NONE);
   }
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
-  ~CpuBuffer() override { budget_.refund(committed_bytes()); }
+  ~CpuBuffer() override {
+    budget_.refund(committed_bytes());
+    close_pool();  // the mappings keep the pool's memory until memory_ is unmapped
+  }
   float* data() override { return data_; }
   size_t size() const override { return n_; }
   void read(std::span<float> out, size_t offset) const override {
@@ -73,14 +78,18 @@ class CpuBuffer final : public Buffer {
     const size_t first = (offset * sizeof(float) + page_ - 1) / page_, last = (offset + count) * sizeof(float) / page_;
     size_t freed = 0;
     for (size_t p = first; p < last; ++p) {
+      if (shared_[p]) {
+        if (open_[p]) open_[p] = false, protect(p, p + 1, PROT_NONE);
+        continue;
+      }
       if (released_[p]) continue;
       size_t q = p;  // a run of committed pages: one madvise
-      while (q < last && !released_[q]) released_[q++] = true;
+      while (q < last && !released_[q] && !shared_[q]) released_[q++] = true;
       if (::madvise(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, MADV_DONTNEED) != 0)
         throw_library_error("libc", "madvise(MADV_DONTNEED)", errno_string(), std::source_location::current());
       protect(p, q, PROT_NONE);
       freed += (q - p) * page_;
-      p = q;
+      p = q - 1;
     }
     budget_.refund(static_cast<int64_t>(freed));
     released_bytes_ += freed;
@@ -92,24 +101,89 @@ class CpuBuffer final : public Buffer {
     const size_t first = offset * sizeof(float) / page_;
     const size_t last = std::min(released_.size(), ((offset + count) * sizeof(float) + page_ - 1) / page_);
     size_t taken = 0;
-    for (size_t p = first; p < last; ++p) taken += released_[p] ? page_ : 0;
+    for (size_t p = first; p < last; ++p) {
+      if (shared_[p] && !open_[p]) open_[p] = true, protect(p, p + 1, PROT_READ | PROT_WRITE);
+      taken += released_[p] && !shared_[p] ? page_ : 0;
+    }
     if (taken == 0) return 0;
     budget_.charge(static_cast<int64_t>(taken));  // throws past --memory-limit-mb before anything changes
     for (size_t p = first; p < last;) {  // runs of released pages: accessible again
-      if (!released_[p]) {
+      if (!released_[p] || shared_[p]) {
         ++p;
         continue;
       }
       size_t q = p;
-      while (q < last && released_[q]) released_[q++] = false;
+      while (q < last && released_[q] && !shared_[q]) released_[q++] = false;
       protect(p, q, PROT_READ | PROT_WRITE);
       p = q;
     }
     released_bytes_ -= taken;
     return taken;
   }
+  // The pool is one memfd: pool page k is mapped (MAP_SHARED | MAP_FIXED) over every page
+  // backed by it, a run of pages backed by consecutive pool pages with one mmap. Shared pages
+  // stay counted as released; the budget holds the pool's pages instead.
+  size_t share_granularity() const override { return released_.empty() ? 0 : page_; }
+  size_t share(std::span<const Span> live) override {
+    if (released_.empty()) return 0;
+    const size_t pages = std::min(live.size(), released_.size());
+    const std::vector<size_t> backing = share_backing(live.first(pages), [&](size_t p) { return released_[p] && !shared_[p]; });
+    size_t most = 0;
+    for (size_t p = 0; p < pages; ++p)
+      if (backing[p] != kNotShared) most = std::max(most, backing[p] + 1);
+    if (most == 0) return pool_bytes_;
+    if (pool_fd_ < 0) {
+      pool_fd_ = ::memfd_create("dlperf-shared-values", MFD_CLOEXEC);
+      if (pool_fd_ < 0) throw_library_error("libc", "memfd_create", errno_string(), std::source_location::current());
+    }
+    if (most * page_ > pool_bytes_) {
+      const size_t more = most * page_ - pool_bytes_;
+      budget_.charge(static_cast<int64_t>(more));  // throws past --memory-limit-mb before anything changes
+      if (::ftruncate(pool_fd_, static_cast<off_t>(most * page_)) != 0) {
+        budget_.refund(static_cast<int64_t>(more));
+        throw_library_error("libc", "ftruncate", errno_string(), std::source_location::current());
+      }
+      pool_bytes_ += more;
+    }
+    const int prot = guard_decommitted() ? PROT_NONE : PROT_READ | PROT_WRITE;  // committed, they open (commit)
+    for (size_t p = 0; p < pages;) {
+      if (backing[p] == kNotShared) {
+        ++p;
+        continue;
+      }
+      size_t q = p + 1;
+      while (q < pages && backing[q] != kNotShared && backing[q] == backing[q - 1] + 1) ++q;
+      if (::mmap(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, prot, MAP_SHARED | MAP_FIXED, pool_fd_,
+                 static_cast<off_t>(backing[p] * page_)) == MAP_FAILED)
+        throw_library_error("libc", "mmap(MAP_SHARED | MAP_FIXED)", errno_string(), std::source_location::current());
+      for (size_t k = p; k < q; ++k) shared_[k] = true, open_[k] = false;
+      p = q;
+    }
+    return pool_bytes_;
+  }
+  void unshare() override {
+    for (size_t p = 0; p < shared_.size();) {
+      if (!shared_[p]) {
+        ++p;
+        continue;
+      }
+      size_t q = p;
+      while (q < shared_.size() && shared_[q]) shared_[q++] = false;
+      if (::mmap(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, guard_decommitted() ? PROT_NONE : PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        throw_library_error("libc", "mmap(MAP_ANONYMOUS | MAP_FIXED)", errno_string(), std::source_location::current());
+      p = q;
+    }
+    close_pool();
+    budget_.refund(static_cast<int64_t>(pool_bytes_));
+    pool_bytes_ = 0;
+  }
 
  private:
+  void close_pool() {
+    if (pool_fd_ >= 0) ::close(pool_fd_);
+    pool_fd_ = -1;
+  }
   void protect(size_t first_page, size_t end_page, int prot) {
     if (!guard_decommitted() || end_page <= first_page) return;
     if (::mprotect(reinterpret_cast<char*>(data_) + first_page * page_, (end_page - first_page) * page_, prot) != 0)
@@ -118,7 +192,7 @@ class CpuBuffer final : public Buffer {
   // Whole pages (round_up(n) is a multiple of 64, and an mmap'ed buffer is >= 1 MiB: the last
   // partial page, if any, is left out of the bitmap and always counted).
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
-  int64_t committed_bytes() const { return static_cast<int64_t>(round_up(n_) - released_bytes_); }
+  int64_t committed_bytes() const { return static_cast<int64_t>(round_up(n_) - released_bytes_ + pool_bytes_); }
   MemoryBudget& budget_;
   size_t n_;
   HostMemory memory_;  // zero-filled
@@ -126,6 +200,10 @@ class CpuBuffer final : public Buffer {
   size_t page_;
   std::vector<bool> released_;  // per whole page of an mmap'ed buffer: decommitted now; empty otherwise
   size_t released_bytes_;  // decommitted now
+  std::vector<bool> shared_;   // per page: backed by the pool (share); counted as released
+  std::vector<bool> open_;     // per shared page: committed now (the guard's accessible pages)
+  int pool_fd_ = -1;
+  size_t pool_bytes_ = 0;      // the pool's pages, counted in the budget
 };
 
 const char* isa_name(dnnl::cpu_isa isa) {
