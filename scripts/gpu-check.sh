@@ -359,7 +359,8 @@ stage_llama() {
   # ZeRO at a real model's scale (issue 25): two ranks sharing the GPU through --comm mpi, the
   # f32 master (and under --zero 2 the gradients) in mapped chunks. The summary line gives what
   # remapping costs a measured step (chunk maps, unmaps, ms in the driver): at 1.2 B parameters
-  # about 1,200 chunks of the master come and go each step; Llama 3.1 8B on 8 ranks, ~14,000.
+  # about 1,200 chunks of the master came and went each step (Llama 3.1 8B on 8 ranks, ~14,000)
+  # until --zero 1's chunks took turns in a pool mapped once: its lines should say 0.0 maps now.
   # The all-gathers run into the next forward by default; zero1-gather-step waits for them at
   # the step's end, for the difference.
   local z

@@ -127,7 +127,8 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   const double bucket = o.bucket_mb * 1024.0 * 1024.0 + tensor;
   p.weights = low ? 2.0 * P : f32;
   p.master = low ? f32 : 0.0;
-  // Sharded master: the all-gather holds up to two buckets whole at a time, and a layer spanning them.
+  // Sharded master: the all-gather holds up to two buckets whole at a time, and a layer spanning
+  // them (under --zero 1 the pool their pages take turns in: as many as are live at once).
   double gathering = 0;
   if (shards_master_weights(o, ranks)) {
     const double kept = 4.0 * static_cast<double>(p.parameters - planned_matrix_count(o));

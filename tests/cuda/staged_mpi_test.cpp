@@ -19,6 +19,7 @@
 #include <string>
 
 #include "../comm/mpi_test_env.h"
+#include "backend/cuda/mapped_buffer.h"
 #include "comm/make_communicator.h"
 #include "core/error.h"
 #include "models/llama.h"
@@ -146,6 +147,7 @@ struct ZeroRun {
   int64_t held_after = 0;           // the backend's device allocations after the steps
   int64_t values_bytes = 0;         // the flat value buffer
   bool sharded_master = false;      // the backend frees decommitted memory: the master was sharded
+  int64_t driver_calls = 0;         // chunk maps, unmaps, creates and releases during the steps
 };
 
 ZeroRun train_zero(int zero, bool master, bool gather_in_forward = true) {
@@ -187,13 +189,16 @@ ZeroRun train_zero(int zero, bool master, bool gather_in_forward = true) {
   SyntheticLlamaTokens data(c.batch, c.seq_len, c.vocab, 31 + static_cast<uint64_t>(world().rank));
   Trainer t(*model, *be, *opt, tc, &store.grads(), &store);
   RankTrace trace;
+  const cuda::MappingStats before = cuda::mapping_stats();
   t.run(data, exchange.get(), trace, {}, nullptr);
   be->synchronize();
+  const cuda::MappingStats steps = cuda::mapping_stats() - before;
   // The last buckets' chunks are unmapped by the next commit that finds their work done: one of
   // the first value (mapped already, or one more chunk).
   if (shard_master) store.values().commit(0, 1);
   ZeroRun out;
   out.sharded_master = shard_master;
+  out.driver_calls = steps.maps + steps.unmaps + steps.creates + steps.releases;
   out.held_after = be->allocated_bytes();
   out.values_bytes = static_cast<int64_t>(store.size() * sizeof(float));
   if (z) z->restore_values();
@@ -220,6 +225,10 @@ TEST(StagedMpiOnOneGpu, ZeroShardedMasterInMappedMemory) {
   EXPECT_EQ(std::memcmp(stage2.params.data(), sharded.params.data(), whole.params.size() * sizeof(float)), 0)
       << "ZeRO-2 on mapped gradients changed the parameters";
   EXPECT_LT(stage2.held_after, sharded.held_after) << "ZeRO-2 gave no gradient memory back";
+  // The other ranks' values take turns in the values' pool (Buffer::share): set up before the
+  // steps, so the steps of stage 1 map nothing (stage 2's gradients still come and go).
+  EXPECT_EQ(sharded.driver_calls, 0) << "the sharded master was remapped in the steps";
+  EXPECT_EQ(at_step_end.driver_calls, 0) << "the sharded master was remapped in the steps (--zero-gather step)";
   // Against the allreduce: one addition per element on 2 ranks, so equal up to the optimizer's
   // association; held to 1e-6 of the parameters' scale.
   double worst = 0, scale = 0;

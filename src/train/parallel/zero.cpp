@@ -175,6 +175,30 @@ void ZeroExchange::plan_master_release() {
     if (buckets_[b].range.end > at) releasable_[b].push_back({at, buckets_[b].range.end - at});
   }
   for (size_t b = 0; b < n; ++b) release_values(b);
+  if (stage_ == 1) share_values();  // stage 2's backward holds less with them given back (zero.h)
+}
+
+void ZeroExchange::share_values() {
+  // Events: join iterations (gather_params is -1). Bucket b's released values are committed from
+  // its all-gather's start (iteration pos - 1, pos its position) to its release (the iteration
+  // release_at_ holds it in): in between its all-gather or unpack writes them and refreshes
+  // read them. A granule's span is the union of the spans of the buckets whose released ranges
+  // touch it (neighbours in flat order are neighbours in position: an interval). Kept values
+  // are never decommitted, so a granule holding any is not shared (Buffer::share).
+  const size_t granule = store_.values().share_granularity() / sizeof(float);  // elements
+  if (granule == 0) return;
+  const size_t n = buckets_.size();
+  std::vector<Buffer::Span> live((store_.size() + granule - 1) / granule);
+  for (size_t pos = 0; pos < n; ++pos)
+    for (size_t b : release_at_[pos]) {
+      const int64_t first = static_cast<int64_t>(n - 1 - b) - 1, last = static_cast<int64_t>(pos);
+      for (const ValueRange& r : releasable_[b])
+        for (size_t g = r.begin / granule; g < (r.begin + r.count + granule - 1) / granule; ++g) {
+          Buffer::Span& s = live[g];
+          s = s.empty() ? Buffer::Span{first, last} : Buffer::Span{std::min(s.first, first), std::max(s.last, last)};
+        }
+    }
+  store_.values().share(live);
 }
 
 void ZeroExchange::release_values(size_t b) {
@@ -365,6 +389,7 @@ void ZeroExchange::after_forward() {
 void ZeroExchange::restore_values() {
   if (!shard_master_ && !packed_) return;
   act([this] {
+    if (shard_master_) store_.values().unshare();  // every bucket's values at once: private memory again
     std::vector<CommRequest> g(buckets_.size());
     for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b, std::nullopt);
     for (auto& r : g) comm_.wait(r);

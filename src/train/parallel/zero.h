@@ -55,6 +55,15 @@
 // so the master costs 4P/n plus the kept parameters instead of 4P, and the compute copies are
 // those of the whole master (the same f32 values, the same conversion): runs equal those with
 // the whole master bit for bit.
+// Under stage 1 the released values do not go back and come again each step: they take turns
+// in one pool (Buffer::share). Each granule of them (a page; a GPU's 2 MiB chunk) is committed
+// from its bucket's all-gather to its release, at the same join iterations every step, so at
+// construction the granules whose spans do not meet are backed by the same pool granule
+// (share_values: interval colouring, as many as are live at once: about two buckets, what the
+// memory plan already holds). A step then maps, unmaps and faults in nothing (on a GPU each
+// remapped chunk cost four driver calls, ~50 us each: about 1.3 s a step for Llama 3.1 8B on 8
+// ranks). restore_values makes them private again. Stage 2 keeps giving them back: its
+// backward's peak (the gradients) would otherwise hold the pool too.
 //
 // The all-gather in the compute precision (bf16/fp16 runs, either master): what forward reads
 // of a weight is its compute copy, so each rank sends its blocks' weights (ParamRole::weight)
@@ -172,6 +181,7 @@ class ZeroExchange final : public GradientExchange {
   // marked as exposed communication in `phase` (none: not marked; after the run's last step).
   void join_gathers(size_t end, std::optional<Phase> phase);
   void release_values(size_t b);  // sharded master: decommits bucket b outside the keep set
+  void share_values();            // sharded master: the released values' granules take turns (Buffer::share)
 
   Communicator& comm_;
   ParamStore& store_;
