@@ -179,7 +179,7 @@ class MappedBuffer final : public Buffer {
     queue_->forget(this);
     const Driver& d = driver();
     for (size_t c = 0; c < chunks_; ++c)
-      if (state_[c] == State::shared) d.unmap(address(c), chunk_);
+      if (state_[c] == State::shared || state_[c] == State::granted) d.unmap(address(c), chunk_);  // the pool's chunk
       else if (state_[c] != State::unmapped) {
         d.unmap(address(c), chunk_);
         pool_.push_back(handle_[c]);
