@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/error.h"
 
 namespace dlperf {
@@ -139,6 +140,40 @@ std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std:
     busy.push({live[g].last, k});
   }
   return backing;
+}
+
+size_t share_together(std::span<const ShareRequest> parts) {
+  if (parts.empty()) return 0;
+  const size_t granule = parts[0].buffer->share_granularity();
+  if (granule == 0) return 0;
+  std::vector<Buffer::Span> live;
+  std::vector<std::pair<size_t, size_t>> at;  // per concatenated granule: (part, granule)
+  for (size_t p = 0; p < parts.size(); ++p) {
+    DLPERF_ASSERT(parts[p].buffer->share_granularity() == granule, "buffers shared together have one granularity");
+    for (size_t g = 0; g < parts[p].live.size(); ++g) {
+      live.push_back(parts[p].live[g]);
+      at.emplace_back(p, g);
+    }
+  }
+  const std::vector<size_t> backing = share_backing(live, [&](size_t i) { return parts[at[i].first].buffer->shareable(at[i].second); });
+  size_t most = 0;
+  for (size_t k : backing)
+    if (k != Buffer::kNotShared) most = std::max(most, k + 1);
+  if (most == 0) return 0;
+  std::shared_ptr<Buffer::SharePool> pool = parts[0].buffer->make_share_pool();
+  DLPERF_ASSERT(pool != nullptr, "a buffer with a share granularity makes a pool");
+  pool->grow(most);
+  size_t from = 0;
+  for (const ShareRequest& part : parts) {
+    part.buffer->back(std::span<const size_t>(backing).subspan(from, part.live.size()), pool);
+    from += part.live.size();
+  }
+  return most * granule;
+}
+
+size_t Buffer::share(std::span<const Span> live) {
+  const ShareRequest one{this, live};
+  return share_together(std::span<const ShareRequest>(&one, 1));
 }
 
 std::unique_ptr<Backend::PackTable> Backend::pack_table(std::vector<PackRun> runs) {

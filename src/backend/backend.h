@@ -58,33 +58,47 @@ class Buffer {
     (void)offset, (void)count;
     return 0;
   }
-  // Memory that ranges of one buffer take turns in. The sharded master's other ranks' values
+  // Memory that ranges of buffers take turns in. The sharded master's other ranks' values
   // (train/parallel/zero.h) live only from their bucket's all-gather until the layers they
   // complete are refreshed, in the same order every step, so one bucket's and a later one's
-  // need not exist at once. The unit is a granule of share_granularity() bytes (CPU: a page;
-  // CUDA: a chunk of the device's allocation granularity); 0 where the backend keeps its memory
-  // (the default: share does nothing). share(live): live[g] is the span of the caller's events
-  // (its own count, the same every step) from granule g's first commit to its last decommit;
-  // empty for a granule that is not the caller's to share (every granule past the span's end).
-  // Each granule that has a span and is decommitted now (every page of it) is backed from then
-  // on by a granule of the buffer's pool, which the granules whose spans do not meet take
-  // turns in (share_backing: as few as the spans that meet at once). Decommit and commit then
-  // give back, map and count nothing for it; the pool is counted once, and a commit's contents
-  // are whatever was last written through any granule with the same backing. A granule's
-  // decommit in its span's last event and the next user's commit in a later one are then all
-  // that keep them apart. Returns the pool's bytes. unshare(): once the queued work is done,
-  // every shared granule is private and decommitted again (its contents lost) and the pool is
-  // freed: before the ranges are all needed at once (ZeRO's restore_values).
+  // need not exist at once; under ZeRO-2 the gradients come and go the same way in backward.
+  // The unit is a granule of share_granularity() bytes (CPU: a page; CUDA: a chunk of the
+  // device's allocation granularity); 0 where the backend keeps its memory (the default: share
+  // does nothing). share(live): live[g] is the span of the caller's events (its own count, the
+  // same every step) from granule g's first commit to its last decommit; empty for a granule
+  // that is not the caller's to share (every granule past the span's end). Each granule that
+  // has a span and is decommitted now (every page of it) is backed from then on by a granule of
+  // a pool, which the granules whose spans do not meet take turns in (share_backing: as few as
+  // the spans that meet at once). Decommit and commit then give back, map and count nothing for
+  // it, and the pool is counted once; a commit still reads as zero (the granule is cleared when
+  // its first page is committed again), but between a decommit and the next commit the granule
+  // shows what another granule with the same backing holds. A granule's decommit in its span's
+  // last event and the next user's commit in a later one are all that keep them apart. Returns the pool's
+  // bytes. share_together does the same for several buffers of one backend, their spans on one
+  // clock, in one pool. unshare(): once the queued work is done, every shared granule is
+  // private and decommitted again (its contents lost), and the buffer lets go of the pool (freed
+  // with its last buffer): before the ranges are all needed at once (ZeRO's restore_values).
   struct Span {
     int64_t first = 0, last = -1;  // events, inclusive
     bool empty() const { return first > last; }
   };
+  class SharePool {  // the memory granules take turns in, counted once
+   public:
+    virtual ~SharePool() = default;
+    virtual void grow(size_t granules) = 0;
+  };
   virtual size_t share_granularity() const { return 0; }
-  virtual size_t share(std::span<const Span> live) {
-    (void)live;
-    return 0;
-  }
+  size_t share(std::span<const Span> live);
   virtual void unshare() {}
+  // What share_together drives: whether granule g can be shared now (decommitted whole, not
+  // shared yet; false past the end), a pool of this backend's memory, and mapping each granule
+  // to its pool granule (kNotShared: left alone).
+  virtual bool shareable(size_t granule) const {
+    (void)granule;
+    return false;
+  }
+  virtual std::shared_ptr<SharePool> make_share_pool() { return nullptr; }
+  virtual void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) { (void)backing, (void)pool; }
   static constexpr size_t kNotShared = SIZE_MAX;
 };
 
@@ -94,6 +108,11 @@ class Buffer {
 // the pool holds as many as the spans that meet at one event at most, and consecutive granules
 // tend to get consecutive pool granules (one mapping a run).
 std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std::function<bool(size_t)>& eligible);
+struct ShareRequest {
+  Buffer* buffer = nullptr;
+  std::span<const Buffer::Span> live;
+};
+size_t share_together(std::span<const ShareRequest> parts);
 
 // One fused SGD step over a contiguous range (PyTorch semantics):
 //   g = grad * grad_scale + weight_decay * w;  m = momentum * m + g;  w -= lr * m

@@ -413,8 +413,8 @@ TEST(Zero1, ShareBackingGivesMeetingSpansDifferentGranules) {
 
 // Buffer::share on the cpu backend: decommitted pages given spans that do not meet are the
 // same memory (a memfd's pages mapped over both), committing and decommitting them counts and
-// gives back nothing, the pool is counted once, pages still committed are left alone, and
-// unshare makes them private and decommitted again.
+// gives back nothing (a commit still reads as zero), the pool is counted once, pages still
+// committed are left alone, and unshare makes them private and decommitted again.
 TEST(Zero1, SharedPagesTakeTurnsInOnePool) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
   constexpr size_t kFloats = 1 << 20;  // 4 MiB: mmap'ed
@@ -438,10 +438,12 @@ TEST(Zero1, SharedPagesTakeTurnsInOnePool) {
   EXPECT_EQ(buf->commit(a, count), 0u);
   std::vector<float> sevens(count, 7.0f), back(count);
   buf->write(sevens, a);
+  buf->read(back, b);
+  EXPECT_EQ(back, sevens) << "the second range shows what was written through the first";
   EXPECT_EQ(buf->decommit(a, count), 0u);
   EXPECT_EQ(buf->commit(b, count), 0u);
   buf->read(back, b);
-  EXPECT_EQ(back, sevens) << "the second range reads what was written through the first";
+  EXPECT_EQ(back, std::vector<float>(count, 0.0f)) << "a commit reads as zero, as a released page does";
   buf->write(std::span<const float>(ones).subspan(b, count), b);  // no effect on the committed range c
   buf->read(back, c);
   EXPECT_EQ(back, std::vector<float>(count, 1.0f));

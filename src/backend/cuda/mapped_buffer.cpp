@@ -148,6 +148,40 @@ class MappingQueue {
   std::vector<Event> spare_;  // recorded and reaped: reused
 };
 
+// The physical chunks shared chunks take turns in (Buffer::share), counted in the context's
+// memory; released after the last buffer mapping them has unmapped its chunks and let go.
+class CudaSharePool final : public Buffer::SharePool {
+ public:
+  CudaSharePool(Ctx ctx, const CUmemAllocationProp& prop, size_t chunk) : ctx_(std::move(ctx)), prop_(prop), chunk_(chunk) {}
+  CudaSharePool(const CudaSharePool&) = delete;
+  CudaSharePool& operator=(const CudaSharePool&) = delete;
+  ~CudaSharePool() override {
+    for (CUmemGenericAllocationHandle h : chunks_) {
+      Timed t(&MappingStats::releases);
+      driver().release(h);
+    }
+    ctx_->memory.sub(static_cast<int64_t>(chunks_.size() * chunk_));
+  }
+  void grow(size_t granules) override {
+    while (chunks_.size() < granules) {
+      CUmemGenericAllocationHandle h = 0;
+      {
+        Timed t(&MappingStats::creates);
+        DLPERF_CHECK(driver().create(&h, chunk_, &prop_, 0));
+      }
+      chunks_.push_back(h);
+      ctx_->memory.add(static_cast<int64_t>(chunk_));
+    }
+  }
+  CUmemGenericAllocationHandle chunk(size_t k) const { return chunks_.at(k); }
+
+ private:
+  Ctx ctx_;
+  CUmemAllocationProp prop_;
+  size_t chunk_;
+  std::vector<CUmemGenericAllocationHandle> chunks_;
+};
+
 class MappedBuffer final : public Buffer {
  public:
   MappedBuffer(Ctx ctx, std::shared_ptr<MappingQueue> queue, size_t n, bool committed)
@@ -185,7 +219,6 @@ class MappedBuffer final : public Buffer {
         pool_.push_back(handle_[c]);
       }
     for (CUmemGenericAllocationHandle h : pool_) d.release(h);
-    for (CUmemGenericAllocationHandle h : shared_pool_) d.release(h);
     ctx_->memory.sub(static_cast<int64_t>((held_) * chunk_));
     d.address_free(base_, chunks_ * chunk_);
   }
@@ -245,7 +278,9 @@ class MappedBuffer final : public Buffer {
     const size_t first = p0 / per_chunk_, last = std::min(chunks_, (p1 + per_chunk_ - 1) / per_chunk_);
     queue_->reap(false);
     size_t taken = 0, to_map = 0;
+    std::vector<size_t> opened;  // shared chunks all of whose pages were decommitted: zero-filled below
     for (size_t c = first; c < last; ++c) {
+      if (state_[c] == State::shared && gone_in_[c] == per_chunk_) opened.push_back(c);
       if (gone_in_[c] < per_chunk_ || state_[c] == State::shared) continue;  // backed: its committed pages kept it, or shared
       if (state_[c] == State::releasing) {  // still mapped: keep it (its pending unmap skips it)
         state_[c] = State::cleared;
@@ -279,7 +314,10 @@ class MappedBuffer final : public Buffer {
       });
       taken += to_map;
     }
-    // Decommitted chunks read as zero, as the CPU backend's pages do.
+    // Decommitted chunks read as zero, as the CPU backend's pages do; shared ones too.
+    for_each_run(first, last, [&](size_t c) { return std::binary_search(opened.begin(), opened.end(), c); }, [&](size_t run, size_t len) {
+      DLPERF_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(address(run)), 0, len * chunk_, ctx_->s()));
+    });
     for_each_run(first, last, [&](size_t c) { return state_[c] == State::cleared; }, [&](size_t run, size_t len) {
       DLPERF_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(address(run)), 0, len * chunk_, ctx_->s()));
       for (size_t c = run; c < run + len; ++c) state_[c] = State::mapped;
@@ -287,33 +325,25 @@ class MappedBuffer final : public Buffer {
     return taken * chunk_;
   }
 
-  // Each chunk given a backing is mapped to that pool chunk (created as the pool grows; one
-  // access grant per run), for good. Its pages' bookkeeping goes on as before, but a shared
-  // chunk is never unmapped or zero-filled by decommit and commit (state shared).
+  // Each chunk given a backing is mapped to that pool chunk (one access grant per run), for
+  // good. Its pages' bookkeeping goes on as before, but a shared chunk is never unmapped or
+  // zero-filled by decommit and commit (state shared).
   size_t share_granularity() const override { return chunk_; }
-  size_t share(std::span<const Span> live) override {
+  bool shareable(size_t c) const override {
+    if (c >= chunks_) return false;
     queue_->reap(true);  // the decommits' chunks unmapped (once their work is done)
-    const size_t count = std::min(live.size(), chunks_);
-    const std::vector<size_t> backing =
-        share_backing(live.first(count), [&](size_t c) { return state_[c] == State::unmapped && gone_in_[c] == per_chunk_; });
-    size_t most = shared_pool_.size();
-    for (size_t c = 0; c < count; ++c)
-      if (backing[c] != kNotShared) most = std::max(most, backing[c] + 1);
+    return state_[c] == State::unmapped && gone_in_[c] == per_chunk_;
+  }
+  std::shared_ptr<SharePool> make_share_pool() override { return std::make_shared<CudaSharePool>(ctx_, prop_, chunk_); }
+  void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) override {
+    const auto* mine = dynamic_cast<const CudaSharePool*>(pool.get());
+    DLPERF_ASSERT(mine != nullptr, "a mapped buffer is backed by a pool of physical chunks");
     const Driver& d = driver();
-    while (shared_pool_.size() < most) {
-      CUmemGenericAllocationHandle h = 0;
-      {
-        Timed t(&MappingStats::creates);
-        DLPERF_CHECK(d.create(&h, chunk_, &prop_, 0));
-      }
-      shared_pool_.push_back(h);
-      ++held_;
-      ctx_->memory.add(static_cast<int64_t>(chunk_));
-    }
-    for (size_t c = 0; c < count; ++c)
+    pools_.push_back(pool);  // before mapping: the destructor unmaps what was mapped
+    for (size_t c = 0; c < std::min(backing.size(), chunks_); ++c)
       if (backing[c] != kNotShared) {
         Timed t(&MappingStats::maps);
-        DLPERF_CHECK(d.map(address(c), chunk_, 0, shared_pool_[backing[c]], 0));
+        DLPERF_CHECK(d.map(address(c), chunk_, 0, mine->chunk(backing[c]), 0));
         state_[c] = State::granted;
       }
     for_each_run(0, chunks_, [&](size_t c) { return state_[c] == State::granted; }, [&](size_t run, size_t len) {
@@ -321,16 +351,15 @@ class MappedBuffer final : public Buffer {
       DLPERF_CHECK(d.set_access(address(run), len * chunk_, &access_, 1));
       for (size_t c = run; c < run + len; ++c) state_[c] = State::shared;
     });
-    return shared_pool_.size() * chunk_;
   }
-  // After the queued work: each shared chunk unmapped, every page of it decommitted; the pool's
-  // physical chunks released.
+  // After the queued work: each shared chunk unmapped, every page of it decommitted; the pool
+  // let go.
   void unshare() override {
-    if (shared_pool_.empty()) return;
+    if (pools_.empty()) return;
     ctx_->sync();
     const Driver& d = driver();
     for (size_t c = 0; c < chunks_; ++c) {
-      if (state_[c] != State::shared) continue;
+      if (state_[c] != State::shared && state_[c] != State::granted) continue;
       {
         Timed t(&MappingStats::unmaps);
         DLPERF_CHECK(d.unmap(address(c), chunk_));
@@ -339,13 +368,7 @@ class MappedBuffer final : public Buffer {
       for (size_t p = c * per_chunk_; p < (c + 1) * per_chunk_; ++p) gone_[p] = true;
       gone_in_[c] = per_chunk_;
     }
-    for (CUmemGenericAllocationHandle h : shared_pool_) {
-      Timed t(&MappingStats::releases);
-      DLPERF_CHECK(d.release(h));
-      --held_;
-      ctx_->memory.sub(static_cast<int64_t>(chunk_));
-    }
-    shared_pool_.clear();
+    pools_.clear();
   }
 
   // Called by the queue once decommit `generation`'s work is done: unmaps those of its chunks
@@ -431,8 +454,8 @@ class MappedBuffer final : public Buffer {
   uint64_t next_generation_ = 1;
   std::vector<CUmemGenericAllocationHandle> pool_;  // physical chunks not mapped now
   size_t most_mapped_ = 0;                          // the most chunks one commit mapped
-  size_t held_ = 0;                                 // physical chunks, mapped, pooled or shared (counted)
-  std::vector<CUmemGenericAllocationHandle> shared_pool_;  // share's physical chunks (its pool)
+  size_t held_ = 0;                                 // physical chunks, mapped or pooled (counted)
+  std::vector<std::shared_ptr<SharePool>> pools_;   // those backing shared chunks (one, in practice)
 };
 
 void MappingQueue::reap(bool wait) {

@@ -19,9 +19,10 @@
 // (ZeRO: one bucket); the rest are released. Every physical allocation, pooled or mapped, is in the context's
 // memory counter (the memory plan's measured side).
 //
-// Buffer::share maps chosen decommitted chunks, once, to a pool of physical chunks that ranges
-// with disjoint lifetimes take turns in (ZeRO stage 1's sharded master): commit and decommit
-// then leave them mapped, and the steps call the driver for none of them.
+// Buffer::share maps chosen decommitted chunks, once, to a pool of physical chunks (CudaSharePool,
+// possibly shared with another buffer) that ranges with disjoint lifetimes take turns in (ZeRO's
+// sharded master, ZeRO-2's gradients): commit and decommit then leave them mapped (a commit
+// zero-fills them), and the steps call the driver for none of them.
 //
 // The driver functions are looked up through the runtime (cudaGetDriverEntryPointByVersion):
 // nothing links libcuda, which only the GPU machine's driver provides.

@@ -31,6 +31,38 @@ bool guard_decommitted() {
   return on;
 }
 
+// The memory shared pages take turns in (Buffer::share): a memfd, its pages charged to the
+// budget as it grows and refunded with it (after the last buffer mapping it lets go).
+class CpuSharePool final : public Buffer::SharePool {
+ public:
+  CpuSharePool(MemoryBudget& budget, size_t page) : budget_(budget), page_(page), fd_(::memfd_create("dlperf-shared", MFD_CLOEXEC)) {
+    if (fd_ < 0) throw_library_error("libc", "memfd_create", errno_string(), std::source_location::current());
+  }
+  CpuSharePool(const CpuSharePool&) = delete;
+  CpuSharePool& operator=(const CpuSharePool&) = delete;
+  ~CpuSharePool() override {
+    ::close(fd_);  // mappings of it keep its pages until they go
+    budget_.refund(static_cast<int64_t>(bytes_));
+  }
+  void grow(size_t granules) override {
+    if (granules * page_ <= bytes_) return;
+    const size_t more = granules * page_ - bytes_;
+    budget_.charge(static_cast<int64_t>(more));  // throws past --memory-limit-mb before anything changes
+    if (::ftruncate(fd_, static_cast<off_t>(granules * page_)) != 0) {
+      budget_.refund(static_cast<int64_t>(more));
+      throw_library_error("libc", "ftruncate", errno_string(), std::source_location::current());
+    }
+    bytes_ += more;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  MemoryBudget& budget_;
+  size_t page_;
+  int fd_;
+  size_t bytes_ = 0;
+};
+
 class CpuBuffer final : public Buffer {
  public:
   // committed false: the buffer starts decommitted (every whole page of it; see decommit). Its
@@ -53,10 +85,7 @@ class CpuBuffer final : public Buffer {
   }
   CpuBuffer(const CpuBuffer&) = delete;
   CpuBuffer& operator=(const CpuBuffer&) = delete;
-  ~CpuBuffer() override {
-    budget_.refund(committed_bytes());
-    close_pool();  // the mappings keep the pool's memory until memory_ is unmapped
-  }
+  ~CpuBuffer() override { budget_.refund(committed_bytes()); }  // a pool refunds its own pages
   float* data() override { return data_; }
   size_t size() const override { return n_; }
   void read(std::span<float> out, size_t offset) const override {
@@ -102,7 +131,11 @@ class CpuBuffer final : public Buffer {
     const size_t last = std::min(released_.size(), ((offset + count) * sizeof(float) + page_ - 1) / page_);
     size_t taken = 0;
     for (size_t p = first; p < last; ++p) {
-      if (shared_[p] && !open_[p]) open_[p] = true, protect(p, p + 1, PROT_READ | PROT_WRITE);
+      if (shared_[p] && !open_[p]) {  // reads as zero, as a released page does
+        open_[p] = true;
+        protect(p, p + 1, PROT_READ | PROT_WRITE);
+        std::memset(reinterpret_cast<char*>(data_) + p * page_, 0, page_);
+      }
       taken += released_[p] && !shared_[p] ? page_ : 0;
     }
     if (taken == 0) return 0;
@@ -120,31 +153,16 @@ class CpuBuffer final : public Buffer {
     released_bytes_ -= taken;
     return taken;
   }
-  // The pool is one memfd: pool page k is mapped (MAP_SHARED | MAP_FIXED) over every page
-  // backed by it, a run of pages backed by consecutive pool pages with one mmap. Shared pages
-  // stay counted as released; the budget holds the pool's pages instead.
+  // The pool is a memfd (CpuSharePool): pool page k is mapped (MAP_SHARED | MAP_FIXED) over
+  // every page backed by it, a run of pages backed by consecutive pool pages with one mmap.
+  // Shared pages stay counted as released; the pool charges the budget for its pages.
   size_t share_granularity() const override { return released_.empty() ? 0 : page_; }
-  size_t share(std::span<const Span> live) override {
-    if (released_.empty()) return 0;
-    const size_t pages = std::min(live.size(), released_.size());
-    const std::vector<size_t> backing = share_backing(live.first(pages), [&](size_t p) { return released_[p] && !shared_[p]; });
-    size_t most = 0;
-    for (size_t p = 0; p < pages; ++p)
-      if (backing[p] != kNotShared) most = std::max(most, backing[p] + 1);
-    if (most == 0) return pool_bytes_;
-    if (pool_fd_ < 0) {
-      pool_fd_ = ::memfd_create("dlperf-shared-values", MFD_CLOEXEC);
-      if (pool_fd_ < 0) throw_library_error("libc", "memfd_create", errno_string(), std::source_location::current());
-    }
-    if (most * page_ > pool_bytes_) {
-      const size_t more = most * page_ - pool_bytes_;
-      budget_.charge(static_cast<int64_t>(more));  // throws past --memory-limit-mb before anything changes
-      if (::ftruncate(pool_fd_, static_cast<off_t>(most * page_)) != 0) {
-        budget_.refund(static_cast<int64_t>(more));
-        throw_library_error("libc", "ftruncate", errno_string(), std::source_location::current());
-      }
-      pool_bytes_ += more;
-    }
+  bool shareable(size_t p) const override { return p < released_.size() && released_[p] && !shared_[p]; }
+  std::shared_ptr<SharePool> make_share_pool() override { return std::make_shared<CpuSharePool>(budget_, page_); }
+  void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) override {
+    auto* mine = dynamic_cast<CpuSharePool*>(pool.get());
+    DLPERF_ASSERT(mine != nullptr, "a cpu buffer is backed by a cpu pool");
+    const size_t pages = std::min(backing.size(), released_.size());
     const int prot = guard_decommitted() ? PROT_NONE : PROT_READ | PROT_WRITE;  // committed, they open (commit)
     for (size_t p = 0; p < pages;) {
       if (backing[p] == kNotShared) {
@@ -153,13 +171,13 @@ class CpuBuffer final : public Buffer {
       }
       size_t q = p + 1;
       while (q < pages && backing[q] != kNotShared && backing[q] == backing[q - 1] + 1) ++q;
-      if (::mmap(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, prot, MAP_SHARED | MAP_FIXED, pool_fd_,
+      if (::mmap(reinterpret_cast<char*>(data_) + p * page_, (q - p) * page_, prot, MAP_SHARED | MAP_FIXED, mine->fd(),
                  static_cast<off_t>(backing[p] * page_)) == MAP_FAILED)
         throw_library_error("libc", "mmap(MAP_SHARED | MAP_FIXED)", errno_string(), std::source_location::current());
       for (size_t k = p; k < q; ++k) shared_[k] = true, open_[k] = false;
       p = q;
     }
-    return pool_bytes_;
+    pools_.push_back(pool);
   }
   void unshare() override {
     for (size_t p = 0; p < shared_.size();) {
@@ -174,16 +192,10 @@ class CpuBuffer final : public Buffer {
         throw_library_error("libc", "mmap(MAP_ANONYMOUS | MAP_FIXED)", errno_string(), std::source_location::current());
       p = q;
     }
-    close_pool();
-    budget_.refund(static_cast<int64_t>(pool_bytes_));
-    pool_bytes_ = 0;
+    pools_.clear();
   }
 
  private:
-  void close_pool() {
-    if (pool_fd_ >= 0) ::close(pool_fd_);
-    pool_fd_ = -1;
-  }
   void protect(size_t first_page, size_t end_page, int prot) {
     if (!guard_decommitted() || end_page <= first_page) return;
     if (::mprotect(reinterpret_cast<char*>(data_) + first_page * page_, (end_page - first_page) * page_, prot) != 0)
@@ -192,7 +204,7 @@ class CpuBuffer final : public Buffer {
   // Whole pages (round_up(n) is a multiple of 64, and an mmap'ed buffer is >= 1 MiB: the last
   // partial page, if any, is left out of the bitmap and always counted).
   static size_t round_up(size_t n) { return ((n * sizeof(float) + 63) / 64) * 64 + 64; }
-  int64_t committed_bytes() const { return static_cast<int64_t>(round_up(n_) - released_bytes_ + pool_bytes_); }
+  int64_t committed_bytes() const { return static_cast<int64_t>(round_up(n_) - released_bytes_); }
   MemoryBudget& budget_;
   size_t n_;
   HostMemory memory_;  // zero-filled
@@ -202,8 +214,7 @@ class CpuBuffer final : public Buffer {
   size_t released_bytes_;  // decommitted now
   std::vector<bool> shared_;   // per page: backed by the pool (share); counted as released
   std::vector<bool> open_;     // per shared page: committed now (the guard's accessible pages)
-  int pool_fd_ = -1;
-  size_t pool_bytes_ = 0;      // the pool's pages, counted in the budget
+  std::vector<std::shared_ptr<SharePool>> pools_;  // those backing shared pages (one, in practice)
 };
 
 const char* isa_name(dnnl::cpu_isa isa) {
