@@ -226,7 +226,7 @@ TEST(StagedMpiOnOneGpu, ZeroShardedMasterInMappedMemory) {
       << "ZeRO-2 on mapped gradients changed the parameters";
   EXPECT_LT(stage2.held_after, sharded.held_after) << "ZeRO-2 gave no gradient memory back";
   // The other ranks' values take turns in the values' pool (Buffer::share): set up before the
-  // steps, so the steps of stage 1 map nothing (stage 2's gradients still come and go).
+  // steps, so the steps of stage 1 map nothing (stage 2's take turns from its third step).
   EXPECT_EQ(sharded.driver_calls, 0) << "the sharded master was remapped in the steps";
   EXPECT_EQ(at_step_end.driver_calls, 0) << "the sharded master was remapped in the steps (--zero-gather step)";
   // Against the allreduce: one addition per element on 2 ranks, so equal up to the optimizer's

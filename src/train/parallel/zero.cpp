@@ -202,7 +202,51 @@ void ZeroExchange::share_values() {
 }
 
 void ZeroExchange::release_values(size_t b) {
-  for (const ValueRange& r : releasable_[b]) store_.values().decommit(r.begin, r.count);
+  for (const ValueRange& r : releasable_[b]) {
+    touch(false, false, r.begin, r.count);
+    store_.values().decommit(r.begin, r.count);
+  }
+}
+
+void ZeroExchange::touch(bool grads, bool commit, size_t offset, size_t count) {
+  const Touch t{grads, commit, offset, count};
+  if (turns_ == Turns::recording) cycle_.push_back(t);
+  if (turns_ != Turns::checking) return;
+  DLPERF_ASSERT(cycle_at_ < cycle_.size() && cycle_[cycle_at_] == t,
+                "ZeRO-2 committed or released buffers in another order than in the step it recorded (their memory is shared by it)");
+  ++cycle_at_;
+}
+
+void ZeroExchange::next_cycle() {
+  if (stage_ != 2 || micro_batches_ != 1 || store_.grads().share_granularity() == 0) return;
+  if (turns_ == Turns::off && cycle_.empty()) {
+    turns_ = Turns::recording;
+  } else if (turns_ == Turns::recording) {
+    share_cycle();
+    turns_ = Turns::checking;
+  } else if (turns_ == Turns::checking) {
+    DLPERF_ASSERT(cycle_at_ == cycle_.size(), "ZeRO-2 committed or released fewer ranges than in the step it recorded");
+  }
+  cycle_at_ = 0;
+}
+
+void ZeroExchange::share_cycle() {
+  // A granule's span: the first to the last of the recorded commits and releases that touch it.
+  // At the cycle's ends every released value and gradient is decommitted (the all-gathers are
+  // joined in forward, finish frees the last buckets), so that is when it is held.
+  const size_t granule = store_.grads().share_granularity() / sizeof(float);  // elements
+  const size_t granules = (store_.size() + granule - 1) / granule;
+  std::vector<Buffer::Span> values(shard_master_ ? granules : 0), grads(granules);
+  for (size_t i = 0; i < cycle_.size(); ++i) {
+    const Touch& t = cycle_[i];
+    auto& spans = t.grads ? grads : values;
+    const auto e = static_cast<int64_t>(i);
+    for (size_t g = t.offset / granule; g < (t.offset + t.count + granule - 1) / granule; ++g)
+      spans[g] = spans[g].empty() ? Buffer::Span{e, e} : Buffer::Span{std::min(spans[g].first, e), std::max(spans[g].last, e)};
+  }
+  std::vector<ShareRequest> parts{{&store_.grads(), grads}};
+  if (shard_master_) parts.push_back({&store_.values(), values});
+  share_together(parts);
 }
 
 void ZeroExchange::begin_step(int64_t step) {
@@ -224,6 +268,7 @@ void ZeroExchange::before_write(const Layer& layer) {
   const auto& entries = store_.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].layer != &layer || written_[i]) continue;
+    touch(true, true, entries[i].offset, entries[i].elems);
     committed_bytes_ += store_.grads().commit(entries[i].offset, entries[i].elems);  // freed pages held again
     committed_peak_ = std::max(committed_peak_, committed_bytes_);
     written_[i] = true;
@@ -266,6 +311,7 @@ void ZeroExchange::launch_ready() {
 void ZeroExchange::free_bucket(size_t b) {
   comm_.join(scatter(b));
   const GradBucket& r = buckets_[b].range;
+  touch(true, false, r.begin, r.end - r.begin);
   committed_bytes_ -= store_.grads().decommit(r.begin, r.end - r.begin);
   for (size_t i = 0; i < written_.size(); ++i)
     if (bucket_of_entry_[i] == b) written_[i] = false;
@@ -310,7 +356,10 @@ size_t ZeroExchange::block_begin(size_t b) const {
 
 CommRequest ZeroExchange::start_gather(size_t b, std::optional<size_t> pos) {
   const GradBucket& range = buckets_[b].range;
-  if (shard_master_) store_.values().commit(range.begin, range.end - range.begin);
+  if (shard_master_) {
+    touch(false, true, range.begin, range.end - range.begin);
+    store_.values().commit(range.begin, range.end - range.begin);
+  }
   float* values = store_.values().data();
   if (!pos || !packed_ || !packing_[b].mine)  // in place: this rank's block is the source
     return comm_.all_gather_start(values + block_begin(b), values + range.begin, shard_.counts[b]);
@@ -324,6 +373,7 @@ CommRequest ZeroExchange::start_gather(size_t b, std::optional<size_t> pos) {
 void ZeroExchange::gather_params() {
   act([this] {
     DLPERF_ASSERT(gather_joined_ == buckets_.size() || gather_step_ < 0, "the last step's all-gathers were waited for");
+    next_cycle();
     gather_step_ = step_;
     gather_joined_ = 0;
     // Sharded master or staged words: one bucket ahead of the one waited for (join_gathers);
@@ -387,6 +437,10 @@ void ZeroExchange::after_forward() {
 }
 
 void ZeroExchange::restore_values() {
+  act([this] {  // the run is over: ZeRO-2's shared gradients private (and decommitted) again
+    turns_ = Turns::off;
+    if (stage_ == 2) store_.grads().unshare();
+  });
   if (!shard_master_ && !packed_) return;
   act([this] {
     if (shard_master_) store_.values().unshare();  // every bucket's values at once: private memory again

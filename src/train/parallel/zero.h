@@ -62,8 +62,16 @@
 // (share_values: interval colouring, as many as are live at once: about two buckets, what the
 // memory plan already holds). A step then maps, unmaps and faults in nothing (on a GPU each
 // remapped chunk cost four driver calls, ~50 us each: about 1.3 s a step for Llama 3.1 8B on 8
-// ranks). restore_values makes them private again. Stage 2 keeps giving them back: its
-// backward's peak (the gradients) would otherwise hold the pool too.
+// ranks). restore_values makes them private again.
+// Stage 2 gives its gradients back too, so a pool of the values alone would add to backward's
+// peak: there the values and the gradients take turns in one pool (share_together), forward's
+// values and backward's gradients never at once. Backward's commits and releases follow the
+// model's write announcements and the in-flight limit, so they are not planned but recorded:
+// every commit and release of either buffer from one gather_params to the next (the second
+// step's), then the granules' spans shared, and every later step checked against the record
+// (another order is an internal error, not memory written out of turn). From the third step a
+// step maps nothing; the peak is the larger of the two, as before. With --grad-accum each
+// micro-batch commits the gradients again and nothing is shared.
 //
 // The all-gather in the compute precision (bf16/fp16 runs, either master): what forward reads
 // of a weight is its compute copy, so each rank sends its blocks' weights (ParamRole::weight)
@@ -182,6 +190,21 @@ class ZeroExchange final : public GradientExchange {
   void join_gathers(size_t end, std::optional<Phase> phase);
   void release_values(size_t b);  // sharded master: decommits bucket b outside the keep set
   void share_values();            // sharded master: the released values' granules take turns (Buffer::share)
+  // Stage 2 without accumulation: the commits and releases of the gradients (and the sharded
+  // master's values) from one gather_params to the next are recorded once, their granules then
+  // shared together (share_cycle), and every later step is checked against the record.
+  struct Touch {
+    bool grads = false, commit = false;
+    size_t offset = 0, count = 0;
+    bool operator==(const Touch&) const = default;
+  };
+  enum class Turns { off, recording, checking };
+  void touch(bool grads, bool commit, size_t offset, size_t count);
+  void next_cycle();
+  void share_cycle();
+  Turns turns_ = Turns::off;
+  std::vector<Touch> cycle_;
+  size_t cycle_at_ = 0;
 
   Communicator& comm_;
   ParamStore& store_;
