@@ -175,7 +175,7 @@ void ZeroExchange::plan_master_release() {
     if (buckets_[b].range.end > at) releasable_[b].push_back({at, buckets_[b].range.end - at});
   }
   for (size_t b = 0; b < n; ++b) release_values(b);
-  if (stage_ == 1) share_values();  // stage 2's backward holds less with them given back (zero.h)
+  if (stage_ == 1) share_values();  // stage 2 shares them with the gradients once a step is recorded (next_cycle)
 }
 
 void ZeroExchange::share_values() {
