@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <queue>
+#include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -118,26 +119,54 @@ struct HostPackTable final : Backend::PackTable {
 };
 }  // namespace
 
-std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std::function<bool(size_t)>& eligible) {
-  std::vector<size_t> order;  // the granules to back, by first event (then index)
-  for (size_t g = 0; g < live.size(); ++g)
-    if (!live[g].empty() && eligible(g)) order.push_back(g);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return live[a].first < live[b].first; });
-  std::vector<size_t> backing(live.size(), Buffer::kNotShared);
-  using Busy = std::pair<int64_t, size_t>;  // (last event, pool granule)
-  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
-  std::set<size_t> free;
-  size_t pool = 0;
-  for (size_t g : order) {
-    while (!busy.empty() && busy.top().first < live[g].first) {
-      free.insert(busy.top().second);
-      busy.pop();
+std::vector<size_t> share_backing(std::span<const Buffer::Spans> live, const std::function<bool(size_t)>& eligible) {
+  // A sweep over the spans' edges: a span starts at its first event and ends after its last, so
+  // a span ending at event e - 1 frees its pool granule for one starting at e.
+  struct Edge {
+    int64_t at;
+    bool start;  // ends first at one event
+    size_t granule;
+    bool operator<(const Edge& o) const { return std::tie(at, start, granule) < std::tie(o.at, o.start, o.granule); }
+  };
+  std::vector<Edge> edges;
+  for (size_t g = 0; g < live.size(); ++g) {
+    if (live[g].empty() || !eligible(g)) continue;
+    for (size_t i = 0; i < live[g].size(); ++i) {
+      const Buffer::Span& s = live[g][i];
+      DLPERF_ASSERT(!s.empty() && (i == 0 || live[g][i - 1].last < s.first), "a granule's spans are in order and do not meet");
+      edges.push_back({s.first, true, g});
+      edges.push_back({s.last + 1, false, g});
     }
-    size_t k = pool;
-    if (free.empty()) ++pool;
-    else k = *free.begin(), free.erase(free.begin());
-    backing[g] = k;
-    busy.push({live[g].last, k});
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<size_t> backing(live.size(), Buffer::kNotShared);
+  std::vector<std::map<int64_t, int64_t>> taken;  // per pool granule: the spans it backs, first -> last
+  std::set<size_t> free;                          // pool granules no span holds at the sweep's event
+  const auto fits = [&](size_t k, const Buffer::Spans& spans) {
+    for (const Buffer::Span& s : spans) {
+      auto it = taken[k].upper_bound(s.last);  // past the last span starting by s's end
+      if (it != taken[k].begin() && std::prev(it)->second >= s.first) return false;
+    }
+    return true;
+  };
+  for (const Edge& e : edges) {
+    size_t& k = backing[e.granule];
+    if (!e.start) {
+      free.insert(k);
+    } else if (k != Buffer::kNotShared) {  // a later span: its pool granule was kept free for it
+      DLPERF_ASSERT(free.erase(k) == 1, "a shared granule's pool granule is free for its later span");
+    } else {
+      const Buffer::Spans& spans = live[e.granule];
+      const auto it = std::find_if(free.begin(), free.end(), [&](size_t c) { return fits(c, spans); });
+      if (it == free.end()) {
+        k = taken.size();
+        taken.emplace_back();
+      } else {
+        k = *it;
+        free.erase(it);
+      }
+      for (const Buffer::Span& s : spans) taken[k].emplace(s.first, s.last);
+    }
   }
   return backing;
 }
@@ -146,7 +175,7 @@ size_t share_together(std::span<const ShareRequest> parts) {
   if (parts.empty()) return 0;
   const size_t granule = parts[0].buffer->share_granularity();
   if (granule == 0) return 0;
-  std::vector<Buffer::Span> live;
+  std::vector<Buffer::Spans> live;
   std::vector<std::pair<size_t, size_t>> at;  // per concatenated granule: (part, granule)
   for (size_t p = 0; p < parts.size(); ++p) {
     DLPERF_ASSERT(parts[p].buffer->share_granularity() == granule, "buffers shared together have one granularity");
@@ -171,7 +200,7 @@ size_t share_together(std::span<const ShareRequest> parts) {
   return most * granule;
 }
 
-size_t Buffer::share(std::span<const Span> live) {
+size_t Buffer::share(std::span<const Spans> live) {
   const ShareRequest one{this, live};
   return share_together(std::span<const ShareRequest>(&one, 1));
 }

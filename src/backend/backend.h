@@ -64,15 +64,16 @@ class Buffer {
   // need not exist at once; under ZeRO-2 the gradients come and go the same way in backward.
   // The unit is a granule of share_granularity() bytes (CPU: a page; CUDA: a chunk of the
   // device's allocation granularity); 0 where the backend keeps its memory (the default: share
-  // does nothing). share(live): live[g] is the span of the caller's events (its own count, the
-  // same every step) from granule g's first commit to its last decommit; empty for a granule
-  // that is not the caller's to share (every granule past the span's end). Each granule that
-  // has a span and is decommitted now (every page of it) is backed from then on by a granule of
-  // a pool, which the granules whose spans do not meet take turns in (share_backing: as few as
-  // the spans that meet at once). Decommit and commit then give back, map and count nothing for
+  // does nothing). share(live): live[g] is the spans of the caller's events (its own count, the
+  // same every step) from granule g's first commit to its last decommit, one for each time it
+  // is used and given back (ZeRO-2's gradients with --grad-accum: once per micro-batch), in
+  // order and not meeting; none for a granule that is not the caller's to share (every granule
+  // past the end of `live`). Each granule that has spans and is decommitted now (every page of
+  // it) is backed from then on by a granule of a pool, which the granules whose spans do not
+  // meet take turns in (share_backing). Decommit and commit then give back, map and count nothing for
   // it, and the pool is counted once; a commit still reads as zero (the granule is cleared when
   // its first page is committed again), but between a decommit and the next commit the granule
-  // shows what another granule with the same backing holds. A granule's decommit in its span's
+  // shows what another granule with the same backing holds. A granule's decommit in a span's
   // last event and the next user's commit in a later one are all that keep them apart. Returns the pool's
   // bytes. share_together does the same for several buffers of one backend, their spans on one
   // clock, in one pool. unshare(): once the queued work is done, every shared granule is
@@ -82,13 +83,14 @@ class Buffer {
     int64_t first = 0, last = -1;  // events, inclusive
     bool empty() const { return first > last; }
   };
+  using Spans = std::vector<Span>;  // one granule's, in order
   class SharePool {  // the memory granules take turns in, counted once
    public:
     virtual ~SharePool() = default;
     virtual void grow(size_t granules) = 0;
   };
   virtual size_t share_granularity() const { return 0; }
-  size_t share(std::span<const Span> live);
+  size_t share(std::span<const Spans> live);
   virtual void unshare() {}
   // What share_together drives: whether granule g can be shared now (decommitted whole, not
   // shared yet; false past the end), a pool of this backend's memory, and mapping each granule
@@ -102,15 +104,18 @@ class Buffer {
   static constexpr size_t kNotShared = SIZE_MAX;
 };
 
-// The pool granule each granule is backed by (Buffer::share), kNotShared for those with an
-// empty span or not `eligible`: interval colouring in order of the spans' first events, each
-// taking the lowest pool granule free then (free: its last span ended in an earlier event), so
-// the pool holds as many as the spans that meet at one event at most, and consecutive granules
-// tend to get consecutive pool granules (one mapping a run).
-std::vector<size_t> share_backing(std::span<const Buffer::Span> live, const std::function<bool(size_t)>& eligible);
+// The pool granule each granule is backed by (Buffer::share), kNotShared for those without a
+// span or not `eligible`: interval colouring, in order of the granules' first events, each
+// taking the lowest pool granule that is free then and through every later span of it (free:
+// the spans of the granules it backs meet none of them). With one span a granule that is
+// optimal: the pool holds as many as the spans that meet at one event. With several (a
+// pattern repeated per micro-batch) a later span can rule a free pool granule out and the pool
+// may hold more; for a repeated pattern it holds what one repetition needs. Consecutive
+// granules tend to get consecutive pool granules (one mapping a run).
+std::vector<size_t> share_backing(std::span<const Buffer::Spans> live, const std::function<bool(size_t)>& eligible);
 struct ShareRequest {
   Buffer* buffer = nullptr;
-  std::span<const Buffer::Span> live;
+  std::span<const Buffer::Spans> live;
 };
 size_t share_together(std::span<const ShareRequest> parts);
 

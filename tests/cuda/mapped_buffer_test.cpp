@@ -69,10 +69,10 @@ TEST(MappedBuffer, SharedChunksTakeTurnsInOnePoolWithoutRemapping) {
   buf->write(ones);
   ASSERT_EQ(buf->decommit(0, 4 * kMiB), size_t{4} << 20);         // chunks 0 and 1
   ASSERT_EQ(buf->decommit(8 * kMiB, 4 * kMiB), size_t{4} << 20);  // chunks 4 and 5
-  std::vector<Buffer::Span> live(8);
-  live[0] = live[1] = {0, 1};
-  live[4] = live[5] = {2, 3};
-  live[2] = {0, 3};  // mapped: not shared
+  std::vector<Buffer::Spans> live(8);
+  live[0] = live[1] = {{0, 1}};
+  live[4] = live[5] = {{2, 3}};
+  live[2] = {{0, 3}};  // mapped: not shared
   EXPECT_EQ(buf->share(live), size_t{4} << 20);
   EXPECT_EQ(be->allocated_bytes() - base, whole - (4 << 20)) << "two chunks of pool in place of four";
   const cuda::MappingStats before = cuda::mapping_stats();

@@ -385,30 +385,61 @@ TEST(Zero2, DecommitReturnsThePages) {
   EXPECT_EQ(be->allocated_peak_bytes(), before) << "commit charges what decommit refunded, no more";
 }
 
-// share_backing, the interval colouring Buffer::share backs granules by: granules whose spans
-// meet never get the same pool granule, the pool holds as many as meet at once, a granule that
-// is not eligible or has no span gets none, and a run of granules with one span gets a run of
-// pool granules.
-TEST(Zero1, ShareBackingGivesMeetingSpansDifferentGranules) {
-  using S = Buffer::Span;
-  const std::vector<S> live = {{-1, 0}, {-1, 0}, {0, 1}, {0, 1}, {1, 2}, {1, 2}, {2, 3}, {3, 5}, {}, {4, 4}, {-1, 5}};
-  const auto backing = share_backing(live, [](size_t g) { return g != 6; });
-  ASSERT_EQ(backing.size(), live.size());
-  EXPECT_EQ(backing[6], Buffer::kNotShared) << "not eligible";
-  EXPECT_EQ(backing[8], Buffer::kNotShared) << "no span";
+// Granules backed by the same pool granule never have spans that meet; returns the pool's size.
+size_t expect_turns_apart(const std::vector<Buffer::Spans>& live, const std::vector<size_t>& backing) {
+  EXPECT_EQ(backing.size(), live.size());
   size_t pool = 0;
   for (size_t a = 0; a < live.size(); ++a) {
     if (backing[a] == Buffer::kNotShared) continue;
     pool = std::max(pool, backing[a] + 1);
     for (size_t b = a + 1; b < live.size(); ++b) {
       if (backing[b] != backing[a]) continue;
-      EXPECT_TRUE(live[a].last < live[b].first || live[b].last < live[a].first) << a << " and " << b << " meet";
+      for (const Buffer::Span& x : live[a])
+        for (const Buffer::Span& y : live[b]) EXPECT_TRUE(x.last < y.first || y.last < x.first) << a << " and " << b << " meet";
     }
   }
+  return pool;
+}
+
+// share_backing, the interval colouring Buffer::share backs granules by: granules whose spans
+// meet never get the same pool granule, the pool holds as many as meet at once, a granule that
+// is not eligible or has no span gets none, and a run of granules with one span gets a run of
+// pool granules.
+TEST(Zero1, ShareBackingGivesMeetingSpansDifferentGranules) {
+  const std::vector<Buffer::Spans> live = {{{-1, 0}}, {{-1, 0}}, {{0, 1}}, {{0, 1}}, {{1, 2}}, {{1, 2}},
+                                           {{2, 3}},  {{3, 5}},  {},       {{4, 4}}, {{-1, 5}}};
+  const auto backing = share_backing(live, [](size_t g) { return g != 6; });
+  EXPECT_EQ(backing[6], Buffer::kNotShared) << "not eligible";
+  EXPECT_EQ(backing[8], Buffer::kNotShared) << "no span";
   // At event 0: granules 0, 1, 2, 3 and 10; at event 1: 2, 3, 4, 5, 10. Never more than five.
-  EXPECT_EQ(pool, 5u);
+  EXPECT_EQ(expect_turns_apart(live, backing), 5u);
   EXPECT_EQ(backing[1], backing[0] + 1) << "a run of granules, a run of pool granules";
   EXPECT_EQ(backing[4], backing[0]) << "the lowest free pool granule: the first span's, ended at event 0";
+}
+
+// Several spans a granule (ZeRO-2's gradients under --grad-accum, one per micro-batch): a pool
+// granule is taken only if it is free through every span, and a pattern repeated per
+// micro-batch needs the pool of one, even with spans in the first only (the sharded master's
+// values).
+TEST(Zero2, ShareBackingKeepsThePoolGranuleFreeForEveryLaterSpan) {
+  // 0 frees its pool granule at event 1, but 1 needs it again at event 3, when 0 holds it.
+  std::vector<Buffer::Spans> live = {{{0, 0}, {3, 3}}, {{1, 1}, {3, 3}}, {{1, 2}}};
+  auto backing = share_backing(live, [](size_t) { return true; });
+  EXPECT_EQ(expect_turns_apart(live, backing), 2u);
+  EXPECT_EQ(backing[1], 1u) << "pool granule 0 is free at event 1, not at 3";
+  EXPECT_EQ(backing[2], 0u) << "but free through 2's one span";
+  // Three micro-batches of 10 events, each the pattern of the test above (six granules), and
+  // two granules in the first only.
+  const std::vector<Buffer::Span> micro = {{-1, 0}, {-1, 0}, {0, 1}, {0, 1}, {1, 2}, {1, 2}};
+  live.assign(micro.size(), {});
+  for (int64_t m = 0; m < 3; ++m)
+    for (size_t g = 0; g < micro.size(); ++g) live[g].push_back({micro[g].first + 10 * m + 1, micro[g].last + 10 * m + 1});
+  live.push_back({{-2, -1}});
+  live.push_back({{-1, 0}});
+  backing = share_backing(live, [](size_t) { return true; });
+  // Never more than four at once (event 1: granules 0 to 3; event 0: 0, 1 and 7); one span a
+  // granule from the first micro-batch's first event to the last one's last would take eight.
+  EXPECT_EQ(expect_turns_apart(live, backing), 4u);
 }
 
 // Buffer::share on the cpu backend: decommitted pages given spans that do not meet are the
@@ -427,11 +458,11 @@ TEST(Zero1, SharedPagesTakeTurnsInOnePool) {
   const int64_t whole = be->allocated_bytes();
   ASSERT_EQ(buf->decommit(a, count), count * sizeof(float));
   ASSERT_EQ(buf->decommit(b, count), count * sizeof(float));
-  std::vector<Buffer::Span> live(kFloats / page);
+  std::vector<Buffer::Spans> live(kFloats / page);
   for (size_t g = 0; g < count / page; ++g) {
-    live[(a / page) + g] = {0, 1};
-    live[(b / page) + g] = {2, 3};
-    live[(c / page) + g] = {0, 3};  // committed: not shared
+    live[(a / page) + g] = {{0, 1}};
+    live[(b / page) + g] = {{2, 3}};
+    live[(c / page) + g] = {{0, 3}};  // committed: not shared
   }
   EXPECT_EQ(buf->share(live), count * sizeof(float)) << "one range's pages: the pool";
   EXPECT_EQ(be->allocated_bytes(), whole - static_cast<int64_t>(count * sizeof(float))) << "the pool replaces the two ranges";

@@ -188,14 +188,15 @@ void ZeroExchange::share_values() {
   const size_t granule = store_.values().share_granularity() / sizeof(float);  // elements
   if (granule == 0) return;
   const size_t n = buckets_.size();
-  std::vector<Buffer::Span> live((store_.size() + granule - 1) / granule);
+  std::vector<Buffer::Spans> live((store_.size() + granule - 1) / granule);
   for (size_t pos = 0; pos < n; ++pos)
     for (size_t b : release_at_[pos]) {
       const int64_t first = static_cast<int64_t>(n - 1 - b) - 1, last = static_cast<int64_t>(pos);
       for (const ValueRange& r : releasable_[b])
         for (size_t g = r.begin / granule; g < (r.begin + r.count + granule - 1) / granule; ++g) {
-          Buffer::Span& s = live[g];
-          s = s.empty() ? Buffer::Span{first, last} : Buffer::Span{std::min(s.first, first), std::max(s.last, last)};
+          if (live[g].empty()) live[g].push_back({first, last});
+          Buffer::Span& s = live[g].front();
+          s = {std::min(s.first, first), std::max(s.last, last)};
         }
     }
   store_.values().share(live);
@@ -208,8 +209,9 @@ void ZeroExchange::release_values(size_t b) {
   }
 }
 
-void ZeroExchange::touch(bool grads, bool commit, size_t offset, size_t count) {
-  const Touch t{grads, commit, offset, count};
+void ZeroExchange::touch(bool grads, bool commit, size_t offset, size_t count) { note({grads, commit, false, offset, count}); }
+
+void ZeroExchange::note(const Touch& t) {
   if (turns_ == Turns::recording) cycle_.push_back(t);
   if (turns_ != Turns::checking) return;
   DLPERF_ASSERT(cycle_at_ < cycle_.size() && cycle_[cycle_at_] == t,
@@ -218,7 +220,7 @@ void ZeroExchange::touch(bool grads, bool commit, size_t offset, size_t count) {
 }
 
 void ZeroExchange::next_cycle() {
-  if (stage_ != 2 || micro_batches_ != 1 || store_.grads().share_granularity() == 0) return;
+  if (stage_ != 2 || store_.grads().share_granularity() == 0) return;
   if (turns_ == Turns::off && cycle_.empty()) {
     turns_ = Turns::recording;
   } else if (turns_ == Turns::recording) {
@@ -231,18 +233,26 @@ void ZeroExchange::next_cycle() {
 }
 
 void ZeroExchange::share_cycle() {
-  // A granule's span: the first to the last of the recorded commits and releases that touch it.
-  // At the cycle's ends every released value and gradient is decommitted (the all-gathers are
-  // joined in forward, finish frees the last buckets), so that is when it is held.
+  // A granule's spans: per micro-batch, the first to the last of the recorded commits and
+  // releases that touch it. At a micro-batch's end every gradient is decommitted (finish frees
+  // the last buckets), and the released values are by the first's (the all-gathers are joined in
+  // its forward): that is when a granule is held.
   const size_t granule = store_.grads().share_granularity() / sizeof(float);  // elements
   const size_t granules = (store_.size() + granule - 1) / granule;
-  std::vector<Buffer::Span> values(shard_master_ ? granules : 0), grads(granules);
+  std::vector<Buffer::Spans> values(shard_master_ ? granules : 0), grads(granules);
+  int64_t micro_begin = 0;  // the micro-batch's first event
   for (size_t i = 0; i < cycle_.size(); ++i) {
     const Touch& t = cycle_[i];
-    auto& spans = t.grads ? grads : values;
     const auto e = static_cast<int64_t>(i);
-    for (size_t g = t.offset / granule; g < (t.offset + t.count + granule - 1) / granule; ++g)
-      spans[g] = spans[g].empty() ? Buffer::Span{e, e} : Buffer::Span{std::min(spans[g].first, e), std::max(spans[g].last, e)};
+    if (t.end) {
+      micro_begin = e + 1;
+      continue;
+    }
+    auto& spans = t.grads ? grads : values;
+    for (size_t g = t.offset / granule; g < (t.offset + t.count + granule - 1) / granule; ++g) {
+      if (spans[g].empty() || spans[g].back().last < micro_begin) spans[g].push_back({e, e});
+      spans[g].back().last = e;
+    }
   }
   std::vector<ShareRequest> parts{{&store_.grads(), grads}};
   if (shard_master_) parts.push_back({&store_.values(), values});
@@ -323,6 +333,7 @@ void ZeroExchange::finish() {
   act([this] {
     for (size_t b : in_flight_) free_bucket(b);  // stage 2: the last buckets' gradients are not needed either
     in_flight_.clear();
+    if (stage_ == 2) note({.end = true});  // every gradient freed
     for (size_t b = 0; b < buckets_.size(); ++b) comm_.join(scatter(b));
     if (micro_ > 0) be_.accumulate({shard_grads_.data(), shard_.local_size}, {micro_recv_->data(), shard_.local_size}, false);
     if (++micro_ < micro_batches_) return;  // stage 2, an earlier micro-batch: begin_step starts the next one's buckets

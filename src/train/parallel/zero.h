@@ -71,7 +71,9 @@
 // step's), then the granules' spans shared, and every later step checked against the record
 // (another order is an internal error, not memory written out of turn). From the third step a
 // step maps nothing; the peak is the larger of the two, as before. With --grad-accum each
-// micro-batch commits the gradients again and nothing is shared.
+// micro-batch commits and frees the gradients in the same order: a gradient granule has a span
+// per micro-batch, the values one in the first (Buffer::Spans), and the pool holds what the
+// first micro-batch needs (share_backing).
 //
 // The all-gather in the compute precision (bf16/fp16 runs, either master): what forward reads
 // of a weight is its compute copy, so each rank sends its blocks' weights (ParamRole::weight)
@@ -190,16 +192,18 @@ class ZeroExchange final : public GradientExchange {
   void join_gathers(size_t end, std::optional<Phase> phase);
   void release_values(size_t b);  // sharded master: decommits bucket b outside the keep set
   void share_values();            // sharded master: the released values' granules take turns (Buffer::share)
-  // Stage 2 without accumulation: the commits and releases of the gradients (and the sharded
-  // master's values) from one gather_params to the next are recorded once, their granules then
-  // shared together (share_cycle), and every later step is checked against the record.
+  // Stage 2: the commits and releases of the gradients (and the sharded master's values) and
+  // the micro-batches' ends from one gather_params to the next are recorded once, their granules
+  // then shared together (share_cycle), and every later step is checked against the record.
   struct Touch {
     bool grads = false, commit = false;
+    bool end = false;  // a micro-batch's end: every gradient freed
     size_t offset = 0, count = 0;
     bool operator==(const Touch&) const = default;
   };
   enum class Turns { off, recording, checking };
   void touch(bool grads, bool commit, size_t offset, size_t count);
+  void note(const Touch& t);
   void next_cycle();
   void share_cycle();
   Turns turns_ = Turns::off;
