@@ -46,8 +46,8 @@ void prefer_bandwidth_optimal_iallreduce() {
 // bucket (coll/libnbc), and free them on completion. glibc gives such memory back to the kernel
 // (a chunk above its mmap threshold is unmapped; a thread arena's heap is trimmed), so every
 // call, every step, faults the buffers in again page by page: a reduced Llama (bf16, 4 MiB
-// buckets, 2 ranks) faulted in 7,090 pages a step on a rank, 16 ms of system time of its
-// 220 ms step. Keeping freed memory in the process (a fixed mmap threshold of 32 MiB, glibc's
+// buckets, 2 ranks) faulted in up to 7,000 pages a step per rank, about 14 ms of system time
+// of a 200-300 ms step. Keeping freed memory in the process (a fixed mmap threshold of 32 MiB, glibc's
 // largest, and no trimming below 1 GiB free) ends that. Set before MPI_Init, so MPI's own
 // allocations follow it, and only when the user has not chosen malloc settings: glibc's
 // tunables or its MALLOC_*_ variables, read at start-up, would be overridden.
