@@ -80,6 +80,12 @@ done
 grep -q 'mpirun -np 2 .*cuda_staged_mpi_test' <<<"$packed" || fail "packed stage 1 runs the two-rank test"
 grep -q 'zero1-mapped-master-np2 .*mpirun -np 2 .*dlperf-train --backend cuda --comm mpi .*--zero 1' <<<"$packed" ||
   fail "stage 1 runs ZeRO-1 with the mapped master on two ranks"
+for z in "1" "2" "2 --grad-accum 2"; do
+  grep -q "^stage 1 zero${z// --grad-accum /-accum}-mapped-master-np2  *remap_check mpirun -np 2 .*dlperf-train --backend cuda --comm mpi .*--zero $z " <<<"$packed" ||
+    fail "stage 1 runs --zero $z on two ranks, checking that measured steps map no chunk"
+  grep -q "^stage 11 llama3_2_1b-bf16-zero${z// --grad-accum /-accum}-np2  *remap_check mpirun -np 2 .*--zero $z " <<<"$out" ||
+    fail "stage 11 runs --zero $z on two ranks, checking that measured steps map no chunk"
+done
 grep -q "sdpa-cudnn-log .*CUDNN_LOGERR_DBG=1 .*dlperf_cuda_llama_conformance_test --gtest_filter=LlamaConformance.FusedAttention" <<<"$packed" ||
   fail "stage 1 reruns the fused-attention test with cuDNN's log"
 grep -q 'ctest' <<<"$packed" && fail "packed stage 1 needs no ctest"
@@ -108,6 +114,26 @@ DLPERF_TRAIN=$fake "$script" --stage 2 --out "$work/p" --archive p.tgz >"$work/p
 tar -xzOf "$work/p.tgz" p/summary.tsv | grep -q "plan-bert_base-tf32	0	" || fail "--archive lacks summary.tsv"
 [ ! -e "$work/p.tgz.part" ] || fail "--archive left its .part"
 
+# the remapping check: a measured step that maps a chunk fails the step, one that maps none
+# passes, and so does a run that maps nothing in chunks (no remapping line: a GPU without
+# virtual memory management). Stage 11 through a stand-in mpirun that runs the command itself.
+printf '#!/bin/sh\nwhile [ $# -gt 0 ] && [ "$1" != none ]; do shift; done\nshift\nexec "$@"\n' >"$work/bin/mpirun"
+cat >"$fake" <<'FAKE'
+#!/bin/sh
+case "$*" in
+  *"--zero 2 --grad-accum 2"*) n=2.0 ;;
+  *"--zero 2 "*) exit 0 ;;
+  *) n=0.0 ;;
+esac
+echo "device memory remapped (this rank): a measured step $n chunk maps, $n unmaps, 0.0 creates, 0.0 releases, 0.0 waits for queued work, 0.00 ms in the driver; whole run 40 chunk maps, 0 unmaps, 40 creates, 0 releases, 0 waits for queued work; 0.010 s in the driver"
+FAKE
+chmod +x "$work/bin/mpirun" "$fake"
+PATH=$work/bin:$PATH DLPERF_TRAIN=$fake "$script" --stage 11 --out "$work/m" >"$work/m.log" 2>&1 && fail "a remapping measured step passed stage 11"
+for row in "zero1-np2	0" "zero1-gather-step-np2	0" "zero2-np2	0" "zero2-accum2-np2	1"; do
+  grep -q "^11	llama3_2_1b-bf16-$row	" "$work/m/summary.tsv" || fail "remap check: no row '$row' in $(cat "$work/m/summary.tsv")"
+done
+grep -q 'chunks mapped or unmapped in measured steps' "$work/m/11-llama3_2_1b-bf16-zero2-accum2-np2.log" || fail "the remap failure does not say why"
+
 # --deadline: a step with under 10 s left is not run but listed as skipped; the stage order is
 # the one given; skips alone are not a failure.
 DLPERF_TRAIN=$fake "$script" --stage 2,1 --deadline 3 --out "$work/q" >"$work/q.log" 2>&1 || fail "skips failed the run: $(cat "$work/q.log")"
@@ -124,6 +150,6 @@ for bad in "--stage 0" "--stage 12" "--stage x" "--repeats 0" "--bogus" "--packe
   [ $rc = 2 ] || fail "'$bad' exits $rc, not 2"
 done
 for f in "$work"/* "$work"/.[!.]*; do
-  case ${f##*/} in bin | dlperf-train | o | p | p.log | p.tgz | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
+  case ${f##*/} in bin | dlperf-train | m | m.log | o | p | p.log | p.tgz | q | q.log | '*' | '.[!.]*') ;; *) fail "the dry run wrote $f" ;; esac
 done
 echo "gpu-check dry run: ok"
