@@ -408,6 +408,11 @@ class Backend {
 // machine cannot run the precision (bf16 without AVX512-BF16/AMX, no GPU).
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 
+// Whether the cpu backend computes bf16 on this CPU: oneDNN's native bf16 kernels (AVX512-BF16
+// or AMX, at the ISA oneDNN dispatches to, ONEDNN_MAX_CPU_ISA included). Elsewhere (AMD Zen 3,
+// Intel before Cooper Lake) make_backend refuses --precision bf16.
+bool cpu_computes_bf16();
+
 // Number of CUDA devices this process sees (0 without the CUDA backend or a device), and their
 // PCI bus ids ("0000:17:00.0") in device order.
 int cuda_device_count();

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf::testing {
 namespace {
@@ -79,7 +80,10 @@ TEST(LinearMatmul, Fp32WideInputManyRowsUsesBlockedBackward) { check_linear(Prec
 TEST(LinearMatmul, Fp32WideInputFewRows) { check_linear(Precision::fp32, {16, 96, 40, true}, 1e-5); }
 TEST(LinearMatmul, Fp32WithoutBias) { check_linear(Precision::fp32, {300, 96, 40, false}, 1e-5); }
 // bf16: weights and outputs rounded to 8 mantissa bits (2^-8 = 0.4%).
-TEST(LinearMatmul, Bf16) { check_linear(Precision::bf16, {300, 96, 40, true}, 2e-2); }
+TEST(LinearMatmul, Bf16) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
+  check_linear(Precision::bf16, {300, 96, 40, true}, 2e-2);
+}
 
 }  // namespace
 }  // namespace dlperf::testing

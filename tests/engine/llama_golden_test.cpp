@@ -16,6 +16,7 @@
 #include "models/llama.h"
 #include "train/adam.h"
 #include "train/param_store.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -90,6 +91,7 @@ TEST(LlamaGolden, LossAndEveryGradientMatchFp32) {
 }
 
 TEST(LlamaGolden, LossAndEveryGradientFollowInBf16) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   Golden g(Precision::bf16);
   g.forward();
   const double loss = g.fx.scalar("/loss");
@@ -125,6 +127,7 @@ TEST(LlamaGolden, ChunkedHeadLossAndEveryGradientMatchFp32) {
 }
 
 TEST(LlamaGolden, ChunkedHeadFollowsInBf16) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   Golden g(Precision::bf16, false, 16);
   g.forward();
   const double loss = g.fx.scalar("/loss");

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "gradcheck.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf::testing {
 namespace {
@@ -186,6 +187,7 @@ TEST_F(LlamaOps, CausalGqaAttentionMatchesTheTextbookFormAndGradients) {
 }
 
 TEST_F(LlamaOps, Bf16OpsFollowTheF32Ones) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   auto bf = make_backend(BackendKind::cpu, {Precision::bf16, 2, 0});
   const AttentionSpec s{1, 100, 4, 1, 16};
   const auto qv = random_values(100 * 64, 31), kv = random_values(100 * 16, 32), vv = random_values(100 * 16, 33);

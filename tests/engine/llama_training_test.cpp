@@ -18,6 +18,7 @@
 #include "train/llama_data.h"
 #include "train/param_store.h"
 #include "train/peak_flops.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -136,7 +137,10 @@ void expect_learns(const std::vector<float>& l, float drop) {
 }
 
 TEST(LlamaTraining, LowersTheLossFp32) { expect_learns(train(Precision::fp32, false, 25), 1.0f); }
-TEST(LlamaTraining, LowersTheLossBf16Tied) { expect_learns(train(Precision::bf16, true, 25), 1.0f); }
+TEST(LlamaTraining, LowersTheLossBf16Tied) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
+  expect_learns(train(Precision::bf16, true, 25), 1.0f);
+}
 TEST(LlamaTraining, SameSeedSameLossesBitForBit) { EXPECT_EQ(train(Precision::fp32, false, 3), train(Precision::fp32, false, 3)); }
 
 // Indexed-dataset windows: 2 ranks read disjoint windows of T + 1 consecutive tokens within an

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -28,6 +29,7 @@ uint32_t bits(float f) {
 }
 
 TEST(Pack, Bf16IsTheCpuBackendsOwnConversion) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   auto be = make_backend(BackendKind::cpu, {Precision::bf16, 1, 0});
   std::vector<float> v = {1.0f, -0.0f, 0.0f, std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
                           -std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};

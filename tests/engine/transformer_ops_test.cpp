@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "gradcheck.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf::testing {
 namespace {
@@ -305,6 +306,7 @@ TEST_F(TransformerOps, TiedDecoderGradientsSumBothUses) {
 
 // bf16 compute: the same ops on bf16 data agree with f32 to bf16 precision.
 TEST_F(TransformerOps, Bf16ForwardsMatchF32) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   auto bf = make_backend(BackendKind::cpu, {Precision::bf16, 2, 0});
   const auto xv = random_values(8 * 16, 81, -2.0f, 2.0f);
   const auto run_ln = [&](Backend& b, DType t) {

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/onednn/context.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -23,16 +24,11 @@ TEST(KernelRecord, ReferenceNamesAreFlagged) {
     EXPECT_FALSE(onednn::is_reference_impl(fast)) << fast;
 }
 
-bool cpu_has_bf16() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
-
 
 // Through the backend, in both layouts a model can start from: every pass of a bf16
 // convolution is JIT, a first layer plans no backward-data pass, and the record names the op.
 TEST(KernelRecord, Bf16ConvolutionsPlanJitKernelsInEveryLayout) {
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no native bf16";
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   for (Layout layout : {Layout::channels_last, Layout::canonical}) {
     auto be = make_backend(BackendKind::cpu, {Precision::bf16, 1, 0});
     auto x = be->tensor({4, 64, 16, 16}, DType::bf16, layout);
@@ -53,7 +49,7 @@ TEST(KernelRecord, BackendReportsItsIsaAndImageLayout) {
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 1, 0});
   EXPECT_FALSE(be->isa().empty());
   EXPECT_EQ(be->image_layout(), Layout::canonical);
-  if (cpu_has_bf16()) {
+  if (cpu_computes_bf16()) {
     auto b = make_backend(BackendKind::cpu, {Precision::bf16, 1, 0});
     const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
     EXPECT_EQ(b->image_layout(), amx ? Layout::channels_last : Layout::canonical);

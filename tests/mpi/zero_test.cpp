@@ -29,6 +29,7 @@
 #include "train/gradient_exchange.h"
 #include "train/parallel/zero.h"
 #include "train/synthetic_data.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf::test {
 namespace {
@@ -493,6 +494,7 @@ TEST(Zero1, SharedPagesTakeTurnsInOnePool) {
 // values the rank does not own (whole pages only: 16 KiB buckets leave partial pages at the
 // blocks' edges, hence the margin).
 TEST(Zero1, ShardedMasterWeightsEqualTheWholeMasterAndFreeIt) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();  // an f32 master apart from the weights: bf16 compute
   const int n = world().size;
   for (int stage : {1, 2})
     for (Opt kind : {Opt::sgd, Opt::adamw}) {
@@ -523,6 +525,7 @@ TEST(Zero1, ShardedMasterWeightsEqualTheWholeMasterAndFreeIt) {
 // the all-gather's bytes are those words: counted here element by element, independently of the
 // exchange's run tables.
 TEST(Zero1, Bf16AllGathersTheWeightsInBf16) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   const auto n = static_cast<int64_t>(world().size);
   const Outcome zero0 = train(0, Opt::sgd, 1, 0.0f, 5, Precision::bf16);
   for (bool master : {false, true}) {

@@ -9,6 +9,7 @@
 #include "train/param_store.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -107,6 +108,7 @@ TEST(ResNet, SameSeedGivesBitIdenticalLosses) {
 }
 
 TEST(ResNet, Bf16TrainsWithFp32MasterWeights) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   const auto rc = small();
   Rig s(rc, Precision::bf16, 1);
   const auto losses = s.train(rc, 40, 0.03f, 3);

@@ -13,6 +13,7 @@
 #include "train/param_store.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
+#include "../common/cpu_bf16.h"
 
 namespace dlperf {
 namespace {
@@ -139,6 +140,7 @@ TEST(Vgg, SameSeedGivesBitIdenticalLosses) {
 }
 
 TEST(Vgg, Bf16TrainsWithFp32MasterWeights) {
+  DLPERF_SKIP_WITHOUT_CPU_BF16();
   const auto vc = small();
   Rig s(vc, Precision::bf16, 1);
   const auto losses = s.train(vc, 100, 0.005f, 3);

@@ -518,3 +518,5 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& o) { return std::make_unique<CpuBackend>(o); }
 
 }  // namespace dlperf::onednn
+
+bool dlperf::cpu_computes_bf16() { return onednn::has_native_bf16(dnnl::get_effective_cpu_isa()); }
