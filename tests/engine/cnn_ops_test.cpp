@@ -65,6 +65,25 @@ TEST_F(CnnOps, Conv7x7Stride2Pad3) {
   check_conv(*be, *x, {"c", 3, 16, 7, 2, 3, false});
 }
 
+// A filter wider than its input (ResNet's last stage at 32x32 images: a 3x3 filter over 2x2, with
+// stride 2 and stride 1): on AVX2 oneDNN has no JIT backward-weights pass for it in the blocked
+// layouts, so the convolution plans it in the plain layout (conv2d.cpp). Gradients by finite
+// differences, and no reference kernel planned on any ISA (also run under ONEDNN_MAX_CPU_ISA=avx2:
+// tests/engine/CMakeLists.txt).
+TEST_F(CnnOps, Conv3x3OverA2x2InputPlansNoReferenceKernel) {
+  for (int64_t stride : {2, 1}) {
+    auto x = blocked_input({2, 16, 2, 2}, 5);
+    check_conv(*be, *x, {"c", 16, 24, 3, stride, 1, true});
+  }
+  int planned = 0;
+  for (const PlannedKernel& k : be->planned_kernels())
+    if (k.op.rfind("c", 0) == 0) {  // the convolutions under test ("up" makes the blocked input)
+      EXPECT_FALSE(k.reference) << k.op << " " << k.pass << " " << k.impl;
+      planned += k.pass == "backward_weights";
+    }
+  EXPECT_EQ(planned, 2);
+}
+
 void check_batch_norm(Backend& be, Tensor& x, bool relu) {
   auto bn = be.batch_norm({"bn", x.dims()[1], 1e-5f, 0.1f, relu}, x);
   OwnedParams owned;

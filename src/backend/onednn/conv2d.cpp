@@ -48,6 +48,7 @@ class CpuConv2d final : public WithParams<Conv2d> {
     // Gradients are f32 whatever the compute dtype (bf16 src/diff_dst, f32 diff_weights).
     const md dw_md = t == DType::f32 ? fwd_pd_.weights_desc() : any_md(w_dims, DType::f32);
     bwd_w_pd_ = compat::conv_backward_weights(ctx_->engine, x_md, dw_md, s.bias ? b_md : md{}, fwd_pd_.dst_desc(), stride, pad, fwd_pd_);
+    if (is_reference_impl(bwd_w_pd_.impl_info_str())) plan_plain_backward_weights(s, xd, w_dims, b_md, stride, pad);
     bwd_w_ = dnnl::convolution_backward_weights(bwd_w_pd_);
     record_kernel(*ctx_, s.name, "backward_weights", shape, bwd_w_pd_);
 
@@ -95,8 +96,16 @@ class CpuConv2d final : public WithParams<Conv2d> {
       relu_bwd_.execute(ctx_->stream, {{DNNL_ARG_DST, y_}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, masked_}});
       dy = masked_;
     }
-    std::unordered_map<int, dnnl::memory> wargs{
-        {DNNL_ARG_SRC, cpu(x).mem()}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, params_[0].grad()}};
+    dnnl::memory src = cpu(x).mem(), dyw = dy;
+    if (x_to_plain_.needed()) {
+      x_to_plain_.run(*ctx_, src, x_plain_);
+      src = x_plain_;
+    }
+    if (dy_to_plain_.needed()) {
+      dy_to_plain_.run(*ctx_, dy, dy_plain_);
+      dyw = dy_plain_;
+    }
+    std::unordered_map<int, dnnl::memory> wargs{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dyw}, {DNNL_ARG_DIFF_WEIGHTS, params_[0].grad()}};
     if (bias_) wargs.emplace(DNNL_ARG_DIFF_BIAS, params_[1].grad());
     bwd_w_.execute(ctx_->stream, wargs);
     if (dx) {
@@ -108,6 +117,27 @@ class CpuConv2d final : public WithParams<Conv2d> {
   }
 
  private:
+  // oneDNN's JIT backward-weights pass in the blocked layouts has no kernel for a filter wider
+  // than its input on AVX2 (oneDNN 2.6 on AMD Zen 3: a 3x3 filter over a 2x2 input, ResNet's
+  // last stage at 32x32 images, plans ref:any), where its GEMM convolution in the plain layout
+  // (x64:gemm:jit) has one. Where the blocked pass is a reference kernel, the plain one is
+  // planned and the input and the output gradient are reordered into it each backward (planned
+  // once, recorded); the weight gradient keeps the layout that pass writes, and forward reads
+  // the weights through a view. Kept only where it is not a reference kernel too.
+  void plan_plain_backward_weights(const Conv2dSpec& s, const Dims& xd, const Dims& w_dims, const md& b_md,
+                                   const dnnl::memory::dims& stride, const dnnl::memory::dims& pad) {
+    const DType t = dtype_;
+    const md x_plain(xd, to_dnnl(t), tag::nchw), dy_plain(y_dims_, to_dnnl(t), tag::nchw);
+    auto plain = compat::conv_backward_weights(ctx_->engine, x_plain, any_md(w_dims, DType::f32), s.bias ? b_md : md{}, dy_plain, stride,
+                                               pad, fwd_pd_);
+    if (is_reference_impl(plain.impl_info_str())) return;
+    bwd_w_pd_ = plain;
+    x_to_plain_ = PlannedReorder(*ctx_, fwd_pd_.src_desc(), x_plain, s.name + ".input");
+    dy_to_plain_ = PlannedReorder(*ctx_, fwd_pd_.dst_desc(), dy_plain, s.name + ".output_grad");
+    if (x_to_plain_.needed()) x_plain_ = ChargedMemory(*ctx_, x_plain);
+    if (dy_to_plain_.needed()) dy_plain_ = ChargedMemory(*ctx_, dy_plain);
+  }
+
   std::shared_ptr<Context> ctx_;
   Dims y_dims_;
   DType dtype_;
@@ -121,6 +151,8 @@ class CpuConv2d final : public WithParams<Conv2d> {
   dnnl::convolution_backward_data bwd_d_;
   dnnl::eltwise_backward relu_bwd_;  // fuse_relu
   ChargedMemory masked_;             // fuse_relu: masked dy
+  PlannedReorder x_to_plain_, dy_to_plain_;  // backward weights in the plain layout (plan_plain_backward_weights)
+  ChargedMemory x_plain_, dy_plain_;
   dnnl::memory y_;                   // the last forward's output
 };
 
