@@ -51,8 +51,6 @@ void validate_zero(const TrainOptions& o) {
     throw_usage_error("--zero-gather " + o.zero_gather + " applies to --zero 1 and 2 (--zero 0 all-gathers nothing); add --zero 1 or drop it");
   if (o.zero == 0) return;
   const std::string z = "--zero " + std::to_string(o.zero);
-  if (o.optimizer == "lamb" && o.zero == 2)
-    throw_usage_error(z + " shards sgd and adamw; lamb is sharded by --zero 1 only: use --zero 1 or --optimizer adamw");
   if (o.cuda_graph) throw_usage_error("--cuda-graph and " + z + " exclude each other");
 }
 
@@ -265,9 +263,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
                                                                        "before its backward")
     ("zero", po::value(&o.zero)->default_value(o.zero), "0: replicate the optimizer on every rank and allreduce gradients; 1 (ZeRO-1): "
                                                           "each rank keeps the optimizer state of its shard, gradients are "
-                                                          "reduce-scattered and the new weights all-gathered (sgd, adamw, lamb); 2 "
-                                                          "(ZeRO-2, cpu): also frees each bucket's full gradients once "
-                                                          "reduce-scattered")
+                                                          "reduce-scattered and the new weights all-gathered; 2 (ZeRO-2): "
+                                                          "also frees each bucket's full gradients once reduce-scattered "
+                                                          "(either stage: sgd, adamw, lamb)")
     ("zero-gather", po::value(&o.zero_gather)->default_value(o.zero_gather), "with --zero 1/2: forward: each layer of the next forward "
                                                                             "waits for the all-gather of its own weights (the rest "
                                                                             "arrive while it computes); step: every all-gather is "

@@ -85,7 +85,6 @@ expect_usage_error "--zero must be" --zero 3
 expect_usage_error "--zero-gather 'layer' is unknown" --zero 1 --zero-gather layer
 expect_usage_error "--zero-gather step applies to --zero 1 and 2" --zero-gather step
 expect_usage_error "--cuda-graph and --zero 2 exclude each other" --backend cuda --zero 2 --cuda-graph
-expect_usage_error "lamb is sharded by --zero 1 only" --model bert_base --zero 2 --optimizer lamb
 expect_usage_error "--recompute 'layer' is unknown" --recompute layer
 expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4

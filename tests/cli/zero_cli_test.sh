@@ -43,8 +43,10 @@ run resnet50 0.5 --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --im
 # model must announce every write before it (Model::writing), or stage 2 stops at an internal error.
 run llama-tied 1.0 --model llama3_2_1b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 \
   --llama-vocab 4096 --seq-len 48 --batch-size 2 --lr 3e-3 --bucket-mb 0.01
+# BERT with its default optimizer, LAMB (each parameter's norms summed over the shards); its rate
+# for a global batch of 256, scaled down by sqrt(8 / 256) here.
 run bert 0.2 --model bert_base --bert-layers 2 --bert-hidden 64 --bert-heads 4 --bert-intermediate 128 --bert-vocab 4096 \
-  --seq-len 32 --max-predictions 4 --batch-size 2 --optimizer adamw --lr 3e-3 --bucket-mb 0.01
+  --seq-len 32 --max-predictions 4 --batch-size 2 --lr 0.1 --bucket-mb 0.01
 # VGG: no blocks to recompute; without batch norm it learns slowly in 30 steps, so the loss need
 # only fall: the point is that no layer writes a freed gradient.
 opts=(--zero 2 --grad-accum 2 --threads 1 --iterations 30 --warmup 5 --print-every 10)

@@ -320,18 +320,18 @@ TEST(Zero1, DynamicLossScalingSkipsTheStepsTheAllreduceSkips) {
 
 // Stage 2 runs stage 1's collectives on the same buffers in the same order, so its parameters are
 // stage 1's bit for bit; it only frees what the reduce-scatters are done with.
+// LAMB included: its norms are summed over the same shards in the same order under both stages.
 TEST(Zero2, EqualsZero1BitForBitAndFreesTheGradients) {
-  for (Opt kind : {Opt::sgd, Opt::adamw}) {
-    const bool adamw = kind == Opt::adamw;
+  for (Opt kind : {Opt::sgd, Opt::adamw, Opt::lamb}) {
     const Outcome one = train(1, kind, 1), two = train(2, kind, 1);
-    EXPECT_EQ(0, std::memcmp(two.params.data(), one.params.data(), one.params.size() * sizeof(float))) << (adamw ? "adamw" : "sgd");
+    EXPECT_EQ(0, std::memcmp(two.params.data(), one.params.data(), one.params.size() * sizeof(float))) << name(kind);
     EXPECT_EQ(two.comm_bytes, one.comm_bytes);
     // Held at once: the buckets in flight, the one closing and the layer being written, each
     // bucket under 16 KiB + the largest tensor (the 3x3 conv at width 128: 147,456 floats).
     const size_t tensor = 4 * 147456, bound = (ZeroExchange::kInFlight + 1) * (kBucketBytes + tensor) + 2 * tensor;
     if (world().rank == 0)
       std::printf("zero 2, %s: full gradients held at most %zu of %zu bytes (bound %zu); allocation peak %lld vs %lld with zero 1\n",
-                  adamw ? "adamw" : "sgd", two.grads_held_peak, two.grads_bytes, bound, static_cast<long long>(two.allocated_peak),
+                  name(kind), two.grads_held_peak, two.grads_bytes, bound, static_cast<long long>(two.allocated_peak),
                   static_cast<long long>(one.allocated_peak));
     // This VGG's gradients are mostly six such convs (one bucket each): about 3 of 6 are held.
     EXPECT_GT(two.grads_held_peak, 0u);
