@@ -1,6 +1,7 @@
 #include "train/options.h"
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
@@ -21,6 +22,9 @@ namespace po = boost::program_options;
 
 namespace dlperf {
 namespace {
+
+// 1 TiB: more than any device holds, and its bytes far inside a size_t.
+constexpr double kMaxBucketMb = 1024.0 * 1024.0;
 
 template <class T>
 void require_positive(const char* flag, T v) {
@@ -191,7 +195,8 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   // one or a blend (train/llama_data.h); the files' contents are checked when they are opened.
   if (!o.data.empty()) (void)parse_token_sources(o.data);
   validate_llama(llama_config(o));
-  if (!(o.peak_tflops >= 0)) throw_usage_error("--peak-tflops must be 0 (automatic) or positive");
+  if (!(std::isfinite(o.peak_tflops) && o.peak_tflops >= 0))
+    throw_usage_error("--peak-tflops must be 0 (automatic) or positive and finite (got " + float_text(o.peak_tflops) + ")");
 }
 
 }  // namespace
@@ -384,12 +389,17 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (!is_bert && !is_llama && o.image_size < kResNetMinImageSize)
     throw_usage_error("--image-size " + std::to_string(o.image_size) + " is too small for " + o.model + ": use " +
                       std::to_string(kResNetMinImageSize) + " or more");
-  if (!(o.lr > 0)) throw_usage_error("--lr must be positive");
-  if (o.momentum < 0 || o.momentum >= 1) throw_usage_error("--momentum must be in [0, 1)");
-  if (o.weight_decay < 0) throw_usage_error("--weight-decay must be 0 or more");
-  if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw_usage_error("--label-smoothing must be in [0, 1)");
+  // Every comparison below is false for NaN, and inf is refused by name: a non-finite rate or
+  // decay would only show up as a run failed as diverged at its first step.
+  if (!(std::isfinite(o.lr) && o.lr > 0)) throw_usage_error("--lr must be positive and finite (got " + float_text(o.lr) + ")");
+  if (!(o.momentum >= 0 && o.momentum < 1)) throw_usage_error("--momentum must be in [0, 1) (got " + float_text(o.momentum) + ")");
+  if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0))
+    throw_usage_error("--weight-decay must be 0 or more, finite (got " + float_text(o.weight_decay) + ")");
+  if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
+    throw_usage_error("--label-smoothing must be in [0, 1) (got " + float_text(o.label_smoothing) + ")");
   if (o.lr_warmup < -1) throw_usage_error("--lr-warmup must be -1 (10%) or 0 or more");
-  if (!(o.bucket_mb > 0)) throw_usage_error("--bucket-mb must be positive");
+  if (!(o.bucket_mb > 0 && o.bucket_mb <= kMaxBucketMb))
+    throw_usage_error("--bucket-mb must be positive, at most " + float_text(kMaxBucketMb) + " (got " + float_text(o.bucket_mb) + ")");
   require_positive("timeout", o.timeout_s);
   require_positive("flush-every", o.flush_every);
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
@@ -415,7 +425,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     if (vm["weight-decay"].defaulted()) o.weight_decay = 0.01f;
   }
   if (is_llama) validate_llama_options(vm, o);
-  if (!(o.clip_grad_norm >= 0)) throw_usage_error("--clip-grad-norm must be 0 (off) or positive");
+  if (!(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0))
+    throw_usage_error("--clip-grad-norm must be 0 (off) or positive and finite (got " + float_text(o.clip_grad_norm) + ")");
   if (!(o.dropout >= 0 && o.dropout < 1)) throw_usage_error("--dropout must be in [0, 1)");
   require_positive("seq-len", o.seq_len);
   require_positive("max-predictions", o.max_predictions);

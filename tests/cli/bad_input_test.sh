@@ -47,6 +47,14 @@ expect_usage_error --no-such-flag --no-such-flag
 expect_usage_error --lr --lr 0
 expect_usage_error --resnet-blocks --resnet-blocks 3,4,6
 expect_usage_error --bucket-mb --bucket-mb 0
+# Not a number or not finite: refused by name, not a run failed as diverged at its first step.
+expect_usage_error "--lr must be positive and finite (got inf)" --lr inf
+expect_usage_error "--momentum must be in \[0, 1) (got nan)" --momentum nan
+expect_usage_error "--weight-decay must be 0 or more, finite (got nan)" --weight-decay nan
+expect_usage_error "--label-smoothing must be in \[0, 1) (got nan)" --label-smoothing nan
+expect_usage_error "--clip-grad-norm must be 0 (off) or positive and finite (got inf)" --clip-grad-norm inf
+expect_usage_error "--bucket-mb must be positive, at most 1048576 (got inf)" --bucket-mb inf
+expect_usage_error "--peak-tflops must be 0 (automatic) or positive and finite (got nan)" --model llama3_8b --peak-tflops nan
 # Validation by meaning (issue 18 row 8): sizes no backend can hold, options the model ignores.
 expect_usage_error --image-size --image-size 100000
 expect_usage_error --batch-size --model bert_base --batch-size 100000000 --seq-len 512
