@@ -1,8 +1,12 @@
 // dlperf-reduce FILE|DIR ...: reduce dlperf HDF5 traces with the DLPerf measurement method
 // and print markdown tables; optional CSV, JSON, SVG, reference figures and a regression
 // check. Thin entry point: options -> ReduceConfig -> run_reduce (analysis/lib).
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "reduce_app.h"
@@ -75,6 +79,17 @@ int main(int argc, char** argv) {
     if (!(cfg.links.warn_fraction > 0 && cfg.links.warn_fraction <= 1))
       throw dlperf::Error(dlperf::ErrorKind::usage, "--link-warn must be in (0, 1]");
     if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");
+    // An option that only shapes another's output, given without it, would be silently ignored.
+    const auto given = [&vm](const char* name) { return vm.count(name) > 0 && !vm[name].defaulted(); };
+    const std::pair<const char*, std::vector<const char*>> needs[] = {
+        {"tolerance", {"compare"}},       {"ops-top", {"ops"}},           {"timeline-run", {"timeline"}},
+        {"timeline-rank", {"timeline"}},  {"timeline-steps", {"timeline"}}, {"link-warn", {"link-gbps", "intra-gbps"}}};
+    for (const auto& [option, wants] : needs) {
+      if (!given(option) || std::any_of(wants.begin(), wants.end(), given)) continue;
+      std::string with = "--" + std::string(wants.front());
+      if (wants.size() > 1) with += " or --" + std::string(wants.back());
+      throw dlperf::Error(dlperf::ErrorKind::usage, "--" + std::string(option) + " applies with " + with + "; add it or drop --" + option);
+    }
     return dlperf::analysis::run_reduce(cfg, std::cout, std::cerr);
   } catch (const po::error& e) {
     std::cerr << "dlperf-reduce: " << e.what() << " (see --help)\n";

@@ -160,8 +160,29 @@ TEST(ReduceCli, ThresholdsAreRangeChecked) {
   for (const std::string args : {"--tolerance 5", "--tolerance 0", "--tolerance nan", "--cv-warning -1", "--cv-warning 2",
                                  "--straggler-threshold -3", "--straggler-threshold 0", "--warmup -1"}) {
     const std::string flag = args.substr(0, args.find(' '));
-    expect_one_line_error(run_reduce_cli(trace + " " + args, dir), 2, flag, args);
+    const std::string compare = flag == "--tolerance" ? " --compare " + trace : "";
+    expect_one_line_error(run_reduce_cli(trace + compare + " " + args, dir), 2, flag, args);
   }
+}
+
+// An option that shapes another's output, given alone, is refused, not silently ignored.
+TEST(ReduceCli, AnOptionWithoutTheOneItShapesIsRefused) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  for (const auto& [args, with] : std::vector<std::pair<std::string, std::string>>{
+           {"--tolerance 0.9", "--compare"},
+           {"--ops-top 5", "--ops"},
+           {"--timeline-run run_000001", "--timeline"},
+           {"--timeline-rank 1", "--timeline"},
+           {"--timeline-steps 2-5", "--timeline"},
+           {"--link-warn 0.5", "--link-gbps or --intra-gbps"}}) {
+    const std::string flag = args.substr(0, args.find(' '));
+    expect_one_line_error(run_reduce_cli(trace + " " + args, dir), 2, flag + " applies with " + with, args);
+  }
+  // With it, each is accepted.
+  EXPECT_EQ(run_reduce_cli(trace + " --compare " + trace + " --tolerance 0.9", dir).code, 0);
+  EXPECT_EQ(run_reduce_cli(trace + " --ops --ops-top 5", dir).err.find("applies with"), std::string::npos);  // no profile here
+  EXPECT_EQ(run_reduce_cli(trace + " --intra-gbps 100 --link-warn 0.5", dir).code, 0);
 }
 
 TEST(ReduceCli, ReferenceMustBeThePublishedFiguresCsv) {
