@@ -8,6 +8,8 @@
 #   bench/sharding_overhead.sh [BUILD_DIR] [RANKS] [REPEATS] [llama] [extra dlperf-train flags...]
 # The model: a reduced ResNet-50 (blocks 1,1,1,1, width 32, 64x64 images, batch 16), or with
 # "llama" a reduced Llama (2 layers, hidden 256, 4/2 heads, ffn 704, vocab 8,000, seq 256, batch 4).
+# Each run: ITERS timed iterations after WARMUP (environment; default 40 and 10). On a CPU without
+# AVX-512 (an AMD Zen 3) the Llama's step takes 0.7 s, so 40 runs of 50 steps take 24 minutes.
 set -eu
 build=${1:-build}
 ranks=${2:-2}
@@ -23,13 +25,13 @@ if [ "${1:-}" = llama ]; then
   model=(--model llama3_8b --llama-layers 2 --llama-hidden 256 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 704 --llama-vocab 8000
          --seq-len 256 --batch-size 4)
 fi
-base=("${model[@]}" --iterations 40 --warmup 10 --print-every 0 --threads "$threads" "$@")
+base=("${model[@]}" --iterations "${ITERS:-40}" --warmup "${WARMUP:-10}" --print-every 0 --threads "$threads" "$@")
 run() {  # prints samples/s
   mpirun -np "$ranks" --oversubscribe --bind-to none "$exe" "${base[@]}" "$@" | sed -n 's/^summary: throughput \([0-9.]*\) samples.*/\1/p'
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 echo "# ${model[*]}"
-echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $ranks ranks x $threads threads; $repeats repeats"
+echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $ranks ranks x $threads threads; $repeats repeats of ${ITERS:-40} iterations after ${WARMUP:-10}"
 declare -A rates
 for ((i = 0; i < repeats; ++i)); do
   for opt in "--zero 0" "--zero 1" "--zero 1 --zero-gather step" "--zero 2" "--zero 2 --zero-gather step" "--grad-accum 2" "--zero 2 --grad-accum 2" "--recompute block"; do
