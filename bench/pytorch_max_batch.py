@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's largest batch per GPU, the competitor of `dlperf-train --find-max-batch` (issue 26).
 
-The same search as dlperf-train's (src/train/max_batch.cpp): doubling from --batch-size until a
+The same search as dlperf-train's (src/train/memory/max_batch.cpp): doubling from --batch-size until a
 batch does not fit, then bisection between the largest that fit and the smallest that did not.
 Each attempt is a fresh process of bench/pytorch_cuda_train.py at that batch training three
 steps (--warmup 2 --iterations 1), as each of dlperf's attempts builds everything and trains
@@ -28,7 +28,7 @@ OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "CUBLAS_STATUS_ALLOC_FA
 
 
 def search_max_batch(start, cap, fits):
-    """dlperf's search (search_max_batch in src/train/max_batch.cpp): (largest fitting, smallest
+    """dlperf's search (search_max_batch in src/train/memory/max_batch.cpp): (largest fitting, smallest
     failing, [(batch, fits)...]); 0 for "none"."""
     largest, smallest, trials = 0, 0, []
     b = start

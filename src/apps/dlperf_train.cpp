@@ -11,10 +11,10 @@
 #include "comm/mpi_main.h"
 #include "core/error.h"
 #include "core/file_io.h"
-#include "train/cluster.h"
+#include "train/cluster/cluster.h"
 #include "train/options.h"
 #include "train/run.h"
-#include "train/size_limits.h"
+#include "train/memory/size_limits.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 // other's copy may still run), a copy stream, and one device staging set; deliver makes the
 // compute stream wait for the copy and copies device to device into the model's tensors, so
 // batch n+1's host-to-device copy overlaps step n. The policy (when to send, what the "data"
-// phase measures) lives in train/input_stage.h.
+// phase measures) lives in train/feed/input_stage.h.
 #pragma once
 
 #include <span>

@@ -50,7 +50,7 @@ class Model {
 
   // The tensors a batch of floats/ints fills, fixed for the model's life, and how it fills
   // them: load_into writes one batch into tensors shaped, typed and ordered like inputs() (the
-  // model's own, or an input stage's staging copies, train/input_stage.h), with any host-side
+  // model's own, or an input stage's staging copies, train/feed/input_stage.h), with any host-side
   // preparation (BERT builds its attention mask and masked-LM rows there); prepare_inputs then
   // turns the model's own input tensors into what forward reads (ResNet/VGG: the images into
   // the compute dtype and layout), queued on the device.

@@ -91,7 +91,7 @@ struct RunInfo {
   // --zero 1 or 2: the smallest and largest shard (parameter elements a rank owns, over all ranks;
   // balanced: within one element per bucket); 0 otherwise.
   int64_t zero_shard_min = 0, zero_shard_max = 0;
-  int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (train/memory_plan.h: with the model built on cpu, else a lower bound); 0: none
+  int64_t memory_plan_bytes = 0;  // the memory plan's total per rank (train/memory/memory_plan.h: with the model built on cpu, else a lower bound); 0: none
   RunStatus status = RunStatus::running;
   std::string status_reason;   // why partial/failed, "" when complete
 };
@@ -134,7 +134,7 @@ struct RankTrace {
   double clock_offset = 0;         // s added to this rank's clock to get rank 0's
   int64_t peak_memory_bytes = 0;   // peak resident (CPU) or dlperf's own device allocations (GPU)
   int64_t data_bad_samples = 0;    // samples the rank's loader skipped as unreadable or corrupt
-  // Schema 1.3 (issue 27 item 1): the binding the rank got, train/rank_binding.h's text,
+  // Schema 1.3 (issue 27 item 1): the binding the rank got, train/cluster/rank_binding.h's text,
   // "cpus 0-7 (numa 0); gpu 0000:17:00.0 (numa 0); nic mlx5_0 (numa 0)"; "" when not recorded.
   std::string binding;
   int64_t device_memory_peak_bytes = 0;  // GPU: highest memory in use as the device reported it; 0 on CPU

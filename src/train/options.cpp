@@ -12,11 +12,11 @@
 #include "core/parse_number.h"
 #include "dlperf_version.h"
 #include "models/llama_config.h"
-#include "train/token_sources.h"
+#include "train/feed/token_sources.h"
 #include "train/llama_options.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
-#include "train/size_limits.h"
+#include "train/memory/size_limits.h"
 
 namespace po = boost::program_options;
 
@@ -192,7 +192,7 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
   if (vm["clip-grad-norm"].defaulted()) o.clip_grad_norm = 1.0f;
   if (o.optimizer != "adamw") throw_usage_error("--model " + o.model + " trains with --optimizer adamw (Llama 3's recipe)");
   // --data: Megatron indexed datasets, PREFIX.idx and PREFIX.bin each (data/indexed_dataset.h),
-  // one or a blend (train/llama_data.h); the files' contents are checked when they are opened.
+  // one or a blend (train/feed/llama_data.h); the files' contents are checked when they are opened.
   if (!o.data.empty()) (void)parse_token_sources(o.data);
   validate_llama(llama_config(o));
   if (!(std::isfinite(o.peak_tflops) && o.peak_tflops >= 0))

@@ -10,8 +10,8 @@
 
 #include "backend/backend.h"
 #include "comm/communicator.h"
-#include "train/data_source.h"
-#include "train/optimizer.h"
+#include "train/feed/data_source.h"
+#include "train/optim/optimizer.h"
 
 namespace dlperf {
 
@@ -46,7 +46,7 @@ struct TrainOptions {
   float dropout = 0.1f;          // BERT's hidden/attention dropout; VGG's classifier dropout (default 0.5)
   int64_t bert_layers = 12, bert_hidden = 768, bert_heads = 12, bert_intermediate = 3072, bert_vocab = 30522;
   // Llama (--model llama3_8b, llama3_2_1b): reduced sizes; -1 keeps the preset's value
-  double peak_tflops = 0;  // MFU's peak per device; 0: the GPU table or the CPU estimate (train/peak_flops.h)
+  double peak_tflops = 0;  // MFU's peak per device; 0: the GPU table or the CPU estimate (train/measure/peak_flops.h)
   int64_t llama_layers = -1, llama_hidden = -1, llama_heads = -1, llama_kv_heads = -1, llama_ffn = -1, llama_vocab = -1;
   // Tokens per chunk of the output head and loss (LlamaConfig::logits_chunk): a number, 0 for
   // the whole batch, or auto (auto_logits_chunk: chunks only logits too large to hold whole).

@@ -10,10 +10,10 @@
 #include "models/llama.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
-#include "train/adam.h"
-#include "train/bert_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/bert_data.h"
 #include "train/llama_options.h"
-#include "train/llama_data.h"
+#include "train/feed/llama_data.h"
 
 namespace dlperf {
 

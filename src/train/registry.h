@@ -7,10 +7,10 @@
 #include "comm/core_pinning.h"
 #include "comm/mpi_session.h"
 #include "models/model.h"
-#include "train/image_data.h"
-#include "train/optimizer.h"
+#include "train/feed/image_data.h"
+#include "train/optim/optimizer.h"
 #include "train/options.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 
 namespace dlperf {
 

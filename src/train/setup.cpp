@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "train/memory_plan.h"
+#include "train/memory/memory_plan.h"
 #include "train/registry.h"
 
 namespace dlperf {

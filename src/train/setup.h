@@ -8,14 +8,14 @@
 
 #include "comm/mpi_session.h"
 #include "models/model.h"
-#include "train/op_profile.h"
-#include "train/optimizer.h"
+#include "train/measure/op_profile.h"
+#include "train/optim/optimizer.h"
 #include "train/options.h"
 #include "train/param_store.h"
 #include "train/parallel/sharding.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
-#include "train/image_data.h"
+#include "train/feed/image_data.h"
 
 namespace dlperf {
 

@@ -9,8 +9,8 @@
 #include <ostream>
 
 #include "core/error.h"
-#include "train/gradient_exchange.h"
-#include "train/op_profile.h"
+#include "train/parallel/gradient_exchange.h"
+#include "train/measure/op_profile.h"
 #include "train/step_graph.h"
 
 namespace dlperf {

@@ -32,9 +32,9 @@
 #include "models/model.h"
 #include "trace/run_record.h"
 #include "core/error.h"
-#include "train/data_source.h"
-#include "train/input_stage.h"
-#include "train/optimizer.h"
+#include "train/feed/data_source.h"
+#include "train/feed/input_stage.h"
+#include "train/optim/optimizer.h"
 #include "train/param_store.h"
 
 namespace dlperf {

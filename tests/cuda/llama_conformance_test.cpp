@@ -9,8 +9,8 @@
 
 #include "conformance_util.h"
 #include "models/llama.h"
-#include "train/adam.h"
-#include "train/llama_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/llama_data.h"
 #include "train/param_store.h"
 
 namespace dlperf {

@@ -20,10 +20,10 @@
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
-#include "train/bert_data.h"
-#include "train/optimizer.h"
+#include "train/feed/bert_data.h"
+#include "train/optim/optimizer.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf {

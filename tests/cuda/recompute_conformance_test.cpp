@@ -9,9 +9,9 @@
 #include "models/bert.h"
 #include "models/llama.h"
 #include "models/resnet.h"
-#include "train/bert_data.h"
-#include "train/llama_data.h"
-#include "train/synthetic_data.h"
+#include "train/feed/bert_data.h"
+#include "train/feed/llama_data.h"
+#include "train/feed/synthetic_data.h"
 
 namespace dlperf {
 namespace {

@@ -24,13 +24,13 @@
 #include "core/error.h"
 #include "models/llama.h"
 #include "models/resnet.h"
-#include "train/cluster.h"
-#include "train/gradient_exchange.h"
-#include "train/adam.h"
-#include "train/llama_data.h"
+#include "train/cluster/cluster.h"
+#include "train/parallel/gradient_exchange.h"
+#include "train/optim/adam.h"
+#include "train/feed/llama_data.h"
 #include "train/param_store.h"
 #include "train/parallel/zero.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf::test {

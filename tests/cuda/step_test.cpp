@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "models/resnet.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf {

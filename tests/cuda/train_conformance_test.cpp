@@ -19,10 +19,10 @@
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
-#include "train/adam.h"
-#include "train/bert_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/bert_data.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 
 namespace dlperf {
 namespace {

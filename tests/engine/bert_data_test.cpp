@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "models/bert.h"
 #include "trace/h5_handle.h"
-#include "train/adam.h"
-#include "train/bert_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/bert_data.h"
 #include "train/options.h"
 #include "train/param_store.h"
 

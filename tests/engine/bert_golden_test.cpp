@@ -14,7 +14,7 @@
 
 #include "models/bert.h"
 #include "trace/h5_handle.h"
-#include "train/adam.h"
+#include "train/optim/adam.h"
 #include "train/param_store.h"
 
 namespace dlperf {

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "models/bert.h"
-#include "train/adam.h"
-#include "train/bert_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/bert_data.h"
 #include "train/param_store.h"
 #include "../common/cpu_bf16.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "models/init.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 
 namespace dlperf {
 namespace {

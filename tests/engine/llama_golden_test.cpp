@@ -14,7 +14,7 @@
 
 #include "../common/h5_fixture.h"
 #include "models/llama.h"
-#include "train/adam.h"
+#include "train/optim/adam.h"
 #include "train/param_store.h"
 #include "../common/cpu_bf16.h"
 

@@ -14,10 +14,10 @@
 #include "core/error.h"
 #include "data/indexed_dataset.h"
 #include "models/llama.h"
-#include "train/adam.h"
-#include "train/llama_data.h"
+#include "train/optim/adam.h"
+#include "train/feed/llama_data.h"
 #include "train/param_store.h"
-#include "train/peak_flops.h"
+#include "train/measure/peak_flops.h"
 #include "../common/cpu_bf16.h"
 
 namespace dlperf {

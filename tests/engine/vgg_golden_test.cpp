@@ -6,7 +6,7 @@
 
 #include "../common/h5_fixture.h"
 #include "models/vgg.h"
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 #include "train/param_store.h"
 
 namespace dlperf::testing {

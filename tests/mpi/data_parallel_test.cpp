@@ -11,9 +11,9 @@
 #include "comm/make_communicator.h"
 #include "models/init.h"
 #include "models/resnet.h"
-#include "train/gradient_exchange.h"
+#include "train/parallel/gradient_exchange.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf::test {

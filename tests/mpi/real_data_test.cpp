@@ -15,8 +15,8 @@
 #include "comm/make_communicator.h"
 #include "data/synthetic_dataset.h"
 #include "models/resnet.h"
-#include "train/gradient_exchange.h"
-#include "train/image_data.h"
+#include "train/parallel/gradient_exchange.h"
+#include "train/feed/image_data.h"
 #include "train/param_store.h"
 #include "train/trainer.h"
 

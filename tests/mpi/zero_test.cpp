@@ -25,10 +25,10 @@
 #include "../comm/mpi_test_env.h"
 #include "comm/make_communicator.h"
 #include "models/vgg.h"
-#include "train/adam.h"
-#include "train/gradient_exchange.h"
+#include "train/optim/adam.h"
+#include "train/parallel/gradient_exchange.h"
 #include "train/parallel/zero.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "../common/cpu_bf16.h"
 
 namespace dlperf::test {

@@ -10,9 +10,9 @@
 #include <cstdio>
 
 #include "models/vgg.h"
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf {

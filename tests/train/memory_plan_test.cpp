@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "train/memory_plan.h"
+#include "train/memory/memory_plan.h"
 #include "train/registry.h"
 #include "train/setup.h"
 #include "train/trainer.h"

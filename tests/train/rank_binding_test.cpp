@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/rank_binding.h"
+#include "train/cluster/rank_binding.h"
 
 namespace dlperf {
 namespace {

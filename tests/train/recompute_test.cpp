@@ -9,12 +9,12 @@
 #include "models/bert.h"
 #include "models/llama.h"
 #include "models/resnet.h"
-#include "train/bert_data.h"
-#include "train/llama_data.h"
+#include "train/feed/bert_data.h"
+#include "train/feed/llama_data.h"
 #include "train/param_store.h"
-#include "train/size_limits.h"
+#include "train/memory/size_limits.h"
 #include "recompute_util.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 
 namespace dlperf {
 namespace {
@@ -96,7 +96,7 @@ TEST(Recompute, BertFitsABudgetThatNoneExceeds) {
   EXPECT_NO_THROW(build_and_step(true));
 }
 
-// The memory plan's activation floor (train/size_limits.h) with recompute: transformers count
+// The memory plan's activation floor (train/memory/size_limits.h) with recompute: transformers count
 // every layer's output and one layer's full set; ResNet's floor (the stem) does not change.
 TEST(Recompute, MemoryPlanFloorCountsRecompute) {
   for (const char* m : {"bert_base", "llama3_8b", "resnet50"}) {

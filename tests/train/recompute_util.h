@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "models/model.h"
-#include "train/data_source.h"
+#include "train/feed/data_source.h"
 #include "train/param_store.h"
 
 namespace dlperf::recompute_test {

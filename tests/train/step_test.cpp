@@ -12,12 +12,12 @@
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
-#include "train/adam.h"
-#include "train/bert_data.h"
-#include "train/max_batch.h"
-#include "train/op_profile.h"
+#include "train/optim/adam.h"
+#include "train/feed/bert_data.h"
+#include "train/memory/max_batch.h"
+#include "train/measure/op_profile.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
 namespace dlperf {

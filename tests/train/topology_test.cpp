@@ -1,4 +1,4 @@
-// The GPU/NIC topology text of a trace (train/gpu_topology.h), from a two-socket machine
+// The GPU/NIC topology text of a trace (train/cluster/gpu_topology.h), from a two-socket machine
 // described in hwloc's XML: GPU0 and an InfiniBand adapter behind one PCIe switch of socket 0,
 // GPU2 on socket 0's host bridge, GPU1 on socket 1. The relations must be those
 // nvidia-smi topo -m prints for such a machine.
@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "backend/backend.h"
-#include "train/cluster.h"
-#include "train/gpu_topology.h"
+#include "train/cluster/cluster.h"
+#include "train/cluster/gpu_topology.h"
 
 namespace dlperf {
 namespace {

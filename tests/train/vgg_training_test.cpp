@@ -9,9 +9,9 @@
 #include "core/error.h"
 #include "models/init.h"
 #include "models/vgg.h"
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 #include "train/param_store.h"
-#include "train/synthetic_data.h"
+#include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 #include "../common/cpu_bf16.h"
 

@@ -76,7 +76,7 @@ HostMemory::HostMemory(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
     // MAP_NORESERVE: no swap is reserved up front, so a plan larger than this machine
     // (dlperf-train --model llama3_8b --plan-only: 32 GB of parameters on a 24 GB host) maps
     // without being touched. Runs that would not fit are refused before they allocate
-    // (train/size_limits.h), as before.
+    // (train/memory/size_limits.h), as before.
     void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
       data_ = p;

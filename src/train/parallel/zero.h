@@ -5,7 +5,7 @@
 //     (started at once, overlapped with the rest of backward as the allreduce is): rank r
 //     receives the sum over ranks of its block into the shard-sized gradient buffer;
 //   * the optimizer updates the rank's block of the parameters from it (a sharded Sgd / AdamW,
-//     train/optimizer.h, train/adam.h);
+//     train/optim/optimizer.h, train/optim/adam.h);
 //   * then every bucket of the parameters is all-gathered in place, so every rank again holds
 //     all the new weights for the next forward. The all-gathers start in forward order (the
 //     reverse of bucket order: the flat buffers hold the layers in reverse) and, by default

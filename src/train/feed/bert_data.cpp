@@ -1,0 +1,222 @@
+#include "train/feed/bert_data.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "models/bert.h"
+#include "models/init.h"
+#include "trace/h5_handle.h"
+
+namespace dlperf {
+
+namespace {
+constexpr int32_t kFirstToken = 5;  // ids 0..4: [PAD], [UNK], [CLS], [SEP], [MASK] (reduced)
+constexpr int32_t kMaskId = 4;
+}  // namespace
+
+SyntheticTokens::SyntheticTokens(const BertDataShape& sh, uint64_t seed, int pool) {
+  Rng rng(seed ^ 0x5851F42D4C957F2Dull);
+  const int64_t B = sh.batch, S = sh.seq_len, P = sh.max_predictions;
+  const int64_t span = std::max<int64_t>(1, sh.vocab - kFirstToken);
+  const auto token = [&](int64_t v) { return static_cast<int32_t>(kFirstToken + ((v % span) + span) % span); };
+  for (int p = 0; p < pool; ++p) {
+    HostBatch b;
+    auto& ids = b.ints["input_ids"];
+    auto& seg = b.ints["segment_ids"];
+    auto& mask = b.ints["input_mask"];
+    auto& pos = b.ints["masked_lm_positions"];
+    auto& lm = b.ints["masked_lm_ids"];
+    auto& nsp = b.ints["next_sentence_labels"];
+    ids.assign(static_cast<size_t>(B * S), 0), seg = mask = ids;
+    pos.assign(static_cast<size_t>(B * P), 0), lm = pos;
+    nsp.assign(static_cast<size_t>(B), 0);
+    for (int64_t n = 0; n < B; ++n) {
+      const int64_t len = std::max<int64_t>(std::min<int64_t>(S, 4), S - static_cast<int64_t>(rng.next() % static_cast<uint64_t>(std::max<int64_t>(1, S / 4))));
+      const auto label = static_cast<int32_t>(rng.next() % 2);
+      nsp[static_cast<size_t>(n)] = label;
+      const int64_t start = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(span));
+      const int64_t step = 1 + static_cast<int64_t>(rng.next() % 3);
+      int32_t* row = ids.data() + n * S;
+      for (int64_t t = 0; t < len; ++t) {
+        const bool second = t >= len / 2;
+        row[t] = token(start + (second && label ? 2 * step : step) * t);
+        seg[static_cast<size_t>(n * S + t)] = second ? 1 : 0;
+        mask[static_cast<size_t>(n * S + t)] = 1;
+      }
+      row[0] = 2;  // [CLS]
+      // ~15% of the positions 1..len-1, at most P, in increasing order
+      int64_t k = 0;
+      const int64_t want = std::min<int64_t>(P, std::max<int64_t>(1, (len * 15 + 99) / 100));
+      for (int64_t t = 1; t < len && k < want; ++t) {
+        if (static_cast<int64_t>(rng.next() % static_cast<uint64_t>(len)) >= want * 2 && len - t > want - k) continue;
+        pos[static_cast<size_t>(n * P + k)] = static_cast<int32_t>(t);
+        lm[static_cast<size_t>(n * P + k)] = row[t];
+        row[t] = kMaskId;
+        ++k;
+      }
+    }
+    pool_.push_back(std::move(b));
+  }
+}
+
+const HostBatch& SyntheticTokens::next() {
+  const HostBatch& b = pool_[cursor_];
+  cursor_ = (cursor_ + 1) % pool_.size();
+  return b;
+}
+
+// ---- shards ----------------------------------------------------------------------------------
+
+namespace {
+
+// Checks one 1-D or 2-D integer dataset of the expected (rows, cols) shape (cols 0: 1-D, or
+// (N, 1)) and reads it (only checks when `read` is false).
+std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const char* name, int64_t rows, int64_t cols,
+                                  bool read = true) {
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+    throw_usage_error("--data " + fname + ": dataset '" + name + "' is missing (NVIDIA BERT shard layout expected)");
+  auto d = DLPERF_H5(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  auto space = DLPERF_H5(H5Dget_space(d), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  hsize_t dims[2] = {0, 0};
+  if (rank >= 1 && rank <= 2) H5Sget_simple_extent_dims(space, dims, nullptr);
+  const bool ok = cols == 0 ? ((rank == 1 || (rank == 2 && dims[1] == 1)) && static_cast<int64_t>(dims[0]) == rows)
+                            : (rank == 2 && static_cast<int64_t>(dims[0]) == rows && static_cast<int64_t>(dims[1]) == cols);
+  auto type = DLPERF_H5(H5Dget_type(d), H5Tclose);
+  if (!ok || H5Tget_class(type) != H5T_INTEGER) {
+    std::string got = "(";
+    for (int i = 0; i < rank; ++i) got += (i ? ", " : "") + std::to_string(dims[i]);
+    got += ")";
+    throw_usage_error("--data " + fname + ": dataset '" + name + "' has shape " + got + ", want integers of shape (" +
+                      std::to_string(rows) + (cols ? ", " + std::to_string(cols) : "") + ")" +
+                      (cols ? " (check --seq-len / --max-predictions)" : ""));
+  }
+  if (!read) return {};
+  std::vector<int32_t> v(static_cast<size_t>(rows * std::max<int64_t>(cols, 1)));
+  if (H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    throw_usage_error("--data " + fname + ": cannot read dataset '" + name + "' (truncated or damaged file?)");
+  return v;
+}
+
+// Every value of a dataset in [lo, hi), or a one-line error naming the file, the dataset, the
+// sample and the value. `width` values per sample.
+void check_range(const std::string& f, const char* name, const std::vector<int32_t>& v, int64_t lo, int64_t hi, int64_t width) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < lo || v[i] >= hi)
+      throw_usage_error("--data " + f + ": " + name + " of sample " + std::to_string(static_cast<int64_t>(i) / std::max<int64_t>(width, 1)) +
+                        " is " + std::to_string(v[i]) + ", outside [0, " + std::to_string(hi) + ")" +
+                        (hi > 2 ? std::string(" (check --seq-len, --max-predictions and --bert-vocab)") : std::string()));
+}
+
+// An open shard, or a one-line error naming it: HDF5 refuses truncated files at open.
+h5::Handle open_shard(const std::string& f) {
+  if (H5Fis_hdf5(f.c_str()) <= 0) throw_usage_error("--data " + f + ": not an HDF5 file (or unreadable)");
+  const hid_t id = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw_usage_error("--data " + f + ": cannot be opened (truncated or damaged HDF5 file?)");
+  return h5::Handle(id, H5Fclose);
+}
+
+bool is_shard(const std::filesystem::path& p) {
+  const auto e = p.extension().string();
+  return e == ".hdf5" || e == ".h5";
+}
+
+}  // namespace
+
+BertShards::BertShards(const std::string& path, const BertDataShape& shape, int rank) : shape_(shape) {
+  namespace fs = std::filesystem;
+  h5::silence_error_stack();
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& f : fs::directory_iterator(path, ec))
+      if (f.is_regular_file() && is_shard(f.path())) files_.push_back(f.path().string());
+    std::sort(files_.begin(), files_.end());
+    if (files_.empty()) throw_usage_error("--data " + path + ": the directory holds no .hdf5 or .h5 files");
+  } else if (fs::is_regular_file(path, ec)) {
+    files_.push_back(path);
+  } else {
+    throw_usage_error("--data " + path + ": no such file or directory");
+  }
+  // Every shard is checked now (metadata only), so a damaged one is found before training,
+  // on every rank alike, not when some rank first reaches it.
+  for (size_t i = 1; i < files_.size(); ++i) load_file(i, /*read=*/false);
+  load_file(0);
+  cursor_ = (static_cast<int64_t>(rank) * shape_.batch) % samples_;
+  const auto n = static_cast<size_t>(shape_.batch);
+  batch_.ints["input_ids"].resize(n * static_cast<size_t>(shape_.seq_len));
+  batch_.ints["segment_ids"].resize(n * static_cast<size_t>(shape_.seq_len));
+  batch_.ints["input_mask"].resize(n * static_cast<size_t>(shape_.seq_len));
+  batch_.ints["masked_lm_positions"].resize(n * static_cast<size_t>(shape_.max_predictions));
+  batch_.ints["masked_lm_ids"].resize(n * static_cast<size_t>(shape_.max_predictions));
+  batch_.ints["next_sentence_labels"].resize(n);
+}
+
+void BertShards::load_file(size_t index, bool read) {
+  const std::string& f = files_[index];
+  auto file = open_shard(f);
+  if (H5Lexists(file, "next_sentence_labels", H5P_DEFAULT) <= 0)
+    throw_usage_error("--data " + f + ": dataset 'next_sentence_labels' is missing (NVIDIA BERT shard layout expected)");
+  int64_t samples = 0;
+  {
+    auto d = DLPERF_H5(H5Dopen2(file, "next_sentence_labels", H5P_DEFAULT), H5Dclose);
+    auto s = DLPERF_H5(H5Dget_space(d), H5Sclose);
+    hsize_t dims[2] = {0, 0};
+    if (H5Sget_simple_extent_ndims(s) >= 1 && H5Sget_simple_extent_ndims(s) <= 2) H5Sget_simple_extent_dims(s, dims, nullptr);
+    samples = static_cast<int64_t>(dims[0]);
+  }
+  if (samples <= 0) throw_usage_error("--data " + f + ": no samples");
+  const int64_t S = shape_.seq_len, P = shape_.max_predictions;
+  auto ids = read_dataset(file, f, "input_ids", samples, S, read);
+  auto mask = read_dataset(file, f, "input_mask", samples, S, read);
+  auto segments = read_dataset(file, f, "segment_ids", samples, S, read);
+  auto positions = read_dataset(file, f, "masked_lm_positions", samples, P, read);
+  auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, read);
+  auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, read);
+  if (!read) return;
+  // The values, before any of them reaches a step: an id outside the vocabulary or a masked
+  // position past the sequence would otherwise be found by the embedding mid-step, after the
+  // run was registered in the results file (issue 27 item 11: nothing written on exit 2).
+  check_range(f, "input_ids", ids, 0, shape_.vocab, S);
+  check_range(f, "input_mask", mask, 0, 2, S);
+  check_range(f, "segment_ids", segments, 0, 2, S);
+  check_range(f, "masked_lm_positions", positions, 0, S, P);
+  check_range(f, "masked_lm_ids", lm_ids, 0, shape_.vocab, P);
+  check_range(f, "next_sentence_labels", nsp, 0, 2, 1);
+  ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
+  positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
+  samples_ = samples;
+  file_ = index;
+  cursor_ = 0;
+}
+
+const HostBatch& BertShards::next() {
+  const int64_t S = shape_.seq_len, P = shape_.max_predictions;
+  for (int64_t n = 0; n < shape_.batch; ++n) {
+    if (cursor_ >= samples_) {
+      // Mid-run, on this rank alone: a fault that ends the job (a usage error would stop this
+      // rank only and leave the others waiting).
+      if (files_.size() > 1) try {
+          load_file((file_ + 1) % files_.size());
+        } catch (const Error& e) {
+          throw Error(ErrorKind::fault, e.what());
+        }
+      cursor_ = 0;
+    }
+    const auto copy = [&](const std::vector<int32_t>& src, const char* key, int64_t width) {
+      std::copy_n(src.begin() + cursor_ * width, width, batch_.ints[key].begin() + n * width);
+    };
+    copy(ids_, "input_ids", S);
+    copy(segments_, "segment_ids", S);
+    copy(mask_, "input_mask", S);
+    copy(positions_, "masked_lm_positions", P);
+    copy(lm_ids_, "masked_lm_ids", P);
+    copy(nsp_, "next_sentence_labels", 1);
+    ++cursor_;
+  }
+  return batch_;
+}
+
+}  // namespace dlperf

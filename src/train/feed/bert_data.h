@@ -1,0 +1,58 @@
+// BERT pretraining batches: synthetic token sequences (the default), or NVIDIA's pretraining
+// shards (DeepLearningExamples' create_pretraining_data.py HDF5 layout) read with the HDF5 C API.
+//
+// Shard layout, per file (N samples, S = --seq-len, P = --max-predictions), any integer type:
+//   input_ids, input_mask, segment_ids        (N, S)
+//   masked_lm_positions, masked_lm_ids        (N, P)   position 0: an empty slot
+//   next_sentence_labels                      (N) (or (N, 1))
+// A missing dataset, a wrong shape, a truncated or unreadable file is a one-line usage error
+// naming the file (and the dataset and the expected shape); every file is checked at start.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/feed/synthetic_data.h"
+
+namespace dlperf {
+
+struct BertDataShape {
+  int64_t batch = 16, seq_len = 128, max_predictions = 20, vocab = 30522;
+};
+
+// A learnable synthetic task: each sequence is an arithmetic progression of token ids
+// (start + step * t mod V, above the 5 reserved ids) whose second segment, for next-sentence
+// label 1, continues with another step. About 15% of the tokens (at most P) are replaced by
+// [MASK] (id 4), with the original token as the label: a masked token is a function of its
+// neighbours. Sequence lengths vary, so padding and empty prediction slots occur. A few
+// batches are generated up front and cycled, as SyntheticImages does.
+class SyntheticTokens final : public DataSource {
+ public:
+  SyntheticTokens(const BertDataShape& shape, uint64_t seed, int pool = 4);
+  const HostBatch& next() override;
+
+ private:
+  std::vector<HostBatch> pool_;
+  size_t cursor_ = 0;
+};
+
+// Pretraining shards: `path` is one .hdf5/.h5 file or a directory of them (sorted by name).
+// Samples are read in order, file after file, cycling; rank r starts at sample r * batch of
+// the first file, so replicas see different batches. Every file is checked when opened.
+class BertShards final : public DataSource {
+ public:
+  BertShards(const std::string& path, const BertDataShape& shape, int rank);
+  const HostBatch& next() override;
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  void load_file(size_t index, bool read = true);  // validates one file and reads it whole into memory
+  BertDataShape shape_;
+  std::vector<std::string> files_;
+  size_t file_ = 0;
+  int64_t samples_ = 0, cursor_ = 0;
+  std::vector<int32_t> ids_, mask_, segments_, positions_, lm_ids_, nsp_;  // current file
+  HostBatch batch_;
+};
+
+}  // namespace dlperf

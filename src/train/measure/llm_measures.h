@@ -1,0 +1,27 @@
+// What an LLM run reports beyond samples/s (issue 24, docs/llm.md): tokens/s, achieved model
+// TFLOP/s per device and model-FLOPs utilisation against the device's peak.
+#pragma once
+
+#include <string>
+
+#include "train/options.h"
+#include "train/measure/peak_flops.h"
+
+namespace dlperf {
+
+struct LlmMeasures {
+  double flops_per_token = 0;   // training: 3 x forward
+  double tokens_per_s = 0;      // all ranks
+  double tokens_per_s_device = 0;
+  double tflops_per_device = 0;
+  double mfu = 0;               // 0 when the peak is unknown
+  PeakFlops peak;
+};
+
+// samples_per_s: the job's sequences/s over the measured window (all ranks).
+LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const std::string& gpu_model,
+                         const std::string& isa);
+// "llm: 1234 tokens/s (617 per device); 1.23 TFLOP/s per device; MFU 12.3% of 10.0 TFLOP/s (source)\n"
+std::string llm_summary(const LlmMeasures& m);
+
+}  // namespace dlperf

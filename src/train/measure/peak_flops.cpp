@@ -1,0 +1,92 @@
+// Peak FLOP/s per device for MFU (see peak_flops.h).
+//
+// GPUs: NVIDIA's datasheet figures, dense (the datasheets' headline tensor-core numbers are
+// "with sparsity", twice these). TF32 and FP8 are tensor-core rates; "fp32" is IEEE fp32 on the
+// CUDA cores (dlperf's fp32 precision allows no TF32). fp16 = bf16 on every listed GPU.
+//   device               fp32   tf32    bf16/fp16   fp8     source
+//   H100 SXM5             67    494.7    989.4     1978.9   H100 datasheet (SXM5)
+//   H100 PCIe             51    378      756       1513     H100 datasheet (PCIe)
+//   H200 (SXM)            67    494.7    989.4     1978.9   H200 datasheet (same GH100 rates as H100 SXM)
+//   A100 (SXM, PCIe)      19.5  156      312       -        A100 datasheet
+//   B200 (HGX)            80    1100     2250      4500     HGX B200 datasheet, per GPU, sparse / 2
+// CPUs: cores x FLOPs per cycle per core x maximum clock (cpuinfo_max_freq, else /proc/cpuinfo):
+//   fp32 on AVX-512 (avx512_core*): 2 FMA units x 16 lanes x 2 = 64; AVX2: 32
+//   bf16 on AVX512-BF16 (vdpbf16ps): 2 x 32 x 2 = 128; on AMX (avx512_core_amx): 1,024 (Intel's
+//   figure per core per cycle for AMX-BF16)
+// An estimate: a core sustaining a lower all-core clock, or a CPU with one 512-bit FMA unit,
+// reaches less; the source line says which figures were used.
+#include "train/measure/peak_flops.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace dlperf {
+namespace {
+
+struct GpuRow {
+  const char* name;     // matched in the device name
+  const char* needs;    // a second substring that must also match, or ""
+  const char* label;
+  double fp32, tf32, bf16, fp8;
+};
+// Checked in order: the PCIe H100 before the SXM one.
+constexpr GpuRow kGpus[] = {
+    {"H200", "", "NVIDIA H200", 67.0, 494.7, 989.4, 1978.9},
+    {"H100", "PCIe", "NVIDIA H100 PCIe", 51.0, 378.0, 756.0, 1513.0},
+    {"H100", "", "NVIDIA H100 SXM", 67.0, 494.7, 989.4, 1978.9},
+    {"A100", "", "NVIDIA A100", 19.5, 156.0, 312.0, 0.0},
+    {"B200", "", "NVIDIA B200", 80.0, 1100.0, 2250.0, 4500.0},
+};
+
+double max_clock_ghz() {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  double khz = 0;
+  if (f >> khz && khz > 0) return khz / 1e6;
+  std::ifstream info("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(info, line))
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return std::stod(line.substr(colon + 1)) / 1e3;
+    }
+  return 0;
+}
+
+}  // namespace
+
+double gpu_peak_tflops(const std::string& gpu_model, Precision precision, std::string* which) {
+  for (const GpuRow& g : kGpus) {
+    if (gpu_model.find(g.name) == std::string::npos || (*g.needs && gpu_model.find(g.needs) == std::string::npos)) continue;
+    if (which) *which = g.label;
+    switch (precision) {
+      case Precision::fp32: return g.fp32;
+      case Precision::tf32: return g.tf32;
+      case Precision::bf16:
+      case Precision::fp16: return g.bf16;
+    }
+  }
+  return 0;
+}
+
+PeakFlops peak_flops(double given_tflops, BackendKind backend, Precision precision, const std::string& gpu_model,
+                     const std::string& isa, int cores) {
+  if (given_tflops > 0) return {given_tflops, "--peak-tflops"};
+  if (backend == BackendKind::cuda) {
+    std::string which;
+    const double t = gpu_peak_tflops(gpu_model, precision, &which);
+    if (t > 0) return {t, which + " datasheet, dense " + to_string(precision)};
+    return {0, "unknown GPU '" + gpu_model + "': give --peak-tflops"};
+  }
+  const bool avx512 = isa.rfind("avx512", 0) == 0, amx = isa.find("amx") != std::string::npos;
+  double per_cycle = avx512 ? 64 : 32;
+  if (precision == Precision::bf16) per_cycle = amx ? 1024 : 128;
+  const double ghz = max_clock_ghz();
+  if (ghz <= 0) return {0, "unknown CPU clock: give --peak-tflops"};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "estimate: %d cores x %.0f %s FLOP/cycle (%s) x %.2f GHz", cores, per_cycle, to_string(precision),
+                isa.c_str(), ghz);
+  return {cores * per_cycle * ghz / 1e3, buf};
+}
+
+}  // namespace dlperf
