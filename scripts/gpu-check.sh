@@ -214,6 +214,27 @@ remap_check() {
   return $rc
 }
 
+# BERT's LAMB sharded (--zero 1 and 2: each parameter's norms summed on the device, then over the
+# ranks) against replicated LAMB (--zero 0), two ranks sharing the GPU: every run's replicas end
+# bit-identical, and each ZeRO run's last loss is within 2% of the replicated run's.
+lamb_zero_check() {
+  local z rc=0 base="" last dir
+  dir=$(mktemp -d)
+  for z in 0 1 2; do
+    "$@" --zero $z >"$dir/z$z" 2>&1 || { cat "$dir/z$z"; echo "gpu-check: bert lamb --zero $z failed" >&2; rc=1; continue; }
+    grep -E '^zero: |^replicas: |^summary: |loss [0-9.]+ -> ' "$dir/z$z"
+    grep -q 'bit-identical on all 2 ranks' "$dir/z$z" || { echo "gpu-check: --zero $z: the replicas differ" >&2; rc=1; }
+    last=$(grep -oE 'loss [0-9.]+ -> [0-9.]+' "$dir/z$z" | tail -1 | awk '{print $4}')
+    if [ $z = 0 ]; then base=$last
+    elif [ -z "$base" ] || [ -z "$last" ] || ! awk -v a="$last" -v b="$base" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 * b) }'; then
+      echo "gpu-check: --zero $z ended at loss '$last', replicated LAMB at '$base'" >&2
+      rc=1
+    fi
+  done
+  rm -rf "$dir"
+  return $rc
+}
+
 stage_tests() {
   if [ -n "$build" ]; then
     step 1 ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure --timeout 300
@@ -235,6 +256,9 @@ stage_tests() {
       --model llama3_2_1b --precision bf16 --zero $z --llama-layers 4 --llama-hidden 1024 --llama-heads 16 --llama-kv-heads 4 \
       --llama-ffn 3584 --llama-vocab 8192 --seq-len 512 --batch-size 2 --iterations 12 --warmup 4
   done
+  step 1 bert-lamb-zero-np2 lamb_zero_check mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
+    --model bert_base --precision fp32 --seq-len 128 --max-predictions 20 --bert-layers 2 --batch-size 8 --iterations 12 --warmup 4 \
+    --bucket-mb 1
   # cuDNN's fused attention is dlperf's own graph of the pattern cuDNN's SDPA engines match
   # (sdpa_graph.cpp): its test again with cuDNN's error and warning log, which says why an
   # operation or engine was rejected where the graph does not plan. A few seconds.

@@ -299,6 +299,29 @@ void Backend::lamb_step(float* w, const float* g, float* m, float* v, float* upd
   }
 }
 
+void Backend::lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, std::span<const LambPiece> pieces,
+                               size_t params, const AdamStep& s, double* sums) {
+  std::fill(sums, sums + 2 * params, 0.0);
+  for (const LambPiece& p : pieces) {
+    DLPERF_ASSERT(p.param < params, "a LAMB piece's parameter in range");
+    AdamStep t = s;
+    t.weight_decay = p.decay ? s.weight_decay : 0.0f;
+    const size_t l = p.local, n = p.count;
+    const LambNorms norms = lamb_update({w + p.offset, n}, {g + l, n}, {m + l, n}, {v + l, n}, {update + l, n}, t);
+    sums[2 * p.param] += norms.w_sq;
+    sums[2 * p.param + 1] += norms.u_sq;
+  }
+}
+
+void Backend::lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s) {
+  for (const LambPiece& p : pieces) {
+    const double w_sq = sums[2 * p.param], u_sq = sums[2 * p.param + 1];
+    double ratio = 1.0;
+    if (p.decay && w_sq > 0.0 && u_sq > 0.0) ratio = std::sqrt(w_sq / u_sq);
+    lamb_apply({w + p.offset, p.count}, {update + p.local, p.count}, static_cast<float>(s.lr * ratio), s.gate);
+  }
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::cpu) return onednn::make_cpu_backend(options);
 #ifdef DLPERF_CUDA_BACKEND

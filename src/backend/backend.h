@@ -155,6 +155,14 @@ struct ParamSegment {
   bool decay = false;
   bool operator==(const ParamSegment&) const = default;
 };
+// One piece of a sharded LAMB step (ZeRO): `count` elements of parameter `param` (the index of
+// its trust ratio), at `offset` in the flat weights and at `local` in the shard's gradients,
+// moments and update scratch.
+struct LambPiece {
+  size_t offset = 0, local = 0, count = 0, param = 0;
+  bool decay = false;
+  bool operator==(const LambPiece&) const = default;
+};
 // LAMB's per-parameter norms (You et al. 2019, "Large Batch Optimization for Deep Learning"):
 // the trust ratio is ||w|| / ||u + wd w||.
 struct LambNorms {
@@ -398,6 +406,17 @@ class Backend {
   // w -= lr r u. `update` is scratch of the buffers' size.
   virtual void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                          const AdamStep& s);
+  // Sharded LAMB, in two halves around a sum over the ranks of the parameters' norms (ZeRO:
+  // a parameter may lie in several ranks' shards). First half: per piece as lamb_update (w at
+  // piece.offset; g, m, v and update at piece.local), each piece's squared norms added into
+  // sums[2 * param] (w) and sums[2 * param + 1] (u), pieces in order; sums holds 2 * params
+  // doubles in the backend's memory, every one written (0 for a parameter without pieces).
+  // Second half: per piece w -= lr r u, r = ||w|| / ||u|| from the sums (1 as in lamb_step).
+  // The defaults loop over the pieces with lamb_update / lamb_apply; the CUDA backend keeps
+  // the sums on the device (a fixed number of launches, no host wait).
+  virtual void lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, std::span<const LambPiece> pieces,
+                                size_t params, const AdamStep& s, double* sums);
+  virtual void lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s);
 
  protected:
   explicit Backend(BackendOptions o) : options_(o) {}

@@ -6,8 +6,9 @@
 // the CUDA backend) and the cross-entropy over the padded logits; the sort-based embedding
 // backward with runs longer than its chunks, bit-reproducible; batched matmul in the dense and
 // head-interleaved layouts; masked softmax; GELU; row gather; multi-tensor AdamW and LAMB with
-// the device-side clipping factor; the loss-scale overflow check.
+// the device-side clipping factor; the loss-scale overflow check; ZeRO's sharded LAMB.
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "conformance_util.h"
@@ -319,6 +320,66 @@ TEST_F(BertConformance, MultiTensorAdamWLambClippingAndOverflowCheck) {
   v[777] = NAN;
   buf->write(v);
   EXPECT_FALSE(std::isfinite(g->sum_squares({buf->data(), 1000})));
+}
+
+// ZeRO's LAMB: each rank's pieces of the parameters, their norms summed per parameter on the
+// device, a sum over the ranks in between (emulated: another rank's norms added to the sums in
+// the backend's memory), the ratios read from there. The CPU backend's defaults (lamb_update /
+// lamb_apply per piece) are the reference. Parameter 1 lies in two pieces of this shard (one
+// past a 16384-element task), with a gap held by another rank; parameter 2 does not decay;
+// parameter 3 has no piece here: its sums are zero, and its weights and the gap stay as they were.
+TEST_F(BertConformance, ShardedLambNormsStayOnTheDevice) {
+  const size_t flat = 60128, local = 30107, params = 4;
+  const std::vector<LambPiece> pieces{{.offset = 0, .local = 0, .count = 100, .param = 0, .decay = true},
+                                      {.offset = 112, .local = 100, .count = 20000, .param = 1, .decay = true},
+                                      {.offset = 30112, .local = 20100, .count = 10000, .param = 1, .decay = true},
+                                      {.offset = 40112, .local = 30100, .count = 7, .param = 2, .decay = false}};
+  const auto w0 = randoms(flat, 1), g0 = randoms(local, 2, 4.0f);
+  // Another rank's squared norms of parameters 0..3 (w, u), added as the allreduce would.
+  const double others[2 * params] = {3.0, 0.5, 900.0, 2.0, 1.5, 0.25, 40.0, 8.0};
+  auto g = gpu(Precision::fp32);
+  std::vector<float> w[2];
+  std::vector<double> sums[2];
+  int k = 0;
+  for (Backend* be : {cpu.get(), g.get()}) {
+    auto wb = be->buffer(flat), gb = be->buffer(local), m = be->buffer(local), v = be->buffer(local), u = be->buffer(local);
+    auto sb = be->buffer(4 * params);  // 2 * params doubles
+    auto* sd = reinterpret_cast<double*>(sb->data());
+    wb->write(w0);
+    gb->write(g0);
+    auto gate = be->buffer(kGateFloats);
+    std::vector<float> init(kGateFloats, 0.0f);
+    init[gate_index(GateField::loss_scale)] = 1.0f;
+    init[gate_index(GateField::lr)] = 1.0f;
+    gate->write(init);
+    std::vector<float> raw(4 * params);
+    std::vector<double> d(2 * params);
+    for (int64_t step = 1; step <= 3; ++step) {
+      be->update_step_gate({gb->data(), local}, gate->data(), StepGateUpdate{false, 2000, 1.0f, 0.5f});
+      const AdamStep s{1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, step, gate->data()};
+      be->lamb_shard_norms(wb->data(), gb->data(), m->data(), v->data(), u->data(), pieces, params, s, sd);
+      be->synchronize();
+      sb->read(raw);
+      std::memcpy(d.data(), raw.data(), d.size() * sizeof(double));
+      EXPECT_EQ(d[6], 0.0);  // parameter 3: no piece on this rank
+      EXPECT_EQ(d[7], 0.0);
+      for (size_t i = 0; i < d.size(); ++i) d[i] += others[i];
+      std::memcpy(raw.data(), d.data(), d.size() * sizeof(double));
+      sb->write(raw);
+      be->lamb_shard_apply(wb->data(), u->data(), pieces, sd, s);
+    }
+    be->synchronize();
+    w[k].resize(flat);
+    wb->read(w[k]);
+    sums[k] = d;
+    ++k;
+  }
+  for (size_t i = 0; i < 2 * params; ++i) EXPECT_NEAR(sums[1][i], sums[0][i], 1e-9 * std::abs(sums[0][i])) << "sum " << i;
+  expect_rel(w[0], w[1], 1e-6, "weights after three sharded steps");
+  for (size_t i = 20112; i < 30112; ++i) ASSERT_EQ(w[1][i], w0[i]) << "another rank's piece of parameter 1 changed at " << i;
+  for (size_t i = 40128; i < flat; ++i) ASSERT_EQ(w[1][i], w0[i]) << "parameter 3 (no piece here) changed at " << i;
+  EXPECT_NE(w[1][0], w0[0]);
+  EXPECT_NE(w[1][35000], w0[35000]);
 }
 
 }  // namespace

@@ -342,14 +342,28 @@ void CudaBackend::lamb_apply(std::span<float> w, std::span<const float> update, 
 }
 
 CudaBackend::OptTable& CudaBackend::opt_table(std::span<const ParamSegment> segments) {
+  const auto piece = [&](size_t i) { return LambPiece{segments[i].offset, segments[i].offset, segments[i].count, i, segments[i].decay}; };
+  for (auto& t : opt_tables_) {
+    bool same = t.key.size() == segments.size();
+    for (size_t i = 0; same && i < segments.size(); ++i) same = t.key[i] == piece(i);
+    if (same) return t;
+  }
+  std::vector<LambPiece> pieces(segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) pieces[i] = piece(i);
+  return opt_table(std::span<const LambPiece>(pieces));
+}
+
+CudaBackend::OptTable& CudaBackend::opt_table(std::span<const LambPiece> pieces) {
   for (auto& t : opt_tables_)
-    if (std::equal(segments.begin(), segments.end(), t.key.begin(), t.key.end())) return t;
+    if (std::equal(pieces.begin(), pieces.end(), t.key.begin(), t.key.end())) return t;
   std::vector<OptSegment> segs;
   std::vector<OptTask> tasks;
-  for (const ParamSegment& p : segments) {
+  for (const LambPiece& p : pieces) {
     OptSegment g;
-    g.offset = static_cast<int64_t>(p.offset);
+    g.offset = static_cast<int64_t>(p.local);
     g.count = static_cast<int64_t>(p.count);
+    g.w_shift = static_cast<int64_t>(p.offset) - static_cast<int64_t>(p.local);
+    g.param = static_cast<int64_t>(p.param);
     g.decay = p.decay;
     g.first_task = static_cast<int64_t>(tasks.size());
     for (int64_t b = 0; b < g.count; b += kOptTaskElems)
@@ -359,7 +373,7 @@ CudaBackend::OptTable& CudaBackend::opt_table(std::span<const ParamSegment> segm
   }
   auto up = [](size_t b) { return (b + 255) / 256 * 256; };
   OptTable t;
-  t.key.assign(segments.begin(), segments.end());
+  t.key.assign(pieces.begin(), pieces.end());
   t.segments = static_cast<int64_t>(segs.size());
   t.tasks = static_cast<int64_t>(tasks.size());
   t.tasks_at = up(segs.size() * sizeof(OptSegment));
@@ -396,6 +410,23 @@ void CudaBackend::lamb_step(float* w, const float* g, float* m, float* v, float*
   DLPERF_CHECK(launch_lamb_multi(w, g, m, v, update, reinterpret_cast<const OptSegment*>(base), t.segments,
                                  reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, adam_params(s), s.gate,
                                  reinterpret_cast<double*>(base + t.partial_at), reinterpret_cast<float*>(base + t.ratio_at), ctx_->s()));
+}
+
+void CudaBackend::lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, std::span<const LambPiece> pieces,
+                                   size_t params, const AdamStep& s, double* sums) {
+  OptTable& t = opt_table(pieces);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_lamb_shard_norms(w, g, m, v, update, reinterpret_cast<const OptSegment*>(base), t.segments,
+                                       reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, static_cast<int64_t>(params),
+                                       adam_params(s), s.gate, reinterpret_cast<double*>(base + t.partial_at), sums, ctx_->s()));
+}
+
+void CudaBackend::lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s) {
+  OptTable& t = opt_table(pieces);
+  auto* base = static_cast<char*>(t.mem.get());
+  DLPERF_CHECK(launch_lamb_shard_apply(w, update, reinterpret_cast<const OptSegment*>(base), t.segments,
+                                       reinterpret_cast<const OptTask*>(base + t.tasks_at), t.tasks, sums,
+                                       reinterpret_cast<float*>(base + t.ratio_at), s.lr, s.gate, ctx_->s()));
 }
 
 double CudaBackend::sum_squares(std::span<const float> x) {

@@ -110,6 +110,11 @@ class CudaBackend final : public Backend {
   void adamw_step(float* w, const float* g, float* m, float* v, std::span<const ParamSegment> segments, const AdamStep& s) override;
   void lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                  const AdamStep& s) override;
+  // Sharded LAMB: the pieces' norms summed per parameter into `sums` on the device, ready for
+  // the communicator's f64 allreduce; the ratios read from there (no host wait).
+  void lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, std::span<const LambPiece> pieces, size_t params,
+                        const AdamStep& s, double* sums) override;
+  void lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s) override;
   // These two return host values: each waits for the stream (one small copy back).
   LambNorms lamb_update(std::span<const float> w, std::span<const float> g, std::span<float> m, std::span<float> v,
                         std::span<float> update, const AdamStep& s) override;
@@ -127,14 +132,16 @@ class CudaBackend final : public Backend {
   bool window_started_ = false;
   std::shared_ptr<void> reduce_;  // (kReduceBlocks + 1) * 2 doubles: block partials, then the sums
   // The segment and task tables of the multi-tensor optimizer steps, one per segment list (an
-  // optimizer passes the same list every step; compared by value, a host-side check).
+  // optimizer passes the same list every step; compared by value, a host-side check). A
+  // ParamSegment list is the pieces {offset, offset, count, its index, decay}.
   struct OptTable {
-    std::vector<ParamSegment> key;
+    std::vector<LambPiece> key;
     int64_t segments = 0, tasks = 0;
     std::shared_ptr<void> mem;  // OptSegment[segments] | OptTask[tasks] | f64 partial[2 tasks] | f32 ratio[segments]
     size_t tasks_at = 0, partial_at = 0, ratio_at = 0;
   };
   OptTable& opt_table(std::span<const ParamSegment> segments);
+  OptTable& opt_table(std::span<const LambPiece> pieces);
   std::vector<OptTable> opt_tables_;
   // The weight-refresh tables, one per layer list: the whole model's (the trainer's refresh
   // before forward), or one per bucket when ZeRO's all-gathers arrive bucket by bucket. The

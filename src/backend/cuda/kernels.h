@@ -323,13 +323,16 @@ cudaError_t launch_accumulate(float* dst, const float* src, int64_t count, bool 
 cudaError_t launch_sum_squares(const float* x, int64_t count, double* partial, double* sums, cudaStream_t s);
 // Multi-tensor Adam family over the flat buffers: one segment per parameter (or run of equal
 // decay), split into tasks of kOptTaskElems elements, one block each.
+// A sharded LAMB's segment (a LambPiece) reads w at w_shift past its range in the shard's
+// buffers, and adds its norms into its parameter's (param); elsewhere both are unused.
 struct OptSegment {
   int64_t offset = 0, count = 0;
   int64_t first_task = 0, tasks = 0;
+  int64_t w_shift = 0, param = 0;
   bool decay = false;
 };
 struct OptTask {
-  int64_t segment = 0, begin = 0, end = 0;  // absolute element range in the flat buffers
+  int64_t segment = 0, begin = 0, end = 0;  // absolute element range in the flat buffers (the shard's)
 };
 constexpr int64_t kOptTaskElems = 16384;
 // SGD (launch_sgd's update) over every segment in one launch; weight_decay applies to decaying
@@ -347,5 +350,15 @@ cudaError_t launch_adamw_multi(float* w, const float* g, float* m, float* v, con
 cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
                               int64_t segment_count, const OptTask* tasks, int64_t task_count, AdamParams p, const float* gate,
                               double* partial, float* ratio, cudaStream_t s);
+// Sharded LAMB (Backend::lamb_shard_norms / lamb_shard_apply), each segment a piece of a
+// parameter, w at w_shift past the shard's index. Norms: the moments as above, then per
+// parameter (params of them) the f64 sums of its segments' w^2 and u^2, segments in order,
+// into sums[2 * param], sums[2 * param + 1]; every parameter written. Apply: each segment's
+// trust ratio from its parameter's sums (after their sum over the ranks), then w -= lr ratio u.
+cudaError_t launch_lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                                    int64_t segment_count, const OptTask* tasks, int64_t task_count, int64_t params, AdamParams p,
+                                    const float* gate, double* partial, double* sums, cudaStream_t s);
+cudaError_t launch_lamb_shard_apply(float* w, const float* update, const OptSegment* segments, int64_t segment_count, const OptTask* tasks,
+                                    int64_t task_count, const double* sums, float* ratio, float lr, const float* gate, cudaStream_t s);
 
 }  // namespace dlperf::cuda

@@ -215,11 +215,13 @@ __global__ void lamb_multi_moments(const float* w, const float* g, float* m, flo
                                    const OptTask* tasks, AdamParams p, const float* gate, double* partial) {
   OptTask t = tasks[blockIdx.x];
   if (!gated(p, gate)) t.end = t.begin;
-  const float wd = segments[t.segment].decay ? p.weight_decay : 0.0f;
+  const OptSegment& sg = segments[t.segment];
+  const float wd = sg.decay ? p.weight_decay : 0.0f;
+  const float* ws = w + sg.w_shift;
   double w_sq = 0.0, u_sq = 0.0;
   for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) {
     float mi = m[i], vi = v[i];
-    const float wi = w[i];
+    const float wi = ws[i];
     const float u = adam_update(p, g[i], mi, vi) + wd * wi;
     m[i] = mi;
     v[i] = vi;
@@ -235,28 +237,66 @@ __global__ void lamb_multi_moments(const float* w, const float* g, float* m, flo
   }
 }
 
-// LAMB, 2: one thread per segment adds its tasks' sums in order: ratio = ||w|| / ||u||.
-__global__ void lamb_multi_ratio(const OptSegment* segments, int64_t segment_count, const double* partial, float* ratio) {
-  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (k >= segment_count) return;
-  const OptSegment sg = segments[k];
-  double w_sq = 0.0, u_sq = 0.0;
+// A segment's f64 sums of w^2 and u^2: its tasks' partial sums, in order.
+__device__ __forceinline__ void segment_sums(const OptSegment& sg, const double* partial, double& w_sq, double& u_sq) {
+  w_sq = 0.0;
+  u_sq = 0.0;
   for (int64_t t = sg.first_task; t < sg.first_task + sg.tasks; ++t) {
     w_sq += partial[2 * t];
     u_sq += partial[2 * t + 1];
   }
-  ratio[k] = sg.decay && w_sq > 0.0 && u_sq > 0.0 ? static_cast<float>(sqrt(w_sq / u_sq)) : 1.0f;
 }
 
-// LAMB, 3: w -= lr * gate[lr] * ratio * u, nothing on a skipped step.
-__global__ void lamb_multi_apply(float* w, const float* update, const OptTask* tasks, const float* ratio, float lr, const float* gate) {
+// ||w|| / ||u||; 1 when either is 0 or the parameter does not decay (FusedLAMB without nvlamb).
+__device__ __forceinline__ float trust_ratio(bool decay, double w_sq, double u_sq) {
+  return decay && w_sq > 0.0 && u_sq > 0.0 ? static_cast<float>(sqrt(w_sq / u_sq)) : 1.0f;
+}
+
+// LAMB, 2: one thread per segment adds its tasks' sums in order: ratio = ||w|| / ||u||.
+__global__ void lamb_multi_ratio(const OptSegment* segments, int64_t segment_count, const double* partial, float* ratio) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k >= segment_count) return;
+  double w_sq, u_sq;
+  segment_sums(segments[k], partial, w_sq, u_sq);
+  ratio[k] = trust_ratio(segments[k].decay, w_sq, u_sq);
+}
+
+// Sharded LAMB, 2: one thread per parameter adds its segments' sums, segments in order (as
+// Backend::lamb_shard_norms adds its pieces'); 0 for a parameter without segments here.
+__global__ void lamb_param_sums(const OptSegment* segments, int64_t segment_count, const double* partial, int64_t params, double* sums) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k >= params) return;
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int64_t j = 0; j < segment_count; ++j) {
+    if (segments[j].param != k) continue;
+    double w_j, u_j;
+    segment_sums(segments[j], partial, w_j, u_j);
+    w_sq += w_j;
+    u_sq += u_j;
+  }
+  sums[2 * k] = w_sq;
+  sums[2 * k + 1] = u_sq;
+}
+
+// Sharded LAMB, 3: one thread per segment, its parameter's trust ratio from the summed norms.
+__global__ void lamb_param_ratio(const OptSegment* segments, int64_t segment_count, const double* sums, float* ratio) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k >= segment_count) return;
+  const OptSegment& sg = segments[k];
+  ratio[k] = trust_ratio(sg.decay, sums[2 * sg.param], sums[2 * sg.param + 1]);
+}
+
+// LAMB, 3 (sharded, 4): w -= lr * gate[lr] * ratio * u, nothing on a skipped step.
+__global__ void lamb_multi_apply(float* w, const float* update, const OptSegment* segments, const OptTask* tasks, const float* ratio,
+                                 float lr, const float* gate) {
   if (gate) {
     if (gate[kGateSkip] != 0.0f) return;
     lr *= gate[kGateLr];
   }
   const OptTask t = tasks[blockIdx.x];
   const float step = lr * ratio[t.segment];
-  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) w[i] -= step * update[i];
+  float* ws = w + segments[t.segment].w_shift;
+  for (int64_t i = t.begin + threadIdx.x; i < t.end; i += blockDim.x) ws[i] -= step * update[i];
 }
 
 __global__ void axpy_kernel(float* w, const float* update, int64_t count, float step, const float* gate) {
@@ -268,6 +308,8 @@ __global__ void axpy_kernel(float* w, const float* update, int64_t count, float 
 }
 
 #undef DLPERF_GRID_STRIDE
+
+unsigned one_per_thread(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
 unsigned reduce_grid(int64_t count) {
   const unsigned g = grid_for(count);
@@ -310,9 +352,26 @@ cudaError_t launch_lamb_multi(float* w, const float* g, float* m, float* v, floa
   if (task_count == 0) return cudaSuccess;
   const auto blocks = static_cast<unsigned>(task_count);
   lamb_multi_moments<<<blocks, kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, gate, partial);
-  lamb_multi_ratio<<<static_cast<unsigned>((segment_count + kThreads - 1) / kThreads), kThreads, 0, s>>>(segments, segment_count, partial,
-                                                                                                        ratio);
-  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, tasks, ratio, p.lr, gate);
+  lamb_multi_ratio<<<one_per_thread(segment_count), kThreads, 0, s>>>(segments, segment_count, partial, ratio);
+  lamb_multi_apply<<<blocks, kThreads, 0, s>>>(w, update, segments, tasks, ratio, p.lr, gate);
+  return launched();
+}
+
+cudaError_t launch_lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, const OptSegment* segments,
+                                    int64_t segment_count, const OptTask* tasks, int64_t task_count, int64_t params, AdamParams p,
+                                    const float* gate, double* partial, double* sums, cudaStream_t s) {
+  if (params == 0) return cudaSuccess;
+  // A rank whose shard holds nothing still writes its zeros: every rank joins the sum.
+  if (task_count > 0) lamb_multi_moments<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, g, m, v, update, segments, tasks, p, gate, partial);
+  lamb_param_sums<<<one_per_thread(params), kThreads, 0, s>>>(segments, segment_count, partial, params, sums);
+  return launched();
+}
+
+cudaError_t launch_lamb_shard_apply(float* w, const float* update, const OptSegment* segments, int64_t segment_count, const OptTask* tasks,
+                                    int64_t task_count, const double* sums, float* ratio, float lr, const float* gate, cudaStream_t s) {
+  if (task_count == 0) return cudaSuccess;
+  lamb_param_ratio<<<one_per_thread(segment_count), kThreads, 0, s>>>(segments, segment_count, sums, ratio);
+  lamb_multi_apply<<<static_cast<unsigned>(task_count), kThreads, 0, s>>>(w, update, segments, tasks, ratio, lr, gate);
   return launched();
 }
 
@@ -334,6 +393,8 @@ void list_kernels_optimizer(std::vector<KernelLaunch>& out) {
   out.push_back(launch_entry("lamb_multi_moments", &lamb_multi_moments, kThreads));
   out.push_back(launch_entry("lamb_multi_ratio", &lamb_multi_ratio, kThreads));
   out.push_back(launch_entry("lamb_multi_apply", &lamb_multi_apply, kThreads));
+  out.push_back(launch_entry("lamb_param_sums", &lamb_param_sums, kThreads));
+  out.push_back(launch_entry("lamb_param_ratio", &lamb_param_ratio, kThreads));
   out.push_back(launch_entry("axpy_kernel", &axpy_kernel, kThreads));
 }
 

@@ -375,6 +375,13 @@ class ProfilingBackend final : public Backend {
                  const AdamStep& s) override {
     in_.lamb_step(w, g, m, v, update, segments, s);
   }
+  void lamb_shard_norms(const float* w, const float* g, float* m, float* v, float* update, std::span<const LambPiece> pieces, size_t params,
+                        const AdamStep& s, double* sums) override {
+    in_.lamb_shard_norms(w, g, m, v, update, pieces, params, s, sums);
+  }
+  void lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s) override {
+    in_.lamb_shard_apply(w, update, pieces, sums, s);
+  }
 
  private:
   Backend& in_;

@@ -36,7 +36,7 @@ Lamb::Lamb(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* s
     return;
   }
   grads_ = shard->grads;
-  norms_.assign(2 * entries.size(), 0.0);
+  sums_ = be.buffer(4 * entries.size());
   // The shard's ranges (neighbours of equal decay merged) cut back at the entries' extents: an
   // entry owns its offset up to the next entry's (its padding included).
   for (const ShardRange& r : shard->ranges) {
@@ -44,7 +44,7 @@ Lamb::Lamb(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* s
     DLPERF_ASSERT(it != entries.begin(), "a shard range inside the store");
     for (size_t i = static_cast<size_t>(it - entries.begin()) - 1, at = r.begin; at < r.begin + r.count; ++i) {
       const size_t to = std::min(r.begin + r.count, i + 1 < entries.size() ? entries[i + 1].offset : store.size());
-      pieces_.push_back({at, to - at, r.local + (at - r.begin), i, entries[i].decay});
+      pieces_.push_back({.offset = at, .local = r.local + (at - r.begin), .count = to - at, .param = i, .decay = entries[i].decay});
       at = to;
     }
   }
@@ -59,23 +59,11 @@ void Lamb::step(float lr, float grad_scale, const float* gate) {
   }
   // As Backend::lamb_step, with each parameter's norms summed over its pieces on every rank.
   // The padding after a parameter is zero in w and g, so it adds nothing to them.
-  float* w = store_.values().data();
-  std::fill(norms_.begin(), norms_.end(), 0.0);
-  for (const Piece& p : pieces_) {
-    AdamStep t = s;
-    t.weight_decay = p.decay ? s.weight_decay : 0.0f;
-    const LambNorms n = be_.lamb_update({w + p.begin, p.count}, {grads_->data() + p.local, p.count}, {m_->data() + p.local, p.count},
-                                        {v_->data() + p.local, p.count}, {update_->data() + p.local, p.count}, t);
-    norms_[2 * p.entry] += n.w_sq;
-    norms_[2 * p.entry + 1] += n.u_sq;
-  }
-  if (reduce_) reduce_(norms_);
-  for (const Piece& p : pieces_) {
-    const double w_sq = norms_[2 * p.entry], u_sq = norms_[2 * p.entry + 1];
-    double ratio = 1.0;
-    if (p.decay && w_sq > 0.0 && u_sq > 0.0) ratio = std::sqrt(w_sq / u_sq);
-    be_.lamb_apply({w + p.begin, p.count}, {update_->data() + p.local, p.count}, static_cast<float>(s.lr * ratio), s.gate);
-  }
+  const size_t params = store_.entries().size();
+  auto* sums = reinterpret_cast<double*>(sums_->data());
+  be_.lamb_shard_norms(store_.values().data(), grads_->data(), m_->data(), v_->data(), update_->data(), pieces_, params, s, sums);
+  if (reduce_) reduce_(sums, 2 * params);
+  be_.lamb_shard_apply(store_.values().data(), update_->data(), pieces_, sums, s);
 }
 
 ClipGradNorm::ClipGradNorm(Backend& be, ParamStore& store, std::unique_ptr<Optimizer> inner, float max_norm)

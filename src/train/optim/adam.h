@@ -41,9 +41,10 @@ class AdamW final : public Optimizer {
 
 // LAMB over a shard (ZeRO, train/parallel/zero.h): a parameter's trust ratio needs its whole
 // norms, and its elements may lie in several ranks' shards. Each rank forms the squared norms of
-// its pieces (lamb_update, per piece), the ranks sum them per parameter (the shard reducer: an
-// allreduce of 2 doubles per store entry, set by GatherAfterStep), then each rank applies its
-// pieces with the parameter's ratio. Without a reducer (a --find-max-batch trial, which never
+// its pieces per parameter (Backend::lamb_shard_norms), the ranks sum them (the shard reducer:
+// an allreduce of 2 doubles per store entry in the backend's memory, set by GatherAfterStep),
+// then each rank applies its pieces with the parameter's ratio (lamb_shard_apply); on CUDA the
+// norms never leave the device. Without a reducer (a --find-max-batch trial, which never
 // communicates) the ratios come from this rank's pieces alone.
 class Lamb final : public Optimizer {
  public:
@@ -54,18 +55,14 @@ class Lamb final : public Optimizer {
   void set_shard_reducer(ShardReducer reducer) override { reduce_ = std::move(reducer); }
 
  private:
-  struct Piece {  // a shard range and the store entry it belongs to
-    size_t begin = 0, count = 0, local = 0, entry = 0;
-    bool decay = false;
-  };
   Backend& be_;
   ParamStore& store_;
   AdamConfig cfg_;
   std::unique_ptr<Buffer> m_, v_, update_;
   std::vector<ParamSegment> params_;  // unsharded: one per ParamStore entry, each its own trust ratio
-  std::vector<Piece> pieces_;         // sharded
+  std::vector<LambPiece> pieces_;     // sharded: the shard's ranges cut at the store entries
   Buffer* grads_ = nullptr;           // sharded: the shard's reduced gradients
-  std::vector<double> norms_;         // sharded: (w_sq, u_sq) per store entry
+  std::unique_ptr<Buffer> sums_;      // sharded: (w_sq, u_sq) f64 per store entry, as 4 floats
   ShardReducer reduce_;
   int64_t t_ = 0;
 };

@@ -50,9 +50,11 @@ struct SegmentGroup {
 };
 std::vector<SegmentGroup> segment_groups(const ParamStore& store, const OptimizerShard* shard);
 
-// Sums values over the data-parallel ranks in place (blocking): what a sharded optimizer needs
-// when a quantity spans shards (LAMB's per-parameter norms).
-using ShardReducer = std::function<void(std::span<double>)>;
+// Sums `count` doubles in the backend's memory over the data-parallel ranks, in place and in
+// queue order: the backend's later work reads the sums (a host communicator waits for them, a
+// device one orders the compute stream after them). What a sharded optimizer needs when a
+// quantity spans shards (LAMB's per-parameter norms).
+using ShardReducer = std::function<void(double* values, size_t count)>;
 
 // An optimizer updates the flat parameter buffer from the flat gradient buffer.
 class Optimizer {

@@ -348,14 +348,12 @@ void ZeroExchange::finish() {
   });
 }
 
-void ZeroExchange::sum_over_ranks(std::span<double> values) {
-  if (values.empty()) return;
-  act([this, values] {
-    if (!sums_ || sums_->size_bytes() != values.size_bytes()) sums_ = comm_.make_byte_buffer(values.size_bytes());
-    sums_->upload_bytes(std::as_bytes(values));
-    CommRequest r = comm_.allreduce_start(sums_->bytes(), sums_->bytes(), values.size(), DataType::float64);
-    comm_.wait(r);
-    sums_->download_bytes(std::as_writable_bytes(values));
+void ZeroExchange::sum_over_ranks(double* values, size_t count) {
+  if (count == 0) return;
+  act([this, values, count] {
+    CommRequest& r = requests(step_).sums;
+    r = comm_.allreduce_start(values, values, count, DataType::float64);
+    comm_.join(r);
   });
 }
 
@@ -468,6 +466,7 @@ void ZeroExchange::complete(int64_t step) {
   for (auto& r : requests(step).scatter) comm_.wait(r);
   for (auto& r : requests(step).gather) comm_.wait(r);
   if (requests(step).norm.valid()) comm_.wait(requests(step).norm);
+  if (requests(step).sums.valid()) comm_.wait(requests(step).sums);
   completed_step_ = step;
 }
 

@@ -159,10 +159,12 @@ class ZeroExchange final : public GradientExchange {
   void restore_values();
   // bf16/fp16 runs: the parameters are all-gathered in the compute precision (above).
   bool gathers_compute_precision() const { return packed_; }
-  // Sums host values over the ranks in place, blocking (f64 allreduce in the communicator's
-  // memory): a sharded optimizer's per-parameter quantities (LAMB's norms). Not counted in
-  // bytes_moved, which counts the gradients' and parameters' collectives.
-  void sum_over_ranks(std::span<double> values);
+  // Sums `count` doubles in the backend's memory over the ranks in place (an f64 allreduce,
+  // joined: the compute queue's later work reads the sums; a host communicator waits): a
+  // sharded optimizer's per-parameter quantities (LAMB's norms, train/optim/optimizer.h's
+  // ShardReducer). Waited for in complete(); not counted in bytes_moved, which counts the
+  // gradients' and parameters' collectives.
+  void sum_over_ranks(double* values, size_t count);
 
  private:
   struct Bucket {
@@ -173,6 +175,7 @@ class ZeroExchange final : public GradientExchange {
     std::vector<CommRequest> scatter;  // per micro-batch (stage 2) and bucket: [micro * buckets + b]
     std::vector<CommRequest> gather;   // per bucket
     CommRequest norm;                          // the allreduce of the shards' sums of squares
+    CommRequest sums;                          // sum_over_ranks' allreduce
   };
   Requests& requests(int64_t step) { return requests_[static_cast<size_t>(step & 1)]; }
   void act(std::function<void()> work);
@@ -216,7 +219,6 @@ class ZeroExchange final : public GradientExchange {
   Buffer& shard_grads_;
   Backend& be_;
   std::unique_ptr<CommBuffer> norm_;  // (1) f64 in the communicator's memory; null without global_norm
-  std::unique_ptr<CommBuffer> sums_;  // sum_over_ranks' values in the communicator's memory
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_entry_;
   std::vector<size_t> piece_of_bucket_;  // index into shard_.pieces, or SIZE_MAX when this rank's block is empty
@@ -278,7 +280,7 @@ std::string zero_banner(const ShardLayout& shard, int stage = 1, bool master = f
 class GatherAfterStep final : public Optimizer {
  public:
   GatherAfterStep(std::unique_ptr<Optimizer> inner, ZeroExchange& zero) : inner_(std::move(inner)), zero_(zero) {
-    inner_->set_shard_reducer([&zero](std::span<double> values) { zero.sum_over_ranks(values); });
+    inner_->set_shard_reducer([&zero](double* values, size_t count) { zero.sum_over_ranks(values, count); });
   }
   std::string name() const override { return inner_->name(); }
   void step(float lr, float grad_scale, const float* gate = nullptr) override {
