@@ -403,6 +403,10 @@ stage_llama() {
     step 11 "llama3_2_1b-bf16-attention-$attention" "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
       --batch-size 1 --iterations 10 --warmup 3 --attention "$attention"
   done
+  # The step replayed from CUDA graphs (AdamW's update captured too, since 2026-11-28): against
+  # llama3_2_1b-bf16-attention-fused above, the same run eager, what the launches cost.
+  step 11 llama3_2_1b-bf16-attention-fused-cuda-graph "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
+    --batch-size 1 --iterations 10 --warmup 3 --attention fused --cuda-graph
   # ZeRO at a real model's scale (issue 25): two ranks sharing the GPU through --comm mpi, the
   # f32 master (and under --zero 2 the gradients) in mapped chunks. The summary line gives what
   # remapping costs a measured step (chunk maps, unmaps, ms in the driver): at 1.2 B parameters

@@ -116,7 +116,7 @@ struct Trainer::Run {
       if (!t.be_.supports_graphs())
         throw_usage_error(std::string("--cuda-graph: the ") + to_string(t.be_.kind()) + " backend cannot capture graphs; use --backend cuda");
       if (!t.opt_.capturable())
-        throw_usage_error("--cuda-graph: the " + t.opt_.name() + " optimizer reads values back to the host each step; use sgd");
+        throw_usage_error("--cuda-graph: the " + t.opt_.name() + " optimizer reads values back to the host each step");
       if (loss_terms.empty()) throw_usage_error("--cuda-graph: the model does not expose its loss on the device");
       if (t.cfg_.profiler) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
     }

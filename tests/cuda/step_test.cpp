@@ -1,19 +1,25 @@
 // The CUDA side of the step without host synchronisation (issue 13), each test against the CPU
 // backend or a plain expectation: the recorder's events and asynchronous values, the pinned
 // double-buffered input pipe, the step gate and the gated optimizer kernels, CUDA graphs
-// replaying a step with the eager losses, device facts, and recovery from running out of
+// replaying a step with the eager losses (SGD; AdamW and LAMB), device facts, and recovery from running out of
 // device memory. Every test skips itself on a machine without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "models/bert.h"
+#include "models/llama.h"
 #include "models/resnet.h"
+#include "train/optim/adam.h"
 #include "train/param_store.h"
+#include "train/feed/bert_data.h"
+#include "train/feed/llama_data.h"
 #include "train/feed/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -193,6 +199,77 @@ TEST(CudaStep, GraphReplayGivesTheEagerLosses) {
   ASSERT_EQ(eager.losses.size(), graph.losses.size());
   for (size_t i = 0; i < eager.losses.size(); ++i)
     EXPECT_NEAR(graph.losses[i], eager.losses[i], 1e-5f * (1.0f + std::fabs(eager.losses[i]))) << "iteration " << i;
+}
+
+// The losses of a reduced model trained by the Trainer with an Adam-family optimizer, eagerly or
+// replaying the step captured at the end of warm-up.
+using MakeModel = std::function<std::unique_ptr<Model>(Backend&)>;
+using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(Backend&, ParamStore&)>;
+std::vector<float> adam_losses(bool graph, const MakeModel& make_model, const MakeOptimizer& make_opt, DataSource& data, float lr) {
+  auto be = make_backend(BackendKind::cuda, {});
+  auto model = make_model(*be);
+  ParamStore store(*be, model->layers());
+  model->init_params(3);
+  auto opt = make_opt(*be, store);
+  TrainConfig tc;
+  tc.iterations = 16;
+  tc.warmup = 4;
+  tc.print_every = 0;
+  tc.lr = {LrScheduleKind::cosine, lr, 2, tc.iterations};
+  tc.cuda_graph = graph;
+  Trainer t(*model, *be, *opt, tc, &store.grads());
+  RankTrace trace;
+  t.run(data, nullptr, trace, {}, nullptr);
+  std::vector<float> losses;
+  for (const auto& it : trace.iterations) losses.push_back(it.loss);
+  return losses;
+}
+
+void expect_same_losses(const std::vector<float>& eager, const std::vector<float>& graph) {
+  ASSERT_EQ(eager.size(), graph.size());
+  ASSERT_FALSE(eager.empty());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_NEAR(graph[i], eager[i], 1e-5f * (1.0f + std::fabs(eager[i]))) << "iteration " << i;
+  EXPECT_NE(eager.front(), eager.back());  // it trained
+}
+
+// AdamW and LAMB read every per-step value from the gate (the learning rate, the gradient
+// scale, the bias correction's step count) and keep LAMB's norms on the device, so their steps
+// replay from a graph: BERT (LAMB, no dropout: a replay cannot draw new masks) and Llama (AdamW).
+TEST(CudaStep, GraphReplayOfAdamFamilyStepsGivesTheEagerLosses) {
+  SKIP_WITHOUT_GPU();
+  {
+    SCOPED_TRACE("bert, lamb");
+    BertConfig c;
+    c.layers = 2, c.hidden = 64, c.heads = 4, c.intermediate = 128, c.vocab = 64, c.positions = 64;
+    c.batch = 4, c.seq_len = 16, c.max_predictions = 3, c.dropout = 0.0f;
+    const MakeModel bert = [&](Backend& be) -> std::unique_ptr<Model> { return make_bert(be, c); };
+    const MakeOptimizer lamb = [](Backend& be, ParamStore& store) -> std::unique_ptr<Optimizer> {
+      return std::make_unique<Lamb>(be, store, AdamConfig{});
+    };
+    std::vector<float> losses[2];
+    for (int graph = 0; graph < 2; ++graph) {
+      SyntheticTokens data({c.batch, c.seq_len, c.max_predictions, c.vocab}, 11);
+      losses[graph] = adam_losses(graph == 1, bert, lamb, data, 2e-2f);
+    }
+    expect_same_losses(losses[0], losses[1]);
+  }
+  {
+    SCOPED_TRACE("llama, adamw");
+    LlamaConfig c = llama_preset("llama3_8b");
+    c.layers = 2, c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.ffn = 128, c.vocab = 64;
+    c.batch = 2, c.seq_len = 16;
+    const MakeModel llama = [&](Backend& be) { return make_llama(be, c); };
+    const MakeOptimizer adamw = [](Backend& be, ParamStore& store) -> std::unique_ptr<Optimizer> {
+      return std::make_unique<AdamW>(be, store, AdamConfig{0.9f, 0.95f, 1e-8f, 0.1f});
+    };
+    std::vector<float> losses[2];
+    for (int graph = 0; graph < 2; ++graph) {
+      SyntheticLlamaTokens data(c.batch, c.seq_len, c.vocab, 5);
+      losses[graph] = adam_losses(graph == 1, llama, adamw, data, 3e-3f);
+    }
+    expect_same_losses(losses[0], losses[1]);
+  }
 }
 
 TEST(CudaStep, PipelinedInputTrainsLikeDirect) {

@@ -28,6 +28,7 @@ class AdamW final : public Optimizer {
   AdamW(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "adamw"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  bool capturable() const override { return true; }
 
  private:
   Backend& be_;
@@ -52,6 +53,7 @@ class Lamb final : public Optimizer {
   Lamb(Backend& be, ParamStore& store, AdamConfig c, const OptimizerShard* shard = nullptr);
   std::string name() const override { return "lamb"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
+  bool capturable() const override { return true; }
   void set_shard_reducer(ShardReducer reducer) override { reduce_ = std::move(reducer); }
 
  private:

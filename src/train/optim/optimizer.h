@@ -69,9 +69,11 @@ class Optimizer {
   // Global gradient-norm clipping threshold this optimizer applies (0: none). With a gate the
   // trainer folds clipping into the gate (update_step_gate) rather than reading the norm back.
   virtual float clip_norm() const { return 0.0f; }
-  // True when step() reads only device values and queues work without waiting on the host,
-  // so it can be captured in a CUDA graph (SGD; the Adam family's host-side bias correction
-  // and LAMB's trust ratios are not, until the optimizer kernels take them from the device).
+  // True when step() with a gate reads only device values and queues work without waiting on
+  // the host, so it can be captured in a CUDA graph: the learning rate, the gradient scale and
+  // the Adam family's bias correction (from the applied-step count) come from the gate, and
+  // LAMB's norms and trust ratios stay on the device (Backend::lamb_step). The trainer always
+  // passes a gate; without one the host's values would be frozen into the graph.
   virtual bool capturable() const { return false; }
   // A sharded optimizer whose update needs sums over the ranks gets them from here (set by
   // GatherAfterStep, train/parallel/zero.h); wrappers pass it on. Others ignore it.
