@@ -276,6 +276,17 @@ TEST_F(BertConformance, MaskedSoftmaxGeluAndGather) {
   }
 }
 
+// A step gate in the backend's memory, loss scale and learning-rate factor 1: update_step_gate
+// then adds clipping's factor and the applied-step count (Adam's bias correction).
+std::unique_ptr<Buffer> new_gate(Backend& be) {
+  auto gate = be.buffer(kGateFloats);
+  std::vector<float> init(kGateFloats, 0.0f);
+  init[gate_index(GateField::loss_scale)] = 1.0f;
+  init[gate_index(GateField::lr)] = 1.0f;
+  gate->write(init);
+  return gate;
+}
+
 TEST_F(BertConformance, MultiTensorAdamWLambClippingAndOverflowCheck) {
   // Segments of several sizes, two past one 16384-element task, one without weight decay.
   const std::vector<ParamSegment> segs{{0, 100, true}, {112, 40000, true}, {40112, 7, false}, {40128, 20000, true}};
@@ -290,13 +301,7 @@ TEST_F(BertConformance, MultiTensorAdamWLambClippingAndOverflowCheck) {
       auto wb = be->buffer(n), gb = be->buffer(n), m = be->buffer(n), v = be->buffer(n), u = be->buffer(n);
       wb->write(w0);
       gb->write(g0);
-      // The step gate: clipping's factor, the learning-rate factor and the applied-step count
-      // (Adam's bias correction) in the backend's memory.
-      auto gate = be->buffer(kGateFloats);
-      std::vector<float> init(kGateFloats, 0.0f);
-      init[gate_index(GateField::loss_scale)] = 1.0f;
-      init[gate_index(GateField::lr)] = 1.0f;
-      gate->write(init);
+      auto gate = new_gate(*be);
       for (int64_t step = 1; step <= 3; ++step) {
         be->update_step_gate({gb->data(), n}, gate->data(), StepGateUpdate{false, 2000, 1.0f, 0.5f});
         const AdamStep s{1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, step, gate->data()};
@@ -347,11 +352,7 @@ TEST_F(BertConformance, ShardedLambNormsStayOnTheDevice) {
     auto* sd = reinterpret_cast<double*>(sb->data());
     wb->write(w0);
     gb->write(g0);
-    auto gate = be->buffer(kGateFloats);
-    std::vector<float> init(kGateFloats, 0.0f);
-    init[gate_index(GateField::loss_scale)] = 1.0f;
-    init[gate_index(GateField::lr)] = 1.0f;
-    gate->write(init);
+    auto gate = new_gate(*be);
     std::vector<float> raw(4 * params);
     std::vector<double> d(2 * params);
     for (int64_t step = 1; step <= 3; ++step) {
