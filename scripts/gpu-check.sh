@@ -26,8 +26,9 @@
 #                  time of ResNet-50 fp16 and tf32 and BERT fp16 (nsys, else ncu over the measured
 #                  steps only), and PyTorch's kernels of the same ResNet-50 runs (CUPTI,
 #                  bench/pytorch_cuda_train.py --profile-kernels) beside them
-#  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, interleaved
-#                  --repeats times (medians in 10-variants.tsv), and --find-max-batch against
+#  10  variants    ResNet-50 fp16 b256 eager, --cuda-graph and --data-on-device, and BERT-base fp16
+#                  b64 eager and --cuda-graph, interleaved --repeats times (medians in
+#                  10-variants.tsv), and --find-max-batch against
 #                  PyTorch's largest batch (bench/pytorch_max_batch.py, the same search)
 #  11  llama       llama3_2_1b bf16 (sequence 8,192, batch 1): --plan-only (fails while the
 #                  attention is the flagged cuBLAS fallback, not cuDNN's fused SDPA), then
@@ -367,8 +368,8 @@ stage_profile() {
 variants_table() {
   local v
   printf 'variant\truns\tmedian samples/s\n' >"$out/10-variants.tsv"
-  for v in eager cuda-graph data-on-device; do
-    grep -h -o 'summary: throughput [0-9.]*' "$out"/10-rn50-fp16-"$v"-*.log 2>/dev/null | awk '{print $3}' | sort -g |
+  for v in rn50-fp16-eager rn50-fp16-cuda-graph rn50-fp16-data-on-device bert-fp16-eager bert-fp16-cuda-graph; do
+    grep -h -o 'summary: throughput [0-9.]*' "$out"/10-"$v"-*.log 2>/dev/null | awk '{print $3}' | sort -g |
       awk -v v="$v" '{a[NR] = $1} END {if (NR) printf "%s\t%d\t%s\n", v, NR, (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'
   done >>"$out/10-variants.tsv"
   cat "$out/10-variants.tsv"
@@ -388,6 +389,16 @@ stage_variants() {
   # PyTorch's largest batch by the same search, a fresh process per attempt (bench/pytorch_max_batch.py)
   step 10 rn50-fp16-pytorch-max-batch env -u LD_LIBRARY_PATH python3 "$ROOT/bench/pytorch_max_batch.py" --model resnet50 --precision fp16 \
     --batch-size 256
+  # BERT's step is many short kernels (a 21 ms step at b64 on an H100): where replaying the
+  # step from graphs (LAMB and dropout captured, since 2026-11-28) can show.
+  for r in $(seq 1 "$repeats"); do
+    for v in eager cuda-graph; do
+      extra=()
+      [ "$v" = eager ] || extra=("--$v")
+      step 10 "bert-fp16-$v-$r" "$TRAIN" --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 70 --warmup 20 \
+        "${extra[@]}"
+    done
+  done
   [ $dry = 1 ] || variants_table
 }
 

@@ -72,8 +72,6 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
     throw_usage_error("--attention " + o.attention + " needs --backend cuda (the cpu backend runs its own blocked online softmax)");
   if (o.cuda_graph) {
     if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
-    if (o.dropout > 0 && (o.model == "bert_base" || o.model == "vgg16"))  // the models with dropout (--dropout applies to)
-      throw_usage_error("--cuda-graph: dropout draws new masks each step, which a replayed graph cannot; use --dropout 0");
     if (o.profile_ops > 0) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
   }
   if (o.profile_ops < 0) throw_usage_error("--profile-ops must be 0 (off) or a number of iterations");
@@ -252,7 +250,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   step.add_options()
     ("comm", po::value(&comm), "gradient communicator: nccl (cuda default) or mpi (cpu; on cuda staged through pinned host memory, "
                                "so ranks may share a GPU)")
-    ("cuda-graph", po::bool_switch(&o.cuda_graph), "capture the step at the end of warm-up as CUDA graphs and replay it (cuda; no dropout: BERT and VGG16 need --dropout 0)")
+    ("cuda-graph", po::bool_switch(&o.cuda_graph), "capture the step at the end of warm-up as CUDA graphs and replay it (cuda)")
     ("data-on-device", po::bool_switch(&o.data_on_device), "keep one synthetic batch on the device instead of copying a batch per step")
     ("profile-ops", po::value(&o.profile_ops)->default_value(o.profile_ops), "time every op's forward and backward over N measured "
                                                                              "iterations; stored in the trace (dlperf-reduce --ops, --timeline)")

@@ -93,9 +93,6 @@ expect_usage_error "--zero must be" --zero 3
 expect_usage_error "--zero-gather 'layer' is unknown" --zero 1 --zero-gather layer
 expect_usage_error "--zero-gather step applies to --zero 1 and 2" --zero-gather step
 expect_usage_error "--cuda-graph and --zero 2 exclude each other" --backend cuda --zero 2 --cuda-graph
-# A replay cannot draw new dropout masks: BERT and VGG16 with dropout are refused (Llama has none)
-expect_usage_error "dropout draws new masks each step" --backend cuda --model bert_base --cuda-graph
-expect_usage_error "dropout draws new masks each step" --backend cuda --model vgg16 --optimizer adamw --cuda-graph
 expect_usage_error "--recompute 'layer' is unknown" --recompute layer
 expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4

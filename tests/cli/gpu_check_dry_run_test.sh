@@ -19,6 +19,10 @@ for v in "" " --cuda-graph" " --data-on-device"; do
   [ "$(grep -c -- "--model resnet50 --precision fp16 --batch-size 256 --iterations 70 --warmup 20$v\$" <<<"$out")" = 3 ] ||
     fail "stage 10: three repeats of resnet50 fp16${v:- eager}"
 done
+for v in "" " --cuda-graph"; do
+  [ "$(grep -c -- "--model bert_base --precision fp16 --batch-size 64 --iterations 70 --warmup 20$v\$" <<<"$out")" = 3 ] ||
+    fail "stage 10: three repeats of bert_base fp16${v:- eager}"
+done
 grep -q -- '--find-max-batch' <<<"$out" || fail "stage 10 finds the largest batch"
 grep -q -- '^stage 10 rn50-fp16-pytorch-max-batch .*pytorch_max_batch.py --model resnet50 --precision fp16' <<<"$out" ||
   fail "stage 10 finds PyTorch's largest batch"

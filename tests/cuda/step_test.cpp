@@ -234,15 +234,17 @@ void expect_same_losses(const std::vector<float>& eager, const std::vector<float
 }
 
 // AdamW and LAMB read every per-step value from the gate (the learning rate, the gradient
-// scale, the bias correction's step count) and keep LAMB's norms on the device, so their steps
-// replay from a graph: BERT (LAMB, no dropout: a replay cannot draw new masks) and Llama (AdamW).
+// scale, the bias correction's step count) and keep LAMB's norms on the device, and dropout
+// advances its call counter on the device, so a replayed step is the eager one: BERT (LAMB,
+// dropout 0.1: a replay that froze the masks would draw one mask every step and train apart)
+// and Llama (AdamW).
 TEST(CudaStep, GraphReplayOfAdamFamilyStepsGivesTheEagerLosses) {
   SKIP_WITHOUT_GPU();
   {
     SCOPED_TRACE("bert, lamb");
     BertConfig c;
     c.layers = 2, c.hidden = 64, c.heads = 4, c.intermediate = 128, c.vocab = 64, c.positions = 64;
-    c.batch = 4, c.seq_len = 16, c.max_predictions = 3, c.dropout = 0.0f;
+    c.batch = 4, c.seq_len = 16, c.max_predictions = 3, c.dropout = 0.1f, c.dropout_seed = 3;
     const MakeModel bert = [&](Backend& be) -> std::unique_ptr<Model> { return make_bert(be, c); };
     const MakeOptimizer lamb = [](Backend& be, ParamStore& store) -> std::unique_ptr<Optimizer> {
       return std::make_unique<Lamb>(be, store, AdamConfig{});

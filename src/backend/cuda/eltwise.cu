@@ -94,8 +94,10 @@ __global__ void relu_bwd_y(const T* y, const T* dy, T* dx, int64_t packs) {
 
 // The mask is per element index i = p * V + j, as with V = 1: the same mask whatever V.
 template <class T, int V>
-__global__ void dropout_kernel(const T* x, T* y, int64_t packs, float p_drop, float scale, uint64_t key) {
+__global__ void dropout_kernel(const T* x, T* y, int64_t packs, float p_drop, float scale, uint64_t seed, const uint64_t* counter) {
   using P = Pack<T, V>;
+  // One key per (seed, call); the per-element mix64 spreads neighbouring keys and indices apart.
+  const uint64_t key = dropout_key(seed, *counter);
   DLPERF_GRID_STRIDE(p, packs) {
     const P xv = reinterpret_cast<const P*>(x)[p];
     P out;
@@ -105,9 +107,16 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t packs, float p_drop, fl
   }
 }
 
+__global__ void dropout_advance(uint64_t* counter) { *counter += 1; }
+
 #undef DLPERF_GRID_STRIDE
 
 }  // namespace
+
+cudaError_t launch_dropout_advance(uint64_t* counter, cudaStream_t s) {
+  dropout_advance<<<1, 1, 0, s>>>(counter);
+  return launched();
+}
 
 cudaError_t launch_activation_forward(ActKind k, const void* x, void* y, ElemType t, int64_t count, cudaStream_t s) {
   if (count == 0) return cudaSuccess;
@@ -157,17 +166,15 @@ cudaError_t launch_relu_backward_from_y(const void* y, const void* dy, void* dx,
   });
 }
 
-cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, float p, uint64_t seed, uint64_t counter,
+cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, float p, uint64_t seed, const uint64_t* counter,
                            cudaStream_t s) {
   if (count == 0) return cudaSuccess;
-  // One key per (seed, call); the per-element mix64 spreads neighbouring keys and indices apart.
-  const uint64_t key = dropout_key(seed, counter);
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   return dispatch_float(t, [&](auto tag) {
     using T = decltype(tag);
     return dispatch_pack<T>(count, {x, y}, [&](auto v) {
       dropout_kernel<T, v()><<<grid_for(count / v()), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), count / v(), p,
-                                                                         scale, key);
+                                                                         scale, seed, counter);
       return launched();
     });
   });
@@ -187,6 +194,7 @@ void list_kernels_eltwise(std::vector<KernelLaunch>& out) {
   DLPERF_LIST_VEC(relu_bwd_y);
   DLPERF_LIST_VEC(dropout_kernel);
 #undef DLPERF_LIST_VEC
+  out.push_back(launch_entry("dropout_advance", &dropout_advance, 1));
 }
 
 }  // namespace dlperf::cuda

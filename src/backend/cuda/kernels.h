@@ -138,10 +138,14 @@ cudaError_t launch_activation_backward(ActKind k, const void* x, const void* dy,
 cudaError_t launch_add(const void* a, const void* b, void* y, ElemType t, int64_t count, bool relu, cudaStream_t s);
 // dx = y > 0 ? dy : 0 (ReLU's backward from its output); dx may alias dy.
 cudaError_t launch_relu_backward_from_y(const void* y, const void* dy, void* dx, ElemType t, int64_t count, cudaStream_t s);
-// y = keep(seed, counter, i) ? x / (1 - p) : 0, keep ~ Bernoulli(1 - p) from a counter-based
-// hash: forward and backward call it with the same (seed, counter) and get the same mask.
-cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, float p, uint64_t seed, uint64_t counter,
+// y = keep(seed, *counter, i) ? x / (1 - p) : 0, keep ~ Bernoulli(1 - p) from a counter-based
+// hash: forward and backward call it with the same (seed, counter) and get the same mask. The
+// counter is read on the device, when the kernel runs: a replayed CUDA graph draws a new mask
+// after launch_dropout_advance, as an eager step does.
+cudaError_t launch_dropout(const void* x, void* y, ElemType t, int64_t count, float p, uint64_t seed, const uint64_t* counter,
                            cudaStream_t s);
+// *counter += 1 (one thread): a dropout site's next forward, in stream order.
+cudaError_t launch_dropout_advance(uint64_t* counter, cudaStream_t s);
 
 // ---- batch_norm.cu ------------------------------------------------------------------------
 // Channels-last batch norm in training mode, fused with the residual add and ReLU, x (rows =
@@ -204,7 +208,8 @@ cudaError_t launch_cross_entropy_backward(const void* logits, ElemType t, const 
 // ---- layer_norm.cu ------------------------------------------------------------------------
 // Layer norm over rows of cols, alone (a = the input, r = s = null, p = 0) or fused with the
 // dropout and residual add before it: s = r + dropout(a) (stored, for backward), y = LN(s).
-// mean, rstd (rows) are saved for backward. key = dropout_key(seed, counter) (common.cuh).
+// mean, rstd (rows) are saved for backward. The mask's key is dropout_key(seed, *mask_counter)
+// (common.cuh), the counter read on the device (launch_dropout); unused when p = 0.
 struct AddNormForward {
   const void* a = nullptr;
   const void* r = nullptr;
@@ -216,7 +221,8 @@ struct AddNormForward {
   float* rstd = nullptr;
   int64_t rows = 0, cols = 0;
   float eps = 1e-12f, p = 0.0f, scale = 1.0f;
-  uint64_t key = 0;
+  uint64_t seed = 0;
+  const uint64_t* mask_counter = nullptr;  // dropout's call counter, on the device
 };
 // From x (the layer norm's input: s, or a when unfused), dy, the saved statistics: dx = the
 // input's gradient (the residual's, when fused; may be null), da = dropout's backward of it
@@ -236,7 +242,8 @@ struct AddNormBackward {
   int* counter = nullptr;
   int64_t rows = 0, cols = 0;
   float p = 0.0f, scale = 1.0f;
-  uint64_t key = 0;
+  uint64_t seed = 0;
+  const uint64_t* mask_counter = nullptr;  // as AddNormForward's; unused when p = 0
 };
 struct AddNormGrid {
   unsigned blocks = 1, threads = 256;

@@ -107,6 +107,8 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
     add_param(ctx_, s.norm.name + ".weight", ParamRole::norm_scale, {s.norm.features}, DType::f32);
     add_param(ctx_, s.norm.name + ".bias", ParamRole::norm_shift, {s.norm.features}, DType::f32);
     sum_ = std::make_unique<CudaTensor>(ctx_, a.dims(), dtype_, Layout::canonical);  // s, kept for backward
+    counter_ = ctx_->alloc(sizeof(uint64_t));  // on the device, as CudaDropout's (dropout.cpp)
+    DLPERF_CHECK(cudaMemsetAsync(counter_.get(), 0, sizeof(uint64_t), ctx_->s()));
     for (const char* pass : {"forward", "backward"})
       ctx_->record_kernel(s.norm.name, pass, shape_str(a.dims(), dtype_), "dlperf:dropout_add_layer_norm");
   }
@@ -119,8 +121,9 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
 
   void forward(const Tensor& a, const Tensor& r, Tensor& y, uint64_t seed) override {
     DLPERF_ASSERT(a.same_layout(*sum_) && r.same_layout(*sum_) && y.same_layout(*sum_), "dropout_add_norm operands of the planned shape");
-    if (!std::exchange(repeat_, false)) counter_ += 1;  // repeat_last_mask(): the last forward's mask again
-    key_ = dropout_key(seed, counter_);
+    seed_ = seed;
+    // repeat_last_mask(): the last forward's mask again
+    if (!std::exchange(repeat_, false) && spec_.dropout > 0.0f) DLPERF_CHECK(launch_dropout_advance(counter_.as<uint64_t>(), ctx_->s()));
     AddNormForward f = core_.forward_args(params_[0].value(), params_[1].value());
     f.a = dev(a).data();
     f.r = dev(r).data();
@@ -128,7 +131,8 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
     f.y = dev(y).data();
     f.p = spec_.dropout;
     f.scale = 1.0f / (1.0f - spec_.dropout);
-    f.key = key_;
+    f.seed = seed_;
+    f.mask_counter = counter_.as<uint64_t>();
     DLPERF_CHECK(launch_add_norm_forward(f, elem(dtype_), core_.grid(), ctx_->s()));
   }
 
@@ -140,7 +144,8 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
     b.da = dev(da).data();
     b.p = spec_.dropout;
     b.scale = 1.0f / (1.0f - spec_.dropout);
-    b.key = key_;
+    b.seed = seed_;
+    b.mask_counter = counter_.as<uint64_t>();
     DLPERF_CHECK(launch_add_norm_backward(b, elem(dtype_), core_.grid(), ctx_->s()));
   }
 
@@ -151,7 +156,8 @@ class CudaDropoutAddNorm final : public WithParams<DropoutAddNorm> {
   int64_t rows_ = 0;
   NormCore core_;
   std::unique_ptr<CudaTensor> sum_;  // (M, C): r + dropout(a) of the last forward
-  uint64_t counter_ = 0, key_ = 0;
+  uint64_t seed_ = 0;
+  DeviceMemory counter_;  // (1) uint64: forwards so far
   bool repeat_ = false;
 };
 

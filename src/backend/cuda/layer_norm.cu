@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kThreads) add_norm_fwd(AddNormForward f) {
   T* y = static_cast<T*>(f.y);
   const int cols = static_cast<int>(f.cols);
   const int tid = static_cast<int>(threadIdx.x);
+  const uint64_t key = f.p > 0.0f ? dropout_key(f.seed, *f.mask_counter) : 0;
   for (int64_t row = blockIdx.x; row < f.rows; row += gridDim.x) {
     const int64_t base = row * cols;
     float v[kPer];
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) add_norm_fwd(AddNormForward f) {
       if (j < cols) {
         const int64_t i = base + j;
         float x = load(a, i);
-        if (f.p > 0.0f) x = dropout_keep(f.key, i, f.p) ? x * f.scale : 0.0f;
+        if (f.p > 0.0f) x = dropout_keep(key, i, f.p) ? x * f.scale : 0.0f;
         if (r) x += load(r, i);
         if (s) {
           x = rounded<T>(x);  // backward normalises the stored s: use what is stored
@@ -125,6 +126,9 @@ __global__ void __launch_bounds__(kThreads) add_norm_bwd(AddNormBackward b) {
       }
     }
     const float mg = block_sum(sg) * inv, mgx = block_sum(sgx) * inv;
+    // Read here, not once per kernel: live through the whole row, the key spills the
+    // 1,024-thread variants' registers.
+    const uint64_t key = da && b.p > 0.0f ? dropout_key(b.seed, *b.mask_counter) : 0;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int j = tid + k * kThreads;
@@ -140,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) add_norm_bwd(AddNormBackward b) {
         }
         const float ds = rs * (dk * b.gamma[j] - mg - xk * mgx);
         if (dx) store(dx, i, ds);
-        if (da) store(da, i, b.p > 0.0f ? (dropout_keep(b.key, i, b.p) ? ds * b.scale : 0.0f) : ds);
+        if (da) store(da, i, b.p > 0.0f ? (dropout_keep(key, i, b.p) ? ds * b.scale : 0.0f) : ds);
       }
     }
   }
