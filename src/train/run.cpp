@@ -337,6 +337,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   // Batches copied per step go through the backend's input pipe (cuda: a device staging set,
   // allocated as the step starts); resident batches and the image loader's bypass it.
   if (!o.data_on_device && !dataset) built_plan.input = static_cast<double>(be.input_pipe_bytes(model.inputs()));
+  // A CPU's plan before the build has only a floor for the activations, and the build touches no
+  // page of them: a run past this node's memory is refused here, with the built figure, rather
+  // than killed by the kernel's out-of-memory killer in its first step (a GPU's allocations
+  // have already failed where they do not fit).
+  if (!o.plan_only && o.backend == BackendKind::cpu) refuse_unless_fits(o, built_plan, memory_limit);
   if (o.plan_only) {
     if (root) {
       if (built_plan.model > 0) out << format_memory_plan(built_plan, memory_limit);

@@ -161,6 +161,36 @@ TEST(MemoryPlan, RefusalSuggestsTheHeadInChunksWhereTheLogitsWeigh) {
   EXPECT_EQ(chunked.find("--logits-chunk"), std::string::npos) << chunked;
 }
 
+// A CPU run is checked twice: before the build against the activations' floor, and after it
+// (run.cpp) against what the build allocated, since a CPU touches none of those pages until the
+// step. The second refusal names the built figure and this node's memory, and suggests what
+// shrinks activations once they outweigh the parameters (Llama 3.2 1B at 8,192 tokens in f32:
+// 14.5 GiB of parameter state, 20 GiB built, refused on a 24 GiB node by the second check only).
+TEST(MemoryPlan, TheBuiltModelIsRefusedWhereItsFloorFitted) {
+  TrainOptions o;
+  o.model = "llama3_2_1b";
+  o.seq_len = 8192;
+  o.batch_size = 1;
+  o.optimizer = "adamw";
+  MemoryPlan p = plan_memory(o, 1);
+  const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
+  const double limit = p.total() + (1 << 20);
+  EXPECT_NO_THROW(refuse_unless_fits(o, p, limit));  // the floor fits
+  p.model = 1.4 * params;                              // the build allocated more than the floor
+  ASSERT_GT(p.total(), limit);
+  std::string msg;
+  try {
+    refuse_unless_fits(o, p, limit);
+  } catch (const Error& e) {
+    msg = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+  }
+  EXPECT_NE(msg.find("the model as built"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(this node's memory)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--recompute block"), std::string::npos) << msg;  // the activations outweigh the parameters
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+}
+
 // Issue 25: the plan's total matches the measured peak (the allocation counter) within 10 % for
 // each model, fp32 and bf16, at two batch sizes (the activations grow with the batch, the
 // parameters do not). It is held to 2 %: the model row is what the build allocated and the

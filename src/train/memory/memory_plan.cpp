@@ -203,24 +203,28 @@ double memory_limit_bytes(const TrainOptions& o, double gpu_bytes) {
 void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes) {
   if (limit_bytes <= 0 || p.total() <= limit_bytes) return;
   const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
+  const double activations = p.model > 0 ? p.model : p.activations_min;  // as built (cpu), or the floor
   std::string help;
-  if (o.zero < 2 && params > p.activations_min) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
+  if (o.zero < 2 && params > activations) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
   if (o.grad_accum > 1 && o.zero < 2) help += "no --grad-accum (its buffer), ";
-  if (p.activations_min > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
+  if (activations > params && o.recompute == "none" && o.model != "vgg16") help += "--recompute block, ";
   if (is_llama_model(o.model)) {  // whole logits a large part of the activations: the head over chunks of tokens
     const LlamaConfig c = llama_config(o);
     const int64_t tokens = c.batch * c.seq_len;
     const double logit_bytes = static_cast<double>(llama_logit_bytes(o));
     if (c.logits_chunk == 0 && tokens % 4 == 0 &&
-        logit_bytes * static_cast<double>(tokens) * static_cast<double>(c.vocab) > 0.25 * p.activations_min)
+        logit_bytes * static_cast<double>(tokens) * static_cast<double>(c.vocab) > 0.25 * activations)
       help += "--logits-chunk " + std::to_string(tokens / 4) + ", ";
   }
-  if (p.activations_min > params) help += "a smaller --batch-size with --grad-accum, ";
+  if (activations > params) help += "a smaller --batch-size with --grad-accum, ";
   help += "a smaller model";
+  const std::string rest = p.model > 0 ? "the model as built " + gib(p.model) : "activations >= " + gib(p.activations_min);
   throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +
-                    ", activations >= " + gib(p.activations_min) + ") but a rank has " + gib(limit_bytes) +
-                    (o.memory_limit_mb > 0 ? " (--memory-limit-mb)" : o.backend == BackendKind::cuda ? " (the GPU's memory)" : "") + "; try " +
-                    help + " (--plan-only prints the plan)");
+                    ", " + rest + ") but a rank has " + gib(limit_bytes) +
+                    (o.memory_limit_mb > 0               ? " (--memory-limit-mb)"
+                     : o.backend == BackendKind::cuda ? " (the GPU's memory)"
+                                                      : " (this node's memory)") +
+                    "; try " + help + " (--plan-only prints the plan)");
 }
 
 }  // namespace dlperf
