@@ -12,6 +12,7 @@
 #include "core/parse_number.h"
 #include "dlperf_version.h"
 #include "models/llama_config.h"
+#include "train/feed/bert_data.h"
 #include "train/feed/token_sources.h"
 #include "train/llama_options.h"
 #include "models/resnet.h"
@@ -434,6 +435,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.seq_len > 512) throw_usage_error("--seq-len " + std::to_string(o.seq_len) + " exceeds BERT's 512 positions");
   if (is_bert && o.max_predictions > o.seq_len)
     throw_usage_error("--max-predictions " + std::to_string(o.max_predictions) + " exceeds --seq-len " + std::to_string(o.seq_len));
+  if (o.model == "bert_base" && o.bert_vocab <= kBertFirstWord)
+    throw_usage_error("--bert-vocab " + std::to_string(o.bert_vocab) + " is too small: the vocabulary holds " + std::to_string(kBertFirstWord) +
+                      " special tokens ([PAD], [UNK], [CLS], [SEP], [MASK]) and at least one word; use " +
+                      std::to_string(kBertFirstWord + 1) + " or more");
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");

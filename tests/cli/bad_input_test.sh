@@ -93,6 +93,8 @@ expect_usage_error "--zero must be" --zero 3
 expect_usage_error "--zero-gather 'layer' is unknown" --zero 1 --zero-gather layer
 expect_usage_error "--zero-gather step applies to --zero 1 and 2" --zero-gather step
 expect_usage_error "--cuda-graph and --zero 2 exclude each other" --backend cuda --zero 2 --cuda-graph
+# BERT's vocabulary starts with its 5 special tokens: 5 or fewer ids leave no word to draw
+expect_usage_error "--bert-vocab 5 is too small: the vocabulary holds 5 special tokens" --model bert_base --bert-vocab 5
 expect_usage_error "--recompute 'layer' is unknown" --recompute layer
 expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4

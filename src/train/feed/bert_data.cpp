@@ -13,7 +13,7 @@
 namespace dlperf {
 
 namespace {
-constexpr int32_t kFirstToken = 5;  // ids 0..4: [PAD], [UNK], [CLS], [SEP], [MASK] (reduced)
+constexpr int32_t kFirstToken = kBertFirstWord;
 constexpr int32_t kMaskId = 4;
 }  // namespace
 

@@ -16,6 +16,10 @@
 
 namespace dlperf {
 
+// Ids 0..4 are [PAD], [UNK], [CLS], [SEP] and [MASK] (the reduced vocabulary's, as BERT's
+// own vocabulary starts with its special tokens); words are the ids from here on.
+inline constexpr int32_t kBertFirstWord = 5;
+
 struct BertDataShape {
   int64_t batch = 16, seq_len = 128, max_predictions = 20, vocab = 30522;
 };
