@@ -294,8 +294,9 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   // here with one line (exit 2), on every rank alike.
   // On cuda the GPU's memory, where this machine has the GPU (a login node planning a GPU run
   // reports the plan without a limit).
+  // On cpu this node's memory, shared by the ranks on it.
   const double memory_limit =
-      memory_limit_bytes(o, o.backend == BackendKind::cuda ? static_cast<double>(cuda_device_memory_bytes(w.local_rank)) : 0.0);
+      memory_limit_bytes(o, o.backend == BackendKind::cuda ? static_cast<double>(cuda_device_memory_bytes(w.local_rank)) : 0.0, w.local_size);
   if (o.plan_only) {
     const MemoryPlan plan = plan_memory(o, o.plan_ranks > 0 ? o.plan_ranks : w.size);
     if (root) out << format_memory_plan(plan, memory_limit) << std::flush;

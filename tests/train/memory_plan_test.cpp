@@ -186,7 +186,7 @@ TEST(MemoryPlan, TheBuiltModelIsRefusedWhereItsFloorFitted) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
   }
   EXPECT_NE(msg.find("the model as built"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(this node's memory)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(its share of this node's memory)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--recompute block"), std::string::npos) << msg;  // the activations outweigh the parameters
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
 }

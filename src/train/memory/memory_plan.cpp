@@ -195,9 +195,9 @@ std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   return s + "\n";
 }
 
-double memory_limit_bytes(const TrainOptions& o, double gpu_bytes) {
+double memory_limit_bytes(const TrainOptions& o, double gpu_bytes, int ranks_on_node) {
   if (o.memory_limit_mb > 0) return static_cast<double>(o.memory_limit_mb) * 1024.0 * 1024.0;
-  return o.backend == BackendKind::cpu ? physical_memory_bytes() : gpu_bytes;
+  return o.backend == BackendKind::cpu ? physical_memory_bytes() / std::max(1, ranks_on_node) : gpu_bytes;
 }
 
 void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes) {
@@ -223,7 +223,7 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
                     ", " + rest + ") but a rank has " + gib(limit_bytes) +
                     (o.memory_limit_mb > 0               ? " (--memory-limit-mb)"
                      : o.backend == BackendKind::cuda ? " (the GPU's memory)"
-                                                      : " (this node's memory)") +
+                                                      : " (its share of this node's memory)") +
                     "; try " + help + " (--plan-only prints the plan)");
 }
 

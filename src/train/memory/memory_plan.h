@@ -87,9 +87,10 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks);
 MemoryPlan with_built_model(MemoryPlan p, const TrainOptions& o, double model_bytes);
 // The plan as lines "memory plan per rank (...): ...", against `limit_bytes` (0: unknown).
 std::string format_memory_plan(const MemoryPlan& p, double limit_bytes);
-// The memory a rank may use: --memory-limit-mb, else the node's memory on cpu, else (cuda) the
-// GPU's, gpu_bytes (0: unknown, a machine without the GPU).
-double memory_limit_bytes(const TrainOptions& o, double gpu_bytes = 0);
+// The memory a rank may use: --memory-limit-mb, else on cpu its share of the node's memory (the
+// node's over ranks_on_node), else (cuda) the GPU's, gpu_bytes (0: unknown, a machine without
+// the GPU).
+double memory_limit_bytes(const TrainOptions& o, double gpu_bytes = 0, int ranks_on_node = 1);
 // Throws Error(usage) with one line when the plan exceeds limit_bytes (> 0).
 void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes);
 
