@@ -3,11 +3,16 @@
 // weights shard) and of tensors (each may pin a mapped chunk on a GPU), and its parameter-side
 // bytes follow the options.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "train/memory/memory_plan.h"
+#include "train/memory/size_limits.h"
 #include "train/registry.h"
 #include "train/setup.h"
 #include "train/trainer.h"
@@ -186,9 +191,45 @@ TEST(MemoryPlan, TheBuiltModelIsRefusedWhereItsFloorFitted) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);
   }
   EXPECT_NE(msg.find("the model as built"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(its share of this node's memory)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(its share of the memory this node gives the job"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--recompute block"), std::string::npos) << msg;  // the activations outweigh the parameters
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+}
+
+// A Slurm job under ConstrainRAMSpace (or a container) may use less than the node has: the plan's
+// limit is the tightest memory limit of the cgroups the process is in and those above them, in
+// cgroup v2 (memory.max) and v1 (the memory controller's memory.limit_in_bytes) layouts alike.
+TEST(MemoryPlan, TheLimitIsTheTightestCgroupAbove) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("dlperf_cgroup_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const auto put = [&](const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text << "\n";
+  };
+  // v2: the job's group limits, its step's does not, the task's is tighter still
+  put(root / "system.slice/slurmstepd.scope/job_7/memory.max", "8589934592");
+  put(root / "system.slice/slurmstepd.scope/job_7/step_0/memory.max", "max");
+  put(root / "system.slice/slurmstepd.scope/job_7/step_0/user/task_0/memory.max", "6442450944");
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n"), 6442450944.0);
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "0::/system.slice/slurmstepd.scope/job_7/step_0\n"), 8589934592.0);
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "0::/system.slice\n"), 0.0);  // no limit set
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "0::/nowhere/at/all\n"), 0.0);
+  // inside a cgroup namespace the container's own group is "/", its limit at the root
+  put(root / "memory.max", "4294967296");
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "0::/\n"), 4294967296.0);
+  fs::remove(root / "memory.max");
+  // v1: only the memory controller's line counts; 2^63 rounded down to a page means no limit
+  put(root / "memory/slurm/uid_0/job_9/memory.limit_in_bytes", "3221225472");
+  put(root / "memory/slurm/uid_0/job_9/step_batch/memory.limit_in_bytes", "9223372036854771712");
+  const std::string v1 = "12:pids:/slurm/uid_0/job_9/step_batch\n4:cpuacct,cpu:/\n3:memory:/slurm/uid_0/job_9/step_batch\n0::/\n";
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, v1), 3221225472.0);
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "3:memory:/slurm/uid_0/job_9/step_batch\n"), 3221225472.0);
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "3:blkio:/slurm/uid_0/job_9/step_batch\n"), 0.0);
+  EXPECT_EQ(cgroup_memory_limit_bytes(root, "not a cgroup file"), 0.0);
+  fs::remove_all(root);
+  // This machine: never more than its physical memory, never 0 on Linux.
+  EXPECT_GT(physical_memory_bytes(), 0.0);
 }
 
 // Issue 25: the plan's total matches the measured peak (the allocation counter) within 10 % for

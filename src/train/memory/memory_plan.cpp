@@ -223,7 +223,7 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
                     ", " + rest + ") but a rank has " + gib(limit_bytes) +
                     (o.memory_limit_mb > 0               ? " (--memory-limit-mb)"
                      : o.backend == BackendKind::cuda ? " (the GPU's memory)"
-                                                      : " (its share of this node's memory)") +
+                                                      : " (its share of the memory this node gives the job: physical, or its cgroup's limit)") +
                     "; try " + help + " (--plan-only prints the plan)");
 }
 

@@ -15,6 +15,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -113,9 +118,60 @@ void check_activation_sizes(const TrainOptions& o, double memory_bytes) {
                       " or --batch-size");
 }
 
+namespace {
+
+// The number in `path` ("max", a missing file, or v1's 2^63-rounded "no limit": 0).
+double limit_in(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  std::string text;
+  if (!(f >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return 0.0;
+  const double v = std::strtod(text.c_str(), nullptr);
+  return v > 0.0 && v < 0x1p62 ? v : 0.0;
+}
+
+}  // namespace
+
+double cgroup_memory_limit_bytes(const std::string& root, const std::string& self) {
+  double tightest = 0.0;
+  std::istringstream lines(self);
+  std::string line;
+  while (std::getline(lines, line)) {  // "hierarchy:controllers:path"
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string group = line.substr(b + 1);
+    std::filesystem::path base;
+    const char* file = nullptr;
+    if (line.compare(0, a + 1, "0:") == 0 && controllers.empty()) {  // v2, the unified hierarchy
+      base = root;
+      file = "memory.max";
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {  // v1, the memory controller's
+      base = std::filesystem::path(root) / "memory";
+      file = "memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    // The group and each above it, up to the hierarchy's root (a container's own, where the
+    // path shown is "/" inside a cgroup namespace).
+    for (;;) {
+      const double v = limit_in(base / std::filesystem::path(group).relative_path() / file);
+      if (v > 0.0 && (tightest == 0.0 || v < tightest)) tightest = v;
+      if (group.empty() || group == "/") break;
+      const size_t slash = group.find_last_of('/');
+      group = slash == std::string::npos || slash == 0 ? "/" : group.substr(0, slash);
+    }
+  }
+  return tightest;
+}
+
 double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+  double bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+  std::ifstream self("/proc/self/cgroup");
+  const std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  const double limit = cgroup_memory_limit_bytes("/sys/fs/cgroup", text);
+  if (limit > 0.0 && (bytes == 0.0 || limit < bytes)) bytes = limit;
+  return bytes;
 }
 
 }  // namespace dlperf

@@ -9,6 +9,8 @@
 //     refuses a run that would fit; it catches sizes that cannot.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "train/options.h"
@@ -25,7 +27,12 @@ double min_activation_bytes(const TrainOptions& o);
 // pass 2^31 elements, or (memory_bytes > 0) the activations cannot fit `memory_bytes`.
 void check_activation_sizes(const TrainOptions& o, double memory_bytes);
 
-// This machine's physical memory in bytes (0 when unknown).
+// The memory this process may use, in bytes: the machine's physical memory, or less where a
+// cgroup this process is in limits it (Slurm's ConstrainRAMSpace, a container); 0 when unknown.
 double physical_memory_bytes();
+// The tightest memory limit of the cgroups named in `self` (/proc/self/cgroup's text) and every
+// group above them, read under `root` (/sys/fs/cgroup): cgroup v2's memory.max, v1's
+// memory.limit_in_bytes (the memory controller's hierarchy); 0 when none is set.
+double cgroup_memory_limit_bytes(const std::string& root, const std::string& self);
 
 }  // namespace dlperf
