@@ -387,30 +387,30 @@ variants_table() {
   cat "$out/10-variants.tsv"
 }
 
-stage_variants() {
-  local r v extra
+# --repeats rounds of one model in fp16, eager and each variant given (--cuda-graph, ...) in
+# turn within a round, so that a drift of the GPU favours none.
+variant_runs() {  # name model batch variant...
+  local name=$1 model=$2 batch=$3 r v extra
+  shift 3
   for r in $(seq 1 "$repeats"); do
-    for v in eager cuda-graph data-on-device; do
+    for v in eager "$@"; do
       extra=()
       [ "$v" = eager ] || extra=("--$v")
-      step 10 "rn50-fp16-$v-$r" "$TRAIN" --backend cuda --model resnet50 --precision fp16 --batch-size 256 --iterations 70 --warmup 20 \
+      step 10 "$name-$v-$r" "$TRAIN" --backend cuda --model "$model" --precision fp16 --batch-size "$batch" --iterations 70 --warmup 20 \
         "${extra[@]}"
     done
   done
+}
+
+stage_variants() {
+  variant_runs rn50-fp16 resnet50 256 cuda-graph data-on-device
   step 10 rn50-fp16-find-max-batch "$TRAIN" --backend cuda --model resnet50 --precision fp16 --batch-size 256 --find-max-batch
   # PyTorch's largest batch by the same search, a fresh process per attempt (bench/pytorch_max_batch.py)
   step 10 rn50-fp16-pytorch-max-batch env -u LD_LIBRARY_PATH python3 "$ROOT/bench/pytorch_max_batch.py" --model resnet50 --precision fp16 \
     --batch-size 256
   # BERT's step is many short kernels (a 21 ms step at b64 on an H100): where replaying the
   # step from graphs (LAMB and dropout captured, since 2026-11-28) can show.
-  for r in $(seq 1 "$repeats"); do
-    for v in eager cuda-graph; do
-      extra=()
-      [ "$v" = eager ] || extra=("--$v")
-      step 10 "bert-fp16-$v-$r" "$TRAIN" --backend cuda --model bert_base --precision fp16 --batch-size 64 --iterations 70 --warmup 20 \
-        "${extra[@]}"
-    done
-  done
+  variant_runs bert-fp16 bert_base 64 cuda-graph
   [ $dry = 1 ] || variants_table
 }
 
