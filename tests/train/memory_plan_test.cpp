@@ -169,8 +169,9 @@ TEST(MemoryPlan, RefusalSuggestsTheHeadInChunksWhereTheLogitsWeigh) {
 // A CPU run is checked twice: before the build against the activations' floor, and after it
 // (run.cpp) against what the build allocated, since a CPU touches none of those pages until the
 // step. The second refusal names the built figure and this node's memory, and suggests what
-// shrinks activations once they outweigh the parameters (Llama 3.2 1B at 8,192 tokens in f32:
-// 14.5 GiB of parameter state, 20 GiB built, refused on a 24 GiB node by the second check only).
+// shrinks activations once they outweigh the parameters (Llama 3.2 1B at 8,192 tokens in f32
+// with --llama-vocab 1: 14.5 GiB of parameter state, 20 GiB built, refused on a 24 GiB node by
+// the second check only).
 TEST(MemoryPlan, TheBuiltModelIsRefusedWhereItsFloorFitted) {
   TrainOptions o;
   o.model = "llama3_2_1b";
