@@ -286,6 +286,11 @@ void Backend::adamw_step(float* w, const float* g, float* m, float* v, std::span
   }
 }
 
+namespace {
+// ||w|| / ||u||; 1 when either is 0 or the parameter does not decay (FusedLAMB without nvlamb).
+double lamb_trust_ratio(bool decay, double w_sq, double u_sq) { return decay && w_sq > 0.0 && u_sq > 0.0 ? std::sqrt(w_sq / u_sq) : 1.0; }
+}  // namespace
+
 void Backend::lamb_step(float* w, const float* g, float* m, float* v, float* update, std::span<const ParamSegment> segments,
                         const AdamStep& s) {
   for (const ParamSegment& p : segments) {
@@ -293,9 +298,7 @@ void Backend::lamb_step(float* w, const float* g, float* m, float* v, float* upd
     t.weight_decay = p.decay ? s.weight_decay : 0.0f;
     const size_t o = p.offset, n = p.count;
     const LambNorms norms = lamb_update({w + o, n}, {g + o, n}, {m + o, n}, {v + o, n}, {update + o, n}, t);
-    double ratio = 1.0;
-    if (p.decay && norms.w_sq > 0.0 && norms.u_sq > 0.0) ratio = std::sqrt(norms.w_sq / norms.u_sq);
-    lamb_apply({w + o, n}, {update + o, n}, static_cast<float>(s.lr * ratio), s.gate);
+    lamb_apply({w + o, n}, {update + o, n}, static_cast<float>(s.lr * lamb_trust_ratio(p.decay, norms.w_sq, norms.u_sq)), s.gate);
   }
 }
 
@@ -315,9 +318,7 @@ void Backend::lamb_shard_norms(const float* w, const float* g, float* m, float* 
 
 void Backend::lamb_shard_apply(float* w, const float* update, std::span<const LambPiece> pieces, const double* sums, const AdamStep& s) {
   for (const LambPiece& p : pieces) {
-    const double w_sq = sums[2 * p.param], u_sq = sums[2 * p.param + 1];
-    double ratio = 1.0;
-    if (p.decay && w_sq > 0.0 && u_sq > 0.0) ratio = std::sqrt(w_sq / u_sq);
+    const double ratio = lamb_trust_ratio(p.decay, sums[2 * p.param], sums[2 * p.param + 1]);
     lamb_apply({w + p.offset, p.count}, {update + p.local, p.count}, static_cast<float>(s.lr * ratio), s.gate);
   }
 }
