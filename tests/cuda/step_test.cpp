@@ -237,14 +237,16 @@ void expect_same_losses(const std::vector<float>& eager, const std::vector<float
 // scale, the bias correction's step count) and keep LAMB's norms on the device, and dropout
 // advances its call counter on the device, so a replayed step is the eager one: BERT (LAMB,
 // dropout 0.1: a replay that froze the masks would draw one mask every step and train apart)
-// and Llama (AdamW).
+// and Llama (AdamW). BERT again under --recompute block: its second forward repeats the first
+// one's masks (repeat_last_mask, no advance), in the replay as eagerly.
 TEST(CudaStep, GraphReplayOfAdamFamilyStepsGivesTheEagerLosses) {
   SKIP_WITHOUT_GPU();
-  {
-    SCOPED_TRACE("bert, lamb");
+  for (const bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "bert, lamb, recompute block" : "bert, lamb");
     BertConfig c;
     c.layers = 2, c.hidden = 64, c.heads = 4, c.intermediate = 128, c.vocab = 64, c.positions = 64;
     c.batch = 4, c.seq_len = 16, c.max_predictions = 3, c.dropout = 0.1f, c.dropout_seed = 3;
+    c.recompute = recompute;
     const MakeModel bert = [&](Backend& be) -> std::unique_ptr<Model> { return make_bert(be, c); };
     const MakeOptimizer lamb = [](Backend& be, ParamStore& store) -> std::unique_ptr<Optimizer> {
       return std::make_unique<Lamb>(be, store, AdamConfig{});
