@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/parse_number.h"
 #include "data/indexed_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "dlperf_version.h"
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
     if (layout == "folder") s.shards = false;
     else if (layout == "tar") s.folder = false;
     else if (layout != "both") throw_usage_error("--layout '" + layout + "' is unknown: use folder, tar or both");
-    if (s.threads <= 0) throw_usage_error("--threads must be positive");
+    if (s.threads <= 0 || s.threads > kMaxThreads)
+      throw_usage_error("--threads must be 1 to " + std::to_string(kMaxThreads) + " (got " + std::to_string(s.threads) + ")");
     if (s.greyscale_every < 0 || s.cmyk_every < 0) throw_usage_error("--greyscale-every and --cmyk-every must be 0 or more");
     const auto sum = data::write_synthetic_dataset(output, s);
     std::cout << "dlperf-make-dataset: " << sum.samples << " images (" << s.classes << " classes x " << s.per_class << ", " << s.width

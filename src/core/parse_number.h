@@ -16,6 +16,12 @@
 
 namespace dlperf {
 
+// The most threads a thread-count option takes in one process (--threads, --loader-threads,
+// dlperf-make-dataset --threads): above the largest nodes' hardware threads (2 x 192 cores x 2),
+// below where oneDNN's and the loader's start-up runs out of memory or crashes (30,000 and 100,000
+// threads did, and a job made of them never stepped).
+inline constexpr int kMaxThreads = 1024;
+
 // A base-10 integer, optional leading '-', nothing else (no blanks, no '+', no trailing text);
 // empty when the text is not one or does not fit int64_t.
 inline std::optional<int64_t> parse_int64(std::string_view s) {

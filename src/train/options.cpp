@@ -24,8 +24,9 @@ namespace po = boost::program_options;
 namespace dlperf {
 namespace {
 
-// 1 TiB: more than any device holds, and its bytes far inside a size_t.
-constexpr double kMaxBucketMb = 1024.0 * 1024.0;
+// 1 TiB: more than any device holds, and its bytes far inside a size_t. At least 1 KiB: a
+// smaller value cuts the buckets below one element (1e-7 MiB reached an internal check).
+constexpr double kMaxBucketMb = 1024.0 * 1024.0, kMinBucketMb = 1.0 / 1024.0;
 
 template <class T>
 void require_positive(const char* flag, T v) {
@@ -148,7 +149,9 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
   else throw_usage_error("--decoder '" + decoder + "' is unknown: use cpu or gpu");
   if (o.decoder == ImageDecoder::gpu && o.backend != BackendKind::cuda)
     throw_usage_error("--decoder gpu decodes with nvJPEG on the cuda backend: add --backend cuda, or use --decoder cpu");
-  if (o.loader_threads < 0) throw_usage_error("--loader-threads must be 0 (automatic) or more");
+  if (o.loader_threads < 0 || o.loader_threads > kMaxThreads)
+    throw_usage_error("--loader-threads must be 0 (automatic) to " + std::to_string(kMaxThreads) + " (got " +
+                      std::to_string(o.loader_threads) + ")");
   require_positive("prefetch", o.prefetch);
   // --max-bad-samples: "N" or "P%".
   const bool percent = !max_bad.empty() && max_bad.back() == '%';
@@ -373,7 +376,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   require_positive("image-size", o.image_size);
   require_positive("resnet-width", o.resnet_width);
   if (vm["threads"].defaulted()) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  else require_positive("threads", o.threads);
+  else if (o.threads <= 0 || o.threads > kMaxThreads)
+    throw_usage_error("--threads must be 1 to " + std::to_string(kMaxThreads) + " per rank (got " + std::to_string(o.threads) + ")");
   if (o.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(o.warmup) + ")");
   if (o.warmup >= o.iterations)
     throw_usage_error("--warmup " + std::to_string(o.warmup) + " leaves no measured iteration: use fewer than --iterations " +
@@ -395,8 +399,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
     throw_usage_error("--label-smoothing must be in [0, 1) (got " + float_text(o.label_smoothing) + ")");
   if (o.lr_warmup < -1) throw_usage_error("--lr-warmup must be -1 (10%) or 0 or more");
-  if (!(o.bucket_mb > 0 && o.bucket_mb <= kMaxBucketMb))
-    throw_usage_error("--bucket-mb must be positive, at most " + float_text(kMaxBucketMb) + " (got " + float_text(o.bucket_mb) + ")");
+  if (!(o.bucket_mb >= kMinBucketMb && o.bucket_mb <= kMaxBucketMb))
+    throw_usage_error("--bucket-mb must be from " + float_text(kMinBucketMb) + " (1 KiB) to " + float_text(kMaxBucketMb) + " (got " +
+                      float_text(o.bucket_mb) + ")");
   require_positive("timeout", o.timeout_s);
   require_positive("flush-every", o.flush_every);
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");

@@ -53,7 +53,12 @@ expect_usage_error "--momentum must be in \[0, 1) (got nan)" --momentum nan
 expect_usage_error "--weight-decay must be 0 or more, finite (got nan)" --weight-decay nan
 expect_usage_error "--label-smoothing must be in \[0, 1) (got nan)" --label-smoothing nan
 expect_usage_error "--clip-grad-norm must be 0 (off) or positive and finite (got inf)" --clip-grad-norm inf
-expect_usage_error "--bucket-mb must be positive, at most 1048576 (got inf)" --bucket-mb inf
+expect_usage_error "--bucket-mb must be from 0.0009765625 (1 KiB) to 1048576 (got inf)" --bucket-mb inf
+# Below one element a bucket reached an internal check on 2 ranks; 100,000 threads crashed in
+# oneDNN and 30,000 never stepped.
+expect_usage_error "--bucket-mb must be from" --bucket-mb 1e-7
+expect_usage_error "--threads must be 1 to 1024 per rank (got 100000)" --threads 100000
+expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
 expect_usage_error "--peak-tflops must be 0 (automatic) or positive and finite (got nan)" --model llama3_8b --peak-tflops nan
 # Validation by meaning (issue 18 row 8): sizes no backend can hold, options the model ignores.
 expect_usage_error --image-size --image-size 100000
