@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (vm.count("warmup")) cfg.method.warmup = vm["warmup"].as<int64_t>();
     if (vm.count("window")) cfg.method.window = vm["window"].as<int64_t>();
+    // A file option given an empty value (an unset shell variable: --compare "$BASELINE") would
+    // write or compare nothing and exit 0; a CI gate built on it would never fail.
+    for (const char* name : {"csv", "json", "plot", "compare", "reference", "timeline", "timeline-run", "timeline-steps"})
+      if (vm.count(name) && vm[name].as<std::string>().empty())
+        throw dlperf::Error(dlperf::ErrorKind::usage, "--" + std::string(name) + " was given an empty value (an unset variable?): give it one or drop it");
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
     if (!(cfg.links.inter_gbps >= 0) || !(cfg.links.intra_gbps >= 0) || !(cfg.links.inter_gbps < 1e7) || !(cfg.links.intra_gbps < 1e7))
       throw dlperf::Error(dlperf::ErrorKind::usage, "--link-gbps and --intra-gbps are link rates in Gbit/s (0 or more)");

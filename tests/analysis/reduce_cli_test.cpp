@@ -165,6 +165,16 @@ TEST(ReduceCli, ThresholdsAreRangeChecked) {
   }
 }
 
+// A file option given an empty value (an unset variable: --compare "$BASELINE") is refused: it
+// wrote or compared nothing and exited 0, so a CI gate on it always passed.
+TEST(ReduceCli, AnEmptyFileOptionIsRefused) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  for (const std::string flag : {"--compare", "--csv", "--json", "--plot", "--timeline"})
+    expect_one_line_error(run_reduce_cli(trace + " " + flag + " ''", dir), 2, flag + " was given an empty value", flag);
+  expect_one_line_error(run_reduce_cli(trace + " --compare '' --tolerance 0.9", dir), 2, "--compare was given an empty value", "tolerance");
+}
+
 // An option that shapes another's output, given alone, is refused, not silently ignored.
 TEST(ReduceCli, AnOptionWithoutTheOneItShapesIsRefused) {
   test::TempDir dir;

@@ -83,6 +83,9 @@ rc=$?
 "$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must end in .comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
+"$comm" -e 1K -o '' >/dev/null 2>"$tmp/empty.err"  # an unset variable: refused, not a run that records nothing
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/empty.err")" -eq 1 ] && grep -q 'was given an empty value' "$tmp/empty.err" || fail "-o '': rc=$rc"
 "$reduce" "$rec" --link-warn 2 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--link-warn 2 accepted"
 echo "dlperf-comm records reduce: ok"
