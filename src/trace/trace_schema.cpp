@@ -239,6 +239,16 @@ RunRecord read_run_group(hid_t group) {
   RunInfo& info = record.info;
   for (const auto& f : kStringFields) info.*f.member = h5::read_string_attr_if(group, f.name).value_or("");
   for (const auto& f : kIntFields) info.*f.member = h5::read_int_attr(group, f.name, info.*f.member);
+  // What a run is grouped and scaled by: a damaged value here would be a table row of 0, -nan or
+  // a million-fold samples/s, not a skipped run.
+  for (const char* name : {"model", "precision", "backend"})
+    if (!h5::has_attr(group, name)) throw_usage_error(std::string("attribute ") + name + " is missing");
+  for (const char* name : {"batch_per_device", "nodes", "devices_per_node", "world_size"})
+    if (!h5::has_attr(group, name)) throw_usage_error(std::string("attribute ") + name + " is missing");
+  if (info.batch_per_device < 1 || info.nodes < 1 || info.devices_per_node < 1 || info.world_size < 1 || info.world_size > (1 << 20))
+    throw_usage_error("attributes batch_per_device, nodes, devices_per_node, world_size are not plausible sizes (" +
+                      std::to_string(info.batch_per_device) + ", " + std::to_string(info.nodes) + ", " + std::to_string(info.devices_per_node) +
+                      ", " + std::to_string(info.world_size) + ")");
   info.status = run_status_from_string(h5::read_string_attr(group, "status"));
   info.status_reason = h5::read_string_attr_if(group, "status_reason").value_or("");
   const std::string prefix = kVersionPrefix;
@@ -264,6 +274,8 @@ RunRecord read_run_group(hid_t group) {
   const size_t I = dims[0], R = dims[1];
   // A corrupt header can claim any shape; refuse shapes no real run has before allocating.
   if (R > (1u << 20) || I > (1u << 24) || I * R > (1ull << 31)) throw_usage_error("implausible trace shape");
+  if (static_cast<int64_t>(R) != info.world_size)
+    throw_usage_error("attribute world_size " + std::to_string(info.world_size) + " is not the " + std::to_string(R) + " ranks recorded");
   const hsize_t hI = I, hR = R, hP = kPhaseCount;
   std::vector<double> start(I * R), end(I * R), offset(R);
   std::vector<float> phases(I * R * kPhaseCount), comm(I * R), loss(I * R);

@@ -153,6 +153,14 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
     throw_usage_error("--loader-threads must be 0 (automatic) to " + std::to_string(kMaxThreads) + " (got " +
                       std::to_string(o.loader_threads) + ")");
   require_positive("prefetch", o.prefetch);
+  // The loader holds --prefetch + 2 decoded batches in pinned host memory (f32 images at most):
+  // --prefetch 1000000000 grew until the kernel's OOM killer ended the run.
+  const double slot_bytes = static_cast<double>(o.batch_size) * 3.0 * o.image_size * o.image_size * 4.0;
+  const double memory = physical_memory_bytes();
+  if (!is_bert && !o.data.empty() && memory > 0 && (o.prefetch + 2.0) * slot_bytes > memory / 2)
+    throw_usage_error("--prefetch " + std::to_string(o.prefetch) + ": the loader's " + std::to_string(o.prefetch + 2LL) + " batches of " +
+                      std::to_string(static_cast<int64_t>(slot_bytes / (1 << 20))) + " MiB would take more than half of the " +
+                      std::to_string(static_cast<int64_t>(memory / (1 << 30))) + " GiB this process may use; use fewer");
   // --max-bad-samples: "N" or "P%".
   const bool percent = !max_bad.empty() && max_bad.back() == '%';
   const auto p = percent ? parse_double(std::string_view(max_bad).substr(0, max_bad.size() - 1)) : std::nullopt;

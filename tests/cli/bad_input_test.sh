@@ -59,6 +59,8 @@ expect_usage_error "--bucket-mb must be from 0.0009765625 (1 KiB) to 1048576 (go
 expect_usage_error "--bucket-mb must be from" --bucket-mb 1e-7
 expect_usage_error "--threads must be 1 to 1024 per rank (got 100000)" --threads 100000
 expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
+# The loader's decoded batches held ahead: a billion grew until the OOM killer ended the run.
+expect_usage_error "--prefetch 1000000000: the loader's 1000000002 batches of" --data "$dir" --prefetch 1000000000
 expect_usage_error "--peak-tflops must be 0 (automatic) or positive and finite (got nan)" --model llama3_8b --peak-tflops nan
 # Validation by meaning (issue 18 row 8): sizes no backend can hold, options the model ignores.
 expect_usage_error --image-size --image-size 100000

@@ -83,6 +83,34 @@ TEST(TraceBadFiles, NewerMajorVersionIsRefused) {
   EXPECT_THROW(append_runs(path, {test::small_run()}), Error);
 }
 
+// What a run is grouped and scaled by, damaged: refused by name, not reduced into a row of 0 or
+// -nan samples/s, a negative throughput or a million-fold one.
+TEST(TraceBadFiles, ImplausibleRunSizesAndAMissingIdentityAreRefused) {
+  const std::pair<const char*, int64_t> sizes[] = {{"batch_per_device", 0}, {"batch_per_device", -2}, {"nodes", 0},
+                                                   {"devices_per_node", 0}, {"world_size", 0}, {"world_size", 1000000}};
+  for (const auto& [name, value] : sizes) {
+    SCOPED_TRACE(name);
+    test::TempDir dir;
+    const std::string path = good_trace(dir, 1);
+    {
+      h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      h5::Handle run = DLPERF_H5(H5Gopen2(f, "/runs/run_000001", H5P_DEFAULT), H5Gclose);
+      h5::write_attr(run, name, value);
+    }
+    EXPECT_NE(read_error(path).find("world_size"), std::string::npos);
+  }
+  for (const char* name : {"model", "batch_per_device", "world_size"}) {
+    SCOPED_TRACE(name);
+    test::TempDir dir;
+    const std::string path = good_trace(dir, 1);
+    {
+      h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      ASSERT_GE(H5Adelete_by_name(f, "/runs/run_000001", name, H5P_DEFAULT), 0);
+    }
+    EXPECT_NE(read_error(path).find(std::string("attribute ") + name + " is missing"), std::string::npos);
+  }
+}
+
 TEST(TraceBadFiles, NewerMinorVersionIsRead) {
   test::TempDir dir;
   const std::string path = good_trace(dir, 1);
