@@ -137,8 +137,8 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
   if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
     dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
-  // dlperf-reduce picks records out of a results directory by this suffix.
   if (vm.count("output") && c.output.empty()) dlperf::throw_usage_error("--output (-o) was given an empty value: name a FILE.comm or drop it");
+  // dlperf-reduce picks records out of a results directory by this suffix.
   if (!c.output.empty() && (c.output.size() < 6 || c.output.compare(c.output.size() - 5, 5, ".comm") != 0))
     dlperf::throw_usage_error("--output (-o) '" + c.output + "' must end in .comm (dlperf-reduce reads *.comm records beside *.h5 traces)");
   check_fits_memory(c);
