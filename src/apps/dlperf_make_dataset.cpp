@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   using namespace dlperf;
   data::SyntheticDatasetSpec s;
   std::string output, layout = "both", tokens;
+  std::string seed = std::to_string(s.seed);  // parsed strictly below: boost wraps "-1" to 2^64-1
   int64_t documents = 64, doc_tokens = 256, vocab = 512;
   s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description opts(
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
     ("width", po::value(&s.width)->default_value(s.width), "image width (ImageNet's typical 500)")
     ("height", po::value(&s.height)->default_value(s.height), "image height (ImageNet's typical 375)")
     ("quality", po::value(&s.quality)->default_value(s.quality), "JPEG quality, 1..100")
-    ("seed", po::value(&s.seed)->default_value(s.seed), "seed of the content and of the shard order")
+    ("seed", po::value(&seed)->default_value(seed), "seed of the content and of the shard order, 0 to 2^64-1")
     ("layout", po::value(&layout)->default_value(layout), "folder, tar or both")
     ("shard-size", po::value(&s.shard_size)->default_value(s.shard_size), "samples per tar shard")
     ("greyscale-every", po::value(&s.greyscale_every)->default_value(0), "make every k-th image a greyscale JPEG (0: none)")
@@ -62,6 +63,8 @@ int main(int argc, char** argv) {
       std::cout << "dlperf-make-dataset " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
       return 0;
     }
+    if (const auto v = parse_uint64(seed)) s.seed = *v;
+    else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");
     if (!tokens.empty()) {
       if (documents <= 0 || doc_tokens <= 1 || vocab <= 1 || vocab > (int64_t{1} << 31) - 1)
         throw_usage_error("--documents must be positive, --document-tokens above 1, --vocab in [2, 2^31)");

@@ -39,6 +39,10 @@ class OutOfMemoryError : public Error {
 void set_error_identity(int rank, std::string host);
 std::string error_identity();  // "host:rank N" or "host"
 
+// `s` for a one-line message: control bytes (a newline included) and bytes that are not part of
+// valid UTF-8 become \xNN, so a damaged name read from a file cannot split or garble the line.
+std::string printable(std::string_view s);
+
 [[noreturn]] void throw_library_error(std::string_view library, std::string_view call, std::string_view detail,
                                       const std::source_location& where);
 [[noreturn]] void throw_usage_error(const std::string& message);

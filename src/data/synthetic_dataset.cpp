@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 namespace dlperf::data {
 namespace {
 
+constexpr int kMaxClasses = 100'000;           // class folders are n%08d
+constexpr int64_t kMaxImages = 100'000'000;    // 800 MB of shuffle table
+
 // Value noise: a coarse grid of random values, bilinearly interpolated to (h, w). As in
 // photographs, most of the variation is in brightness (`luma`, the same in every channel) and
 // less in colour (`chroma`, per channel).
@@ -126,12 +129,22 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int 
 
 SyntheticDatasetSummary write_synthetic_dataset(const std::string& dir, const SyntheticDatasetSpec& s) {
   if (s.classes <= 0 || s.per_class <= 0) throw_usage_error("--classes and --images-per-class must be positive");
+  // ImageNet-21k has 21,841 classes and 14 M images; far beyond that the shuffle table alone ran
+  // out of memory (65,536 x 65,537 images: std::bad_alloc after the class folders were made).
+  if (s.classes > kMaxClasses || static_cast<int64_t>(s.classes) * s.per_class > kMaxImages)
+    throw_usage_error("--classes x --images-per-class must be at most " + std::to_string(kMaxClasses) + " classes and " +
+                      std::to_string(kMaxImages) + " images (got " + std::to_string(s.classes) + " x " + std::to_string(s.per_class) + ")");
   if (s.width < 8 || s.height < 8 || s.width > 8192 || s.height > 8192) throw_usage_error("--width and --height must be in 8..8192");
   if (s.quality < 1 || s.quality > 100) throw_usage_error("--quality must be in 1..100");
   if (s.shard_size <= 0) throw_usage_error("--shard-size must be positive");
   if (!s.folder && !s.shards) throw_usage_error("--layout writes nothing");
   std::error_code ec;
   const fs::path root = dir;
+  // Writing over an earlier dataset would keep its files beside the new ones (other classes,
+  // more shards): a dataset no seed describes. The folders this writes must be new or empty.
+  for (const auto& [sub, used] : {std::pair{"train", s.folder}, std::pair{"shards", s.shards}})
+    if (used && fs::exists(root / sub, ec) && !fs::is_empty(root / sub, ec) && !ec)
+      throw_usage_error((root / sub).string() + " already holds files (an earlier dataset?): remove it or choose another --output");
   fs::create_directories(root, ec);
   if (ec) throw_usage_error(dir + ": cannot create the folder (" + ec.message() + ")");
   if (s.folder)

@@ -52,7 +52,8 @@ std::vector<std::string> run_names(hid_t file, const std::string& path) {
 }
 
 RunRecord read_one(hid_t file, const std::string& path, const std::string& name) {
-  const std::string where = path + ":/" + trace_schema::kRunsGroup + "/" + name;
+  // Printable: a damaged run name's raw bytes would otherwise reach every message and report.
+  const std::string where = printable(path + ":/" + trace_schema::kRunsGroup + "/" + name);
   RunRecord r = as_trace_error(where, false, [&] {
     h5::Handle group =
         DLPERF_H5(H5Gopen2(file, (std::string(trace_schema::kRunsGroup) + "/" + name).c_str(), H5P_DEFAULT), H5Gclose);
@@ -84,7 +85,7 @@ TolerantRead read_tolerant_in_process(const std::string& path) {
     try {
       out.runs.push_back(read_one(file, path, name));
     } catch (const Error& e) {
-      out.skipped.push_back({path + ":/" + trace_schema::kRunsGroup + "/" + name, e.what()});
+      out.skipped.push_back({printable(path + ":/" + trace_schema::kRunsGroup + "/" + name), e.what()});
     }
   }
   return out;

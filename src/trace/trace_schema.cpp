@@ -241,10 +241,12 @@ RunRecord read_run_group(hid_t group) {
   for (const auto& f : kIntFields) info.*f.member = h5::read_int_attr(group, f.name, info.*f.member);
   // What a run is grouped and scaled by: a damaged value here would be a table row of 0, -nan or
   // a million-fold samples/s, not a skipped run.
-  for (const char* name : {"model", "precision", "backend"})
+  for (const char* name : {"model", "precision", "backend", "batch_per_device", "nodes", "devices_per_node", "world_size"})
     if (!h5::has_attr(group, name)) throw_usage_error(std::string("attribute ") + name + " is missing");
-  for (const char* name : {"batch_per_device", "nodes", "devices_per_node", "world_size"})
-    if (!h5::has_attr(group, name)) throw_usage_error(std::string("attribute ") + name + " is missing");
+  // The identity heads report sections and keys CSV rows: one line of text, as dlperf-train
+  // writes it (it refuses a --variant with control characters).
+  for (const std::string* text : {&info.model, &info.precision, &info.backend, &info.variant})
+    if (printable(*text) != *text) throw_usage_error("run identity '" + printable(*text) + "' holds control or non-UTF-8 bytes");
   if (info.batch_per_device < 1 || info.nodes < 1 || info.devices_per_node < 1 || info.world_size < 1 || info.world_size > (1 << 20))
     throw_usage_error("attributes batch_per_device, nodes, devices_per_node, world_size are not plausible sizes (" +
                       std::to_string(info.batch_per_device) + ", " + std::to_string(info.nodes) + ", " + std::to_string(info.devices_per_node) +

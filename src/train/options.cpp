@@ -1,6 +1,7 @@
 #include "train/options.h"
 
 #include <boost/program_options.hpp>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -114,6 +115,8 @@ constexpr Applies kModelOptions[] = {
 
 bool applies(const Applies& a, const std::string& model) { return (" " + std::string(a.models) + " ").find(" " + model + " ") != std::string::npos; }
 
+constexpr size_t kMaxVariantBytes = 256;
+
 bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
 
 // The text of a parsed value, for settings: exact for numbers, so equal text means equal value.
@@ -212,6 +215,8 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
   std::string backend = "cpu", precision = "fp32", schedule = "cosine", blocks = "3,4,6,3", decoder = "cpu", max_bad = "0.1%";
   std::string seed = std::to_string(o.seed);  // parsed strictly below: boost wraps "-1" to 2^64-1
+  // Parsed as a double and range-checked below: as a float, 1e-50 became 0 and turned clipping off.
+  double clip = o.clip_grad_norm;
   po::options_description general("dlperf-train: trains a network on synthetic or real data and measures samples/s");
   // clang-format off
   general.add_options()
@@ -240,7 +245,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("optimizer", po::value(&o.optimizer), "sgd, adamw or lamb (default: sgd for resnet50, lamb for bert_base)")
     ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly (sgd) or by the "
                                                           "square root (adamw, lamb); vgg16 default 0.01; bert_base defaults: lamb 3.75e-4, adamw 1e-4")
-    ("clip-grad-norm", po::value(&o.clip_grad_norm)->default_value(o.clip_grad_norm), "clip gradients to this global norm (0: off)")
+    ("clip-grad-norm", po::value(&clip)->default_value(clip), "clip gradients to this global norm (0: off)")
     ("lr-schedule", po::value(&schedule)->default_value(schedule), "cosine (after warm-up) or constant")
     ("lr-warmup", po::value(&o.lr_warmup)->default_value(o.lr_warmup), "iterations of linear lr warm-up (-1: 10% of --iterations)")
     ("momentum", po::value(&o.momentum)->default_value(o.momentum, "0.875"), "SGD momentum (vgg16: 0.9)")
@@ -252,7 +257,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, "25"), "gradient allreduce bucket size in MiB")
     ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds to wait for another rank before aborting the job")
     ("repeat-index", po::value(&o.repeat_index)->default_value(o.repeat_index), "repeat number stored with the run")
-    ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run")
+    ("variant", po::value(&o.variant)->default_value(o.variant, "\"\""), "configuration tag stored with the run (one line of text, at most 256 bytes)")
     ("pin-threads", po::bool_switch(&o.pin_threads), "pin each rank's threads to cores of its own (hwloc: spread over sockets and NUMA nodes; near its GPU on cuda)")
     ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "iterations between trace flushes")
     ("lock-timeout", po::value(&o.lock_timeout_s)->default_value(o.lock_timeout_s, "300"), "seconds to wait for the results file's lock (held by another job) before giving up")
@@ -414,6 +419,13 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   require_positive("flush-every", o.flush_every);
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
   if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");
+  // The tag heads a report's section and names an HDF5 attribute: one short line. A newline split
+  // the markdown heading; 70,000 characters failed in HDF5 after the run had started.
+  if (o.variant.size() > kMaxVariantBytes)
+    throw_usage_error("--variant is " + std::to_string(o.variant.size()) + " bytes long: at most " + std::to_string(kMaxVariantBytes));
+  for (const char c : o.variant)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw_usage_error("--variant holds a control character (byte " + std::to_string(static_cast<unsigned char>(c)) + "): use one line of text");
   o.resnet_blocks = parse_blocks(blocks);
   if (const auto v = parse_uint64(seed)) o.seed = *v;
   else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");
@@ -434,9 +446,13 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     if (vm["lr"].defaulted()) o.lr = o.optimizer == "lamb" ? 3.75e-4f : o.optimizer == "adamw" ? 1e-4f : 0.01f;
     if (vm["weight-decay"].defaulted()) o.weight_decay = 0.01f;
   }
+  if (!(std::isfinite(clip) && clip >= 0))
+    throw_usage_error("--clip-grad-norm must be 0 (off) or positive and finite (got " + float_text(clip) + ")");
+  if (clip != 0 && !(clip >= FLT_MIN && clip <= FLT_MAX))
+    throw_usage_error("--clip-grad-norm " + float_text(clip) + " is outside fp32's normal range (" + float_text(FLT_MIN) + " to " +
+                      float_text(FLT_MAX) + "): it would round to 0 (off) or inf");
+  o.clip_grad_norm = static_cast<float>(clip);
   if (is_llama) validate_llama_options(vm, o);
-  if (!(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0))
-    throw_usage_error("--clip-grad-norm must be 0 (off) or positive and finite (got " + float_text(o.clip_grad_norm) + ")");
   if (!(o.dropout >= 0 && o.dropout < 1)) throw_usage_error("--dropout must be in [0, 1)");
   require_positive("seq-len", o.seq_len);
   require_positive("max-predictions", o.max_predictions);

@@ -57,6 +57,12 @@ expect_usage_error "--bucket-mb must be from 0.0009765625 (1 KiB) to 1048576 (go
 # Below one element a bucket reached an internal check on 2 ranks; 100,000 threads crashed in
 # oneDNN and 30,000 never stepped.
 expect_usage_error "--bucket-mb must be from" --bucket-mb 1e-7
+# As a float, 1e-50 became 0 and silently turned clipping off.
+expect_usage_error "--clip-grad-norm 1e-50 is outside fp32's normal range" --clip-grad-norm 1e-50
+expect_usage_error "--clip-grad-norm 1e+39 is outside fp32's normal range" --clip-grad-norm 1e39
+# A newline split the report's heading; 70,000 characters failed in HDF5 mid-run.
+expect_usage_error "--variant holds a control character" --variant "$(printf 'a\nb')"
+expect_usage_error "--variant is 300 bytes long: at most 256" --variant "$(printf '%0300d' 0)"
 expect_usage_error "--threads must be 1 to 1024 per rank (got 100000)" --threads 100000
 expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
 # The loader's decoded batches held ahead: a billion grew until the OOM killer ended the run.

@@ -30,6 +30,20 @@ diff -r "$dir/ds" "$dir/ds2" >/dev/null && echo "ok   dlperf-make-dataset is det
 [ $rc -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "dlperf-make-dataset without --output: exit $rc"
 "$make_dataset" --output "$dir/x" --layout zip >/dev/null 2>"$dir/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- --layout "$dir/err" || fail "dlperf-make-dataset --layout zip: exit $rc"
+# A negative seed wrapped to 2^64-1; 65,536 x 65,537 images ended in std::bad_alloc after the
+# class folders were made; a second dataset into the same folder mixed its files with the first's.
+mk_refused() {  # text-to-mention, then the arguments; exit 2, one line, the folder left as it was
+  local mention=$1; shift
+  local before; before=$(find "$dir/ds" | sort | md5sum)
+  "$make_dataset" "$@" >/dev/null 2>"$dir/err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] && grep -q -- "$mention" "$dir/err" && [ ! -e "$dir/y" ] &&
+     [ "$(find "$dir/ds" | sort | md5sum)" = "$before" ]; then echo "ok   dlperf-make-dataset $*: $(cat "$dir/err")"
+  else fail "dlperf-make-dataset $*: exit $rc: $(cat "$dir/err")"; fi
+}
+mk_refused "--seed takes an integer" --output "$dir/y" --seed -1
+mk_refused "at most 100000 classes" --output "$dir/y" --classes 65536 --images-per-class 65537
+mk_refused "ds/train already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16
+mk_refused "ds/shards already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16 --layout tar
 
 # ---- training from both layouts, trace attributes and datasets --------------------------
 for layout in folder tar; do

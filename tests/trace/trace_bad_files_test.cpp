@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +110,46 @@ TEST(TraceBadFiles, ImplausibleRunSizesAndAMissingIdentityAreRefused) {
     }
     EXPECT_NE(read_error(path).find(std::string("attribute ") + name + " is missing"), std::string::npos);
   }
+}
+
+// A newline or a stray byte in what heads a report section would split or garble the report:
+// such a run is damage. A damaged run name is named in printable form (\xNN), on one line.
+TEST(TraceBadFiles, ControlBytesInARunAreRefusedAndNamedPrintably) {
+  test::TempDir dir;
+  const std::string path = good_trace(dir, 2);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle run = DLPERF_H5(H5Gopen2(f, "/runs/run_000001", H5P_DEFAULT), H5Gclose);
+    h5::write_attr(run, "variant", std::string("a\n## b"));
+    ASSERT_GE(H5Lmove(f, "/runs/run_000002", f, "/runs/run\n\xff", H5P_DEFAULT, H5P_DEFAULT), 0);
+    h5::Handle moved = DLPERF_H5(H5Gopen2(f, "/runs/run\n\xff", H5P_DEFAULT), H5Gclose);
+    h5::write_attr(moved, "model", std::string("resnet50\r"));
+  }
+  const TolerantRead r = read_runs_tolerant(path);
+  EXPECT_TRUE(r.runs.empty());
+  ASSERT_EQ(r.skipped.size(), 2u);
+  for (const auto& s : r.skipped) {
+    EXPECT_EQ(s.why.find_first_of("\n\r\xff"), std::string::npos) << s.why;
+    EXPECT_NE(s.why.find("holds control or non-UTF-8 bytes"), std::string::npos) << s.why;
+  }
+  const auto named = [&](const std::string& text) {
+    return std::count_if(r.skipped.begin(), r.skipped.end(), [&](const SkippedInput& s) { return s.why.find(text) != std::string::npos; });
+  };
+  EXPECT_EQ(named("'a\\x0a## b'"), 1);
+  EXPECT_EQ(named("/runs/run\\x0a\\xff: "), 1);
+  EXPECT_EQ(named("'resnet50\\x0d'"), 1);
+}
+
+TEST(Printable, KeepsTextAndUtf8AndEscapesTheRest) {
+  EXPECT_EQ(printable("rn50 fp16 · b256 \\ ok"), "rn50 fp16 · b256 \\ ok");
+  EXPECT_EQ(printable("日本 😀"), "日本 😀");
+  EXPECT_EQ(printable(std::string("a\nb\tc\x7f\0d", 8)), "a\\x0ab\\x09c\\x7f\\x00d");
+  // overlong '/', a lone continuation byte, a surrogate, above U+10FFFF, a truncated sequence
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(printable("\x80"), "\\x80");
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
+  EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");
 }
 
 TEST(TraceBadFiles, NewerMinorVersionIsRead) {
