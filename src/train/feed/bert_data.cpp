@@ -9,6 +9,7 @@
 #include "models/bert.h"
 #include "models/init.h"
 #include "trace/h5_handle.h"
+#include "train/memory/size_limits.h"
 
 namespace dlperf {
 
@@ -73,42 +74,52 @@ const HostBatch& SyntheticTokens::next() {
 namespace {
 
 // Checks one 1-D or 2-D integer dataset of the expected (rows, cols) shape (cols 0: 1-D, or
-// (N, 1)) and reads it (only checks when `read` is false).
-std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const char* name, int64_t rows, int64_t cols,
+// (N, 1)) and reads it (only checks when `read` is false). Every value read must lie in
+// [0, hi), or a one-line error names the file, the dataset, the sample and the value: read as
+// 64-bit, so a value past int32 is shown as it is, not as HDF5's clipped 2147483647. An id
+// outside the vocabulary or a masked position past the sequence would otherwise be found by the
+// embedding mid-step, after the run was registered in the results file (issue 27 item 11).
+std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const char* name, int64_t rows, int64_t cols, int64_t hi,
                                   bool read = true) {
-  if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
-    throw_usage_error("--data " + fname + ": dataset '" + name + "' is missing (NVIDIA BERT shard layout expected)");
-  auto d = DLPERF_H5(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  const std::string what = "--data " + fname + ": dataset '" + name + "'";
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) throw_usage_error(what + " is missing (NVIDIA BERT shard layout expected)");
+  // A group or a dangling link of that name: HDF5 refuses to open it as a dataset.
+  const hid_t id = H5Dopen2(file, name, H5P_DEFAULT);
+  if (id < 0) throw_usage_error(what + " is not a dataset (NVIDIA BERT shard layout expected)");
+  auto d = h5::Handle(id, H5Dclose);
   auto space = DLPERF_H5(H5Dget_space(d), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space);
   hsize_t dims[2] = {0, 0};
   if (rank >= 1 && rank <= 2) H5Sget_simple_extent_dims(space, dims, nullptr);
+  auto type = DLPERF_H5(H5Dget_type(d), H5Tclose);
+  const H5T_class_t type_class = H5Tget_class(type);
+  if (type_class != H5T_INTEGER)
+    throw_usage_error(what + " holds " +
+                      (type_class == H5T_FLOAT ? "floating-point numbers" : type_class == H5T_STRING ? "strings" : "values that are not integers") +
+                      ": token ids, masks, positions and labels are integers");
   const bool ok = cols == 0 ? ((rank == 1 || (rank == 2 && dims[1] == 1)) && static_cast<int64_t>(dims[0]) == rows)
                             : (rank == 2 && static_cast<int64_t>(dims[0]) == rows && static_cast<int64_t>(dims[1]) == cols);
-  auto type = DLPERF_H5(H5Dget_type(d), H5Tclose);
-  if (!ok || H5Tget_class(type) != H5T_INTEGER) {
+  if (!ok) {
     std::string got = "(";
     for (int i = 0; i < rank; ++i) got += (i ? ", " : "") + std::to_string(dims[i]);
     got += ")";
-    throw_usage_error("--data " + fname + ": dataset '" + name + "' has shape " + got + ", want integers of shape (" +
-                      std::to_string(rows) + (cols ? ", " + std::to_string(cols) : "") + ")" +
+    throw_usage_error(what + " has shape " + got + ", want (" + std::to_string(rows) + (cols ? ", " + std::to_string(cols) : "") + ")" +
                       (cols ? " (check --seq-len / --max-predictions)" : ""));
   }
   if (!read) return {};
-  std::vector<int32_t> v(static_cast<size_t>(rows * std::max<int64_t>(cols, 1)));
-  if (H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+  const int64_t width = std::max<int64_t>(cols, 1);
+  std::vector<int64_t> wide(static_cast<size_t>(rows * width));
+  if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, wide.data()) < 0)
     throw_usage_error("--data " + fname + ": cannot read dataset '" + name + "' (truncated or damaged file?)");
-  return v;
-}
-
-// Every value of a dataset in [lo, hi), or a one-line error naming the file, the dataset, the
-// sample and the value. `width` values per sample.
-void check_range(const std::string& f, const char* name, const std::vector<int32_t>& v, int64_t lo, int64_t hi, int64_t width) {
-  for (size_t i = 0; i < v.size(); ++i)
-    if (v[i] < lo || v[i] >= hi)
-      throw_usage_error("--data " + f + ": " + name + " of sample " + std::to_string(static_cast<int64_t>(i) / std::max<int64_t>(width, 1)) +
-                        " is " + std::to_string(v[i]) + ", outside [0, " + std::to_string(hi) + ")" +
+  std::vector<int32_t> v(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < 0 || wide[i] >= hi)
+      throw_usage_error("--data " + fname + ": " + name + " of sample " + std::to_string(static_cast<int64_t>(i) / width) + " is " +
+                        std::to_string(wide[i]) + ", outside [0, " + std::to_string(hi) + ")" +
                         (hi > 2 ? std::string(" (check --seq-len, --max-predictions and --bert-vocab)") : std::string()));
+    v[i] = static_cast<int32_t>(wide[i]);
+  }
+  return v;
 }
 
 // An open shard, or a one-line error naming it: HDF5 refuses truncated files at open.
@@ -161,7 +172,9 @@ void BertShards::load_file(size_t index, bool read) {
     throw_usage_error("--data " + f + ": dataset 'next_sentence_labels' is missing (NVIDIA BERT shard layout expected)");
   int64_t samples = 0;
   {
-    auto d = DLPERF_H5(H5Dopen2(file, "next_sentence_labels", H5P_DEFAULT), H5Dclose);
+    const hid_t id = H5Dopen2(file, "next_sentence_labels", H5P_DEFAULT);
+    if (id < 0) throw_usage_error("--data " + f + ": dataset 'next_sentence_labels' is not a dataset (NVIDIA BERT shard layout expected)");
+    auto d = h5::Handle(id, H5Dclose);
     auto s = DLPERF_H5(H5Dget_space(d), H5Sclose);
     hsize_t dims[2] = {0, 0};
     if (H5Sget_simple_extent_ndims(s) >= 1 && H5Sget_simple_extent_ndims(s) <= 2) H5Sget_simple_extent_dims(s, dims, nullptr);
@@ -169,22 +182,20 @@ void BertShards::load_file(size_t index, bool read) {
   }
   if (samples <= 0) throw_usage_error("--data " + f + ": no samples");
   const int64_t S = shape_.seq_len, P = shape_.max_predictions;
-  auto ids = read_dataset(file, f, "input_ids", samples, S, read);
-  auto mask = read_dataset(file, f, "input_mask", samples, S, read);
-  auto segments = read_dataset(file, f, "segment_ids", samples, S, read);
-  auto positions = read_dataset(file, f, "masked_lm_positions", samples, P, read);
-  auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, read);
-  auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, read);
+  // Held in memory whole, as int32 (and one dataset at a time as int64 while it is read): a
+  // shard whose header claims more rows than fit would otherwise end in the kernel's OOM killer.
+  const double bytes = static_cast<double>(samples) * static_cast<double>(3 * S + 2 * P + 1) * 4.0 + static_cast<double>(samples) * S * 8.0;
+  if (const double limit = physical_memory_bytes() / 2; limit > 0 && bytes > limit)
+    throw_usage_error("--data " + f + ": " + std::to_string(samples) + " samples need " + std::to_string(static_cast<int64_t>(bytes / (1 << 20))) +
+                      " MiB in memory, more than half of the " + std::to_string(static_cast<int64_t>(2 * limit / (1 << 20))) +
+                      " MiB this process may use: split the shard");
+  auto ids = read_dataset(file, f, "input_ids", samples, S, shape_.vocab, read);
+  auto mask = read_dataset(file, f, "input_mask", samples, S, 2, read);
+  auto segments = read_dataset(file, f, "segment_ids", samples, S, 2, read);
+  auto positions = read_dataset(file, f, "masked_lm_positions", samples, P, S, read);
+  auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, shape_.vocab, read);
+  auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, 2, read);
   if (!read) return;
-  // The values, before any of them reaches a step: an id outside the vocabulary or a masked
-  // position past the sequence would otherwise be found by the embedding mid-step, after the
-  // run was registered in the results file (issue 27 item 11: nothing written on exit 2).
-  check_range(f, "input_ids", ids, 0, shape_.vocab, S);
-  check_range(f, "input_mask", mask, 0, 2, S);
-  check_range(f, "segment_ids", segments, 0, 2, S);
-  check_range(f, "masked_lm_positions", positions, 0, S, P);
-  check_range(f, "masked_lm_ids", lm_ids, 0, shape_.vocab, P);
-  check_range(f, "next_sentence_labels", nsp, 0, 2, 1);
   ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
   positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
   samples_ = samples;
