@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 namespace dlperf::data {
 namespace {
 
+constexpr int64_t kMaxShards = 1'000'000;  // names one --data pattern may expand to
+
 bool is_jpeg_name(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -100,12 +102,21 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
   const auto digits = [](const std::string& s) { return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit); };
   if (!digits(a) || !digits(b) || std::stol(a) > std::stol(b))
     throw_usage_error("--data " + pattern + ": the range {" + a + ".." + b + "} needs two increasing decimal numbers");
+  // WebDataset's largest public sets have tens of thousands of shards; a typo such as
+  // {0..9999999} expanded ten million names (and held that many descriptors) before the first
+  // missing shard was reported.
+  const std::string rest_pattern = pattern.substr(close + 1);
+  const int64_t count = std::stol(b) - std::stol(a) + 1;  // below 10^9 (9 digits at most)
+  const std::vector<std::string> rests = expand_braces(rest_pattern);
+  if (count * static_cast<int64_t>(rests.size()) > kMaxShards)
+    throw_usage_error("--data " + pattern + ": the pattern names " + std::to_string(count * static_cast<int64_t>(rests.size())) +
+                      " shards, more than " + std::to_string(kMaxShards));
   std::vector<std::string> out;
   const size_t width = a.size();
   for (long v = std::stol(a); v <= std::stol(b); ++v) {
     std::string num = std::to_string(v);
     if (num.size() < width) num.insert(0, width - num.size(), '0');
-    for (auto& rest : expand_braces(pattern.substr(close + 1))) out.push_back(pattern.substr(0, open) + num + rest);
+    for (const auto& rest : rests) out.push_back(pattern.substr(0, open) + num + rest);
   }
   return out;
 }
@@ -127,6 +138,8 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
       if (!is_tar_name(path)) throw_usage_error("--data " + path + ": expected a folder tree, a folder of .tar shards or a .tar file");
       shards = {path};
       d.root_ = path;
+    } else if (!fs::is_directory(st)) {
+      throw_usage_error("--data " + path + ": not a regular file (a FIFO, socket or device cannot be a shard) nor a folder");
     } else {
       fs::path root = path;
       if (fs::is_directory(root / "train", ec)) root /= "train";  // ImageNet: train/ and val/ side by side
@@ -146,7 +159,7 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
     d.num_classes_ = top + 1;
   } else {
     d.layout_ = DatasetLayout::folder;
-    int64_t ignored = 0;
+    int64_t ignored = 0, not_files = 0;
     const fs::path root = d.root_;
     for (const auto& dir : sorted_entries(root, true)) {
       const auto label = static_cast<int32_t>(d.files_.size());
@@ -156,6 +169,10 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
            it.increment(ec)) {
         std::error_code ec2;
         if (it->is_directory(ec2)) continue;
+        if (!it->is_regular_file(ec2)) {  // a FIFO would block its reader, a socket or device never reads
+          ++not_files;
+          continue;
+        }
         if (!is_jpeg_name(it->path())) {
           ++ignored;
           continue;
@@ -178,6 +195,8 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
     d.num_classes_ = static_cast<int64_t>(d.files_.size());
     if (ignored > 0)
       warn("ignored " + std::to_string(ignored) + " file(s) under " + d.root_ + " without a .jpg/.jpeg extension");
+    if (not_files > 0)
+      warn("ignored " + std::to_string(not_files) + " entries under " + d.root_ + " that are not regular files (FIFOs, sockets, devices)");
   }
   if (d.samples_.empty())
     throw_usage_error("--data " + path + ": no images found (expected <class>/*.JPEG folders, or .tar shards of KEY.jpg + KEY.cls)");
@@ -241,7 +260,7 @@ size_t Dataset::read(size_t i, std::vector<uint8_t>& buf, std::string& path) con
   off_t offset = static_cast<off_t>(r.offset);
   if (layout_ == DatasetLayout::folder) {
     path.assign(root_).append("/").append(files_[r.file]).append("/").append(names_.c_str() + r.offset);
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO put there since indexing must not block
     if (fd < 0) throw ReadError(std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -41,12 +41,12 @@ T read_le(const unsigned char* p) {
 }  // namespace
 
 IndexedDataset::Mapping::Mapping(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) fault(path, std::string("cannot open (") + std::strerror(errno) + ")");
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fault(path, "cannot stat");
+    fault(path, "not a regular file (a FIFO, socket or device cannot be mapped)");
   }
   bytes = static_cast<size_t>(st.st_size);
   if (bytes > 0) {

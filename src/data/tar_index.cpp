@@ -4,6 +4,7 @@
 // label. Formats: POSIX ustar, GNU (long names in 'L' members, base-256 sizes) and pax
 // ('x' records overriding path and size), which covers Python's tarfile and GNU tar output.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,8 +92,11 @@ std::string lower(std::string s) {
 }  // namespace
 
 int64_t index_tar_shard(const std::string& path, uint32_t shard, std::vector<SampleRef>& out, const WarnFn& warn) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO named like a shard blocked for ever (no effect on regular files).
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) throw_usage_error("--data " + path + ": cannot open the shard (" + std::strerror(errno) + ")");
+  if (struct stat st {}; ::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw_usage_error("--data " + path + ": not a regular file (a FIFO, socket or device cannot be a shard)");
   const auto bad = [&](const std::string& what) { throw_usage_error("--data " + path + ": not a readable tar shard (" + what + ")"); };
 
   struct Group {

@@ -13,6 +13,9 @@
 #include <map>
 #include <set>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/random_resized_crop.h"
@@ -103,6 +106,20 @@ TEST(Dataset, BadDatasetsAreOneLineUsageErrors) {
   }
   expect_usage(t.path.string(), "not a readable tar shard");
   expect_usage((t.path / "x{1..}.tar").string(), "increasing");
+  // A typo'd range is refused before ten million names are made; a FIFO named like a shard is
+  // refused at once (opening it blocked for ever).
+  expect_usage((t.path / "x{0..9999999}.tar").string(), "names 10000000 shards, more than 1000000");
+  expect_usage((t.path / "x{0..999}-{0..9999}.tar").string(), "names 10000000 shards");
+  fs::remove(t.path / "junk.tar");
+  ASSERT_EQ(::mkfifo((t.path / "fifo.tar").c_str(), 0600), 0);
+  expect_usage(t.path.string(), "fifo.tar: not a regular file");
+  expect_usage((t.path / "fifo.tar").string(), "fifo.tar: not a regular file");
+}
+
+TEST(Dataset, BracePatternsExpandInOrder) {
+  EXPECT_EQ(expand_braces("s-{08..10}-{1..2}.tar"),
+            (std::vector<std::string>{"s-08-1.tar", "s-08-2.tar", "s-09-1.tar", "s-09-2.tar", "s-10-1.tar", "s-10-2.tar"}));
+  EXPECT_EQ(expand_braces("plain.tar"), std::vector<std::string>{"plain.tar"});
 }
 
 TEST(Dataset, EmptyClassFoldersKeepTheirIndexAndUnlabelledMembersAreSkipped) {
@@ -114,13 +131,16 @@ TEST(Dataset, EmptyClassFoldersKeepTheirIndexAndUnlabelledMembersAreSkipped) {
   std::ofstream(t.path / "tree" / "a" / "x.JPEG", std::ios::binary).write(reinterpret_cast<const char*>(img.data()), 100);
   std::ofstream(t.path / "tree" / "c" / "y.jpg", std::ios::binary).write(reinterpret_cast<const char*>(img.data()), 100);
   std::ofstream(t.path / "tree" / "c" / "notes.txt") << "ignored";
+  ASSERT_EQ(::mkfifo((t.path / "tree" / "c" / "z.jpg").c_str(), 0600), 0);  // would block its reader
   std::vector<std::string> warnings;
   const Dataset d = Dataset::open((t.path / "tree").string(), [&](const std::string& m) { warnings.push_back(m); });
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d.num_classes(), 3);
   EXPECT_EQ(d.sample(1).label, 2);
-  ASSERT_EQ(warnings.size(), 2u);  // the empty folder; the ignored file
+  ASSERT_EQ(warnings.size(), 3u);  // the empty folder; the ignored file; the FIFO
   EXPECT_NE(warnings[0].find("/b has no"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[2].find("ignored 1 entries under"), std::string::npos) << warnings[2];
+  EXPECT_NE(warnings[2].find("not regular files"), std::string::npos) << warnings[2];
 
   fs::create_directories(t.path / "shards");
   {

@@ -3,6 +3,7 @@
 // writer round-trips in both dtypes; every malformed input is a usage error naming the file and
 // the fault.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -114,6 +115,8 @@ TEST_F(IndexedDatasetTest, MalformedInputsAreOneLineUsageErrors) {
   expect_fault(p, 5, bin, "token 4 is id 5, outside the vocabulary [0, 5)");
   std::filesystem::remove(bin);
   expect_fault(p, 100, bin, "cannot open");
+  ASSERT_EQ(::mkfifo(bin.c_str(), 0600), 0);  // opening it blocked for ever
+  expect_fault(p, 100, bin, "not a regular file");
 }
 
 }  // namespace
