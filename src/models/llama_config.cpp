@@ -27,6 +27,7 @@ void validate_llama(const LlamaConfig& c) {
   positive("llama-kv-heads", c.kv_heads);
   positive("llama-ffn", c.ffn);
   positive("llama-vocab", c.vocab);
+  if (c.vocab < 2) throw_usage_error("--llama-vocab must be 2 or more: with one token there is nothing to predict (the loss is 0)");
   if (c.hidden % c.heads != 0)
     throw_usage_error("--llama-hidden " + std::to_string(c.hidden) + " must be a multiple of --llama-heads " + std::to_string(c.heads));
   if (c.heads % c.kv_heads != 0)

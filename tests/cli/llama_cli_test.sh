@@ -136,6 +136,7 @@ bad "outside the vocabulary \[0, 64\)" "${small[@]}" --llama-hidden 64 --llama-h
 bad "no file .*nothing.idx" "${small[@]}" --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --data "$dir/nothing"
 bad "weight '0' of .*c4 is not a positive number" "${v128[@]}" --data "0,$dir/c4,1,$dir/c4b"
 bad "expected WEIGHT,PREFIX pairs, got 3 items" "${v128[@]}" --data "1,$dir/c4,1"
+bad "--llama-vocab must be 2 or more" --model llama3_8b --llama-layers 1 --llama-vocab 1 --llama-ffn 32 --seq-len 16 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2
 bad "no file .*nothing.idx" "${v128[@]}" --data "$dir/c4,$dir/nothing"
 
 # --find-max-batch honours --recompute, --grad-accum and --zero (issue 25 item 8): each trial

@@ -235,6 +235,7 @@ TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
   const std::pair<std::string, std::string> bad[] = {
       {"1," + a + ",3", "expected WEIGHT,PREFIX pairs, got 3 items"},
       {"0," + a + ",3," + b, "weight '0' of " + a + " is not a positive number"},
+      {"1e308," + a + ",1e308," + b, "weight '1e308' of " + a + " is not a positive number up to 1e30"},  // sum: inf
       {a + ",," + b, "an empty item in the comma list"},
       {"1," + a + ",1," + (dir / "c").string(), "no file " + (dir / "c").string() + ".idx"},
       {(dir / "empty").string(), "a folder with no PREFIX.idx + PREFIX.bin pair in it"},

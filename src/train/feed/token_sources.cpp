@@ -47,7 +47,10 @@ std::vector<TokenSource> parse_token_sources(const std::string& spec) {
       if (items.size() % 2 != 0) throw_usage_error("--data " + spec + ": expected WEIGHT,PREFIX pairs, got " + std::to_string(items.size()) + " items");
       for (size_t i = 0; i < items.size(); i += 2) {
         const auto w = parse_double(items[i]);
-        if (!w || !(*w > 0)) throw_usage_error("--data " + spec + ": weight '" + items[i] + "' of " + items[i + 1] + " is not a positive number");
+        // Bounded so the weights' sum stays finite: two of 1e308 summed to inf, and every
+        // normalised weight became 0.
+        if (!w || !(*w > 0) || *w > 1e30)
+          throw_usage_error("--data " + spec + ": weight '" + items[i] + "' of " + items[i + 1] + " is not a positive number up to 1e30");
         out.push_back({items[i + 1], *w});
       }
     } else {
