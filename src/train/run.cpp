@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <ostream>
 #include <string>
@@ -360,6 +361,14 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     auto phase = watch.collective("params", Watchdog::kNoBound);  // ranks arrive after building (and autotuning) alone
     check_parameter_counts_agree(world, store.parameter_count());
   }
+  // A rank on another CPU model (a mixed partition) or ISA (ONEDNN_MAX_CPU_ISA set on some ranks
+  // only) runs other kernels at another speed: the trace says so per rank, not rank 0's alone.
+  std::vector<std::string> cpus, isas;
+  {
+    auto phase = watch.collective("identity");
+    cpus = gather_strings(world, cpu_model());
+    if (o.backend == BackendKind::cpu) isas = gather_strings(world, be.isa());
+  }
 
   RunSummary s;
   s.parameter_count = store.parameter_count();
@@ -367,7 +376,13 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   rec.bindings = std::move(bindings);
   if (root) {
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
-    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = be.isa();  // a GPU's sm_XX is in its kernel lines
+    rec.record.info.cpu_model = per_rank_value(cpus);
+    if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = per_rank_value(isas);  // a GPU's sm_XX is in its kernel lines
+    for (const auto& [what, values] : {std::pair{"CPU model", &cpus}, std::pair{"oneDNN ISA", &isas}})
+      if (std::adjacent_find(values->begin(), values->end(), std::not_equal_to<>()) != values->end())
+        std::cerr << "dlperf-train: WARNING: the ranks differ in " << what << ": " << per_rank_value(*values)
+                  << " (the slowest sets the step time)\n"
+                  << std::flush;
     rec.record.kernels = kernel_records(kernels);
     add_device_facts(rec.record.info, be.device_facts());
     rec.record.info.profile_ops = o.profile_ops;

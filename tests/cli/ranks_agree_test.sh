@@ -41,5 +41,22 @@ mpmd batch 'rank 1 was started with --batch-size 8 but rank 0 with --batch-size 
 mpmd width 'rank 1 was started with --resnet-width 16 but rank 0 with --resnet-width 8' \
   --batch-size 4 --resnet-width 8 :: --batch-size 4 --resnet-width 16
 
+# Ranks that agree on the options but not on the machine: rank 1 held to SSE4.1 by oneDNN's
+# ONEDNN_MAX_CPU_ISA, as a mixed partition would. The run is recorded with each rank's ISA, and
+# rank 0 warns, instead of the trace naming rank 0's ISA alone.
+wrapper=$dir/isa.sh
+{
+  echo '#!/usr/bin/env bash'
+  echo '[ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ] || export ONEDNN_MAX_CPU_ISA=SSE41'
+  printf 'exec ' && printf '%q ' "$train" "${common[@]}" --batch-size 4 --resnet-width 8 --output "$dir/isa.h5" && echo
+} >"$wrapper"
+timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 bash "$wrapper" >"$dir/isa.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ]; then echo "FAIL isa: exit $rc"; tail -20 "$dir/isa.log"; fail=1
+elif ! grep -Eq '^dlperf-train: WARNING: the ranks differ in oneDNN ISA: [a-z0-9_]+ \(rank 0\); sse41 \(rank 1\)' "$dir/isa.log"; then
+  echo "FAIL isa: no warning naming both ISAs"; cat "$dir/isa.log"; fail=1
+elif ! grep -aq 'sse41 (rank 1)' "$dir/isa.h5"; then echo "FAIL isa: the trace does not record rank 1's ISA"; fail=1
+else echo "ok   isa: $(grep '^dlperf-train: WARNING' "$dir/isa.log")"; fi
+
 [ "$fail" -eq 0 ] && echo "ranks agree ok"
 exit "$fail"

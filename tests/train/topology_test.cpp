@@ -97,5 +97,12 @@ TEST(DeviceFacts, TransportsOfEveryRankJoinDistinct) {
   EXPECT_EQ(join_distinct({"", ""}), "");
 }
 
+TEST(DeviceFacts, PerRankValuesNameEveryRankWhenTheyDiffer) {
+  EXPECT_EQ(per_rank_value({"avx2", "avx2", "avx2"}), "avx2");
+  EXPECT_EQ(per_rank_value({}), "");
+  EXPECT_EQ(per_rank_value({"amx", "amx", "avx2", "amx", "amx", "amx", "avx2"}), "amx (ranks 0-1, 3-5); avx2 (ranks 2, 6)");
+  EXPECT_EQ(per_rank_value({"a", "b"}), "a (rank 0); b (rank 1)");
+}
+
 }  // namespace
 }  // namespace dlperf

@@ -58,7 +58,6 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-namespace {
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -69,6 +68,30 @@ std::string cpu_model() {
     }
   return "unknown";
 }
+
+std::string per_rank_value(const std::vector<std::string>& values) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t r = 0; r < values.size(); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == values[r]; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {values[r], {}});
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (groups.size() <= 1) return groups.empty() ? "" : groups.front().first;
+  std::string out;
+  for (const auto& [value, ranks] : groups) {
+    out += (out.empty() ? "" : "; ") + value + (ranks.size() == 1 ? " (rank " : " (ranks ");
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      out += (i ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+      i = j + 1;
+    }
+    out += ")";
+  }
+  return out;
+}
+
+namespace {
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";

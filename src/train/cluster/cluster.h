@@ -33,6 +33,12 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine);
 // {"P2P", "P2P, IB", ""} -> "P2P, IB".
 std::string join_distinct(const std::vector<std::string>& parts);
 
+// What each rank reported, in one value: "X" when all agree, else every distinct value with
+// its ranks, in order of first appearance: {"a", "a", "b", "a"} -> "a (ranks 0-1, 3); b (rank 2)".
+std::string per_rank_value(const std::vector<std::string>& values);
+// This machine's CPU model, from /proc/cpuinfo ("unknown" when it says none).
+std::string cpu_model();
+
 // The device's facts in the run's attributes (issue 13, item 6): GPU model and memory, the
 // driver, CUDA, cuDNN, cuBLAS and NCCL versions, and this node's GPU/NIC topology (hwloc).
 // Nothing changes for a backend without a device (its facts are empty).
