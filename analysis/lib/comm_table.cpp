@@ -1,6 +1,7 @@
 #include "comm_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
@@ -41,6 +42,39 @@ std::string size_text(uint64_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
+// A record whose numbers contradict each other was edited or damaged, and its table would
+// mislead (a PASS over wrong elements, a bandwidth its own time does not give): refused like a
+// truncated one. Tolerances cover the record's rounding (times to 0.001 us, GB/s to 0.0001).
+void check_consistent(const std::string& path, const CommRecord& rec, const std::vector<std::pair<double, double>>& algbw,
+                      const std::vector<int>& row_lines, uint64_t row_wrong) {
+  const std::string status = rec.result.at("status");
+  if (status != "PASS" && status != "FAIL" && status != "NO_PEERS")
+    throw_usage_error(path + ": status=" + status + " is not PASS, FAIL or NO_PEERS");
+  if (status == "PASS" && row_wrong > 0)
+    throw_usage_error(path + ": status=PASS, but its rows count " + std::to_string(row_wrong) + " wrong elements");
+  if (status == "NO_PEERS" && rec.ranks != 1) throw_usage_error(path + ": status=NO_PEERS with ranks=" + std::to_string(rec.ranks));
+  if (status == "PASS" && rec.ranks == 1) throw_usage_error(path + ": status=PASS with ranks=1 (one rank crosses no link: NO_PEERS)");
+  if (const auto it = rec.result.find("sizes"); it != rec.result.end() && it->second != std::to_string(rec.rows.size()))
+    throw_usage_error(path + ": sizes=" + it->second + " but " + std::to_string(rec.rows.size()) + " rows");
+  const double ranks = rec.ranks;
+  const double factor = rec.op == "allreduce" ? 2.0 * (ranks - 1) / ranks
+                        : rec.op == "reduce_scatter" || rec.op == "all_gather" ? (ranks - 1) / ranks
+                                                                                : -1.0;  // a newer op: not checked
+  for (size_t i = 0; i < rec.rows.size(); ++i) {
+    const CommRow& r = rec.rows[i];
+    const std::string where = path + ":" + std::to_string(row_lines[i]);
+    for (const auto& [time_us, alg, bus, name] : {std::tuple{r.oop_time_us, algbw[i].first, r.oop_busbw_gbs, "out of place"},
+                                                  std::tuple{r.ip_time_us, algbw[i].second, r.ip_busbw_gbs, "in place"}}) {
+      const double want = time_us > 0 ? static_cast<double>(r.bytes) / (time_us * 1e3) : 0.0;
+      if (std::fabs(alg - want) > 1e-4 + want * (1e-3 / std::max(time_us, 1e-3) + 1e-6))
+        throw_usage_error(where + ": " + name + " algbw " + fmt("%.4f", alg) + " GB/s is not bytes / time (" + fmt("%.4f", want) + ")");
+      if (factor >= 0 && std::fabs(bus - alg * factor) > 2e-4 + 1e-6 * bus)
+        throw_usage_error(where + ": " + name + " busbw " + fmt("%.4f", bus) + " GB/s is not algbw x " + fmt("%.4g", factor) + " for " +
+                          rec.op + " on " + std::to_string(rec.ranks) + " ranks");
+    }
+  }
+}
+
 }  // namespace
 
 bool is_comm_record_path(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".comm") == 0; }
@@ -53,6 +87,9 @@ CommRecord read_comm_record(const std::string& path) {
   std::string line;
   int n = 0;
   bool magic = false, result = false;
+  std::vector<std::pair<double, double>> algbw;  // out of place, in place, per row
+  std::vector<int> row_lines;
+  uint64_t row_wrong = 0;
   while (std::getline(in, line)) {
     const std::string where = path + ":" + std::to_string(++n);
     if (n == 1) {
@@ -79,7 +116,12 @@ CommRecord read_comm_record(const std::string& path) {
       if (!bytes) throw_usage_error(where + ": '" + f[0] + "' is not a byte count");
       CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2]), number(where, f[5])};
       if (!rec.rows.empty() && r.bytes <= rec.rows.back().bytes) throw_usage_error(where + ": sizes must ascend");
+      const auto wrong = parse_uint64(f[8]);
+      if (!wrong) throw_usage_error(where + ": '" + f[8] + "' is not a count of wrong elements");
       rec.rows.push_back(r);
+      algbw.push_back({number(where, f[3]), number(where, f[6])});
+      row_wrong += *wrong;
+      row_lines.push_back(n);
     } else {
       throw_usage_error(where + ": unknown line '" + kind + "' (result, row or # comment)");
     }
@@ -94,6 +136,7 @@ CommRecord read_comm_record(const std::string& path) {
   rec.ranks = static_cast<int>(*ranks);
   rec.nodes = static_cast<int>(*nodes);
   rec.op = rec.result.at("op");
+  check_consistent(path, rec, algbw, row_lines, row_wrong);
   for (const auto& r : rec.rows) rec.peak_busbw_gbs = std::max({rec.peak_busbw_gbs, r.oop_busbw_gbs, r.ip_busbw_gbs});
   return rec;
 }

@@ -80,6 +80,22 @@ cp "$tmp/cut.comm" "$tmp/results.d/cut.comm"
 rc=$?
 [ $rc -eq 4 ] && grep -q '^dlperf-reduce: skipped .*cut.comm: has no result line' "$tmp/skip.err" && grep -q '^## Fabric health' "$tmp/skip.md" ||
   { cat "$tmp/skip.err"; fail "a bad record beside a good one: rc=$rc"; }
+# Numbers that contradict each other (an edited or damaged record) would tabulate a PASS over
+# wrong elements or a bandwidth its own time does not give: one line naming the line, exit 2.
+inconsistent() {  # want, sed expression applied to the good record
+  sed "$2" "$rec" >"$tmp/edit.comm"
+  cmp -s "$rec" "$tmp/edit.comm" && fail "the edit '$2' changed nothing"
+  "$reduce" "$tmp/edit.comm" >"$tmp/edit.out" 2>"$tmp/edit.err"
+  local rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/edit.err")" -eq 1 ] && grep -q -- "$1" "$tmp/edit.err" && [ ! -s "$tmp/edit.out" ] ||
+    { cat "$tmp/edit.err"; fail "inconsistent record ($2): rc=$rc, want '$1'"; }
+  echo "ok   inconsistent record: $(cat "$tmp/edit.err")"
+}
+inconsistent 'status=PASS, but its rows count 3 wrong elements' '0,/^row /{/^row /s/ [0-9]*$/ 3/}'
+inconsistent 'is not bytes / time' '0,/^row /s/^\(row [0-9]* [0-9]* [0-9.]*\) [0-9.]*/\1 99.0000/'
+inconsistent 'busbw .* is not algbw x 1 for allreduce on 2 ranks' '$s/^\(row \([^ ]* \)\{4\}\)[0-9.]*/\1777.0000/'
+inconsistent 'sizes=7 but 6 rows' 's/ sizes=6 / sizes=7 /'
+inconsistent 'status=MAYBE is not PASS, FAIL or NO_PEERS' 's/status=PASS$/status=MAYBE/'
 "$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must end in .comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
