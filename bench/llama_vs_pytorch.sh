@@ -50,11 +50,10 @@ done
 # no AMX), saying so; asked for by name it still runs (and fails there).
 if [ -z "$precisions" ]; then
   precisions=fp32,bf16
-  if [ "$backend" = cpu ] && ! probe=$("$TRAIN" --plan-only --model llama3_8b --llama-layers 1 --llama-hidden 64 --llama-heads 2 \
-       --llama-kv-heads 1 --llama-ffn 128 --llama-vocab 64 --seq-len 8 --batch-size 1 --precision bf16 --threads 1 2>&1) &&
-     grep -q 'precision bf16 needs' <<<"$probe"; then
+  source "$ROOT/scripts/lib/cpu_bf16.sh"
+  if [ "$backend" = cpu ] && refusal=$(cpu_bf16_refusal "$TRAIN"); then
     precisions=fp32
-    echo "# bf16 left out: $(grep -m1 'precision bf16 needs' <<<"$probe" | sed 's/^dlperf-train: //')"
+    echo "# bf16 left out: $refusal"
   fi
 fi
 read -r L H NH KV F V T B <<<"${shape[*]}"

@@ -185,11 +185,11 @@ fi
 # fails there).
 bf16_note=""
 if [[ $device = cpu && $pytorch_only = 0 && -z $precisions_given && ,$precisions, = *,bf16,* ]]; then
-  if ! probe=$("$DLPERF_TRAIN" --plan-only --model resnet50 --precision bf16 --batch-size 1 --image-size 32 --num-classes 2 \
-                 --resnet-blocks 1,1,1,1 --resnet-width 8 --threads 1 2>&1) && grep -q 'precision bf16 needs' <<<"$probe"; then
+  source "$ROOT/scripts/lib/cpu_bf16.sh"
+  if refusal=$(cpu_bf16_refusal "$DLPERF_TRAIN"); then
     precisions=fp32
     PRECISIONS=(fp32)
-    bf16_note="bf16 left out: $(grep -m1 'precision bf16 needs' <<<"$probe" | sed 's/^dlperf-train: //')"
+    bf16_note="bf16 left out: $refusal"
   fi
 fi
 

@@ -61,7 +61,7 @@ run llama-turns 1.0 --model llama3_8b --llama-layers 2 --llama-hidden 64 --llama
   --llama-vocab 4096 --seq-len 48 --batch-size 2 --lr 3e-3 --bucket-mb 0.01
 run resnet50-turns 0.5 --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 10 --batch-size 4 \
   --bucket-mb 0.05
-source "$(dirname "${BASH_SOURCE[0]}")/cpu_bf16.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/cpu_bf16.sh"
 if ! cpu_computes_bf16 "$train"; then
   echo "note: the bf16 runs (below) left out: this CPU has no native bf16 (AVX512-BF16 or AMX), and dlperf-train refuses it"
 else

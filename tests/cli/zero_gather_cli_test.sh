@@ -15,7 +15,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
 common=(--threads 1 --iterations 6 --warmup 2 --print-every 0)
-source "$(dirname "${BASH_SOURCE[0]}")/cpu_bf16.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/cpu_bf16.sh"
 precisions=(bf16 fp32)
 if ! cpu_computes_bf16 "$train"; then
   precisions=(fp32)
