@@ -169,7 +169,9 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
            it.increment(ec)) {
         std::error_code ec2;
         if (it->is_directory(ec2)) continue;
-        if (!it->is_regular_file(ec2)) {  // a FIFO would block its reader, a socket or device never reads
+        // A FIFO would block its reader, a socket or device never reads: skipped. What cannot be
+        // stat'ed (a dangling link) stays, a bad sample counted under --max-bad-samples.
+        if (const fs::file_status st = it->status(ec2); !ec2 && fs::exists(st) && !fs::is_regular_file(st)) {
           ++not_files;
           continue;
         }
