@@ -115,6 +115,8 @@ void check_outputs(const ReduceConfig& cfg, const std::vector<std::string>& inpu
     }
     std::error_code ec;
     if (fs::is_directory(path, ec)) throw_usage_error(flag + " " + path + ": is a directory; give a file name");
+    // Every output checked before any is written: a bad --json left the --csv written, exit 2.
+    if (const std::string why = output_file_problem(path); !why.empty()) throw_usage_error(flag + " " + path + ": " + why);
     const std::string target = resolve_symlinks(path);
     auto [it, fresh] = targets.emplace(target, flag);
     if (!fresh) throw_usage_error(flag + " " + path + " is also the file of " + it->second + ": give each output its own name");
@@ -165,10 +167,12 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
       continue;
     }
     std::vector<std::string> found;
-    for (const auto& e : fs::directory_iterator(in, ec)) {
-      const auto ext = e.path().extension();
-      if (e.is_regular_file() && (ext == ".h5" || ext == ".hdf5" || ext == ".comm")) found.push_back(e.path().string());
+    for (fs::directory_iterator it(in, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto ext = it->path().extension();
+      std::error_code ec2;  // a symlink loop or an unreadable entry: not a trace, not an error
+      if ((ext == ".h5" || ext == ".hdf5" || ext == ".comm") && it->is_regular_file(ec2)) found.push_back(it->path().string());
     }
+    if (ec) throw_usage_error(in + ": cannot list the directory (" + ec.message() + ")");
     if (found.empty()) throw_usage_error(in + ": directory holds no .h5 trace files (nor .comm records)");
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());

@@ -126,11 +126,18 @@ bool parse(int argc, char** argv, bool print, Config& c) {
     dlperf::throw_usage_error("--min-bytes (-b) must be at least one " + std::string(dlperf::to_string(c.bench.type)) + " (" +
                               std::to_string(dlperf::size_of(c.bench.type)) + " bytes)");
   if (c.bench.max_bytes < c.bench.min_bytes) dlperf::throw_usage_error("--max-bytes (-e) must be >= --min-bytes (-b)");
-  if (!(c.bench.factor > 1.0) && c.bench.max_bytes != c.bench.min_bytes)
-    dlperf::throw_usage_error("--factor (-f) must be greater than 1");
+  if (!(c.bench.factor > 1.0 && std::isfinite(c.bench.factor)) && c.bench.max_bytes != c.bench.min_bytes)
+    dlperf::throw_usage_error("--factor (-f) must be greater than 1 and finite");
   if (c.bench.iters < 1) dlperf::throw_usage_error("--iters (-n) must be at least 1");
   if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup (-w) must be >= 0");
-  if (!(timeout_s > 0)) dlperf::throw_usage_error("--timeout must be positive (seconds)");
+  // Bounded as dlperf-train's --lock-timeout: 1e10 s overflowed the watchdog's clock and aborted
+  // a healthy job at its first allreduce, and below a second a loaded collective can time out.
+  if (!(timeout_s >= 1 && timeout_s <= 7 * 86400))
+  {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", timeout_s);
+    dlperf::throw_usage_error("--timeout must be 1 to 604800 seconds (got " + std::string(got) + ")");
+  }
   c.comm.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   if (backend == "mpi") c.backend = dlperf::CommBackend::mpi;
   else if (backend == "nccl") c.backend = dlperf::CommBackend::nccl;
@@ -149,6 +156,15 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   const dlperf::WorldInfo& world = session.world();
   Config config;
   if (!parse(argc, argv, world.rank == 0, config)) return 0;
+  // Rank 0 writes the record: a place it cannot write is found now, not after the whole
+  // measurement (exit 3 then, the measurement lost). Every rank learns it and stops alike.
+  {
+    std::string why;
+    if (world.rank == 0 && !config.output.empty()) why = dlperf::output_file_problem(config.output);
+    int bad = why.empty() ? 0 : 1;
+    DLPERF_CHECK_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, session.world_comm()));
+    if (bad) dlperf::throw_usage_error("--output (-o) " + config.output + ": " + why);  // printed by rank 0
+  }
   if (config.backend == dlperf::CommBackend::nccl) {
 #if defined(DLPERF_WITH_CUDA)
     dlperf::select_device_by_local_rank(world);

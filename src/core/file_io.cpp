@@ -235,6 +235,18 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   }
 }
 
+std::string output_file_problem(const std::string& path) {
+  const std::string target = resolve_symlinks(path);
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return "exists and is not a regular file";
+  const fs::path parent = fs::path(target).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (::stat(dir.c_str(), &st) != 0) return "its folder " + dir + " does not exist";
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a folder";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return "its folder " + dir + " is not writable (" + std::strerror(errno) + ")";
+  return "";
+}
+
 std::string flush_stdout_error() {
   errno = 0;
   std::cout.flush();

@@ -60,6 +60,12 @@ void write_new_file(const std::string& path, std::string_view data, const std::s
 // killed writers on this host left for the same file are removed first.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// Why write_file_atomically(path) would fail before writing a byte, or "" when it would not
+// (as far as can be told in advance): the target exists and is not a regular file, or its
+// folder is missing or not writable. Checked for every output first, so that a bad one among
+// several leaves none of them written.
+std::string output_file_problem(const std::string& path);
+
 // Flushes std::cout and returns "" when everything printed reached it, else one line's
 // reason ("cannot write to standard output: No space left on device"). Programs whose printed
 // output is a result (a table, a list of files) turn that into exit 3 (issue 27 item 11).

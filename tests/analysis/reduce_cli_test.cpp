@@ -175,6 +175,31 @@ TEST(ReduceCli, AnEmptyFileOptionIsRefused) {
   expect_one_line_error(run_reduce_cli(trace + " --compare '' --tolerance 0.9", dir), 2, "--compare was given an empty value", "tolerance");
 }
 
+// Every output is checked before any is written: a --json on /dev/full or into a missing folder
+// left the --csv (and the --plot) written, exit 2 or 3.
+TEST(ReduceCli, ABadOutputAmongSeveralLeavesNoneWritten) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1), csv = dir.file("r.csv"), svg = dir.file("r.svg");
+  expect_one_line_error(run_reduce_cli(trace + " --csv " + csv + " --json /dev/full", dir), 2, "--json /dev/full: exists and is not a regular file",
+                        "/dev/full");
+  expect_one_line_error(run_reduce_cli(trace + " --csv " + csv + " --plot " + svg + " --json " + dir.file("no/x.json"), dir), 2,
+                        "--json " + dir.file("no/x.json") + ": its folder " + dir.file("no") + " does not exist", "missing folder");
+  EXPECT_FALSE(std::filesystem::exists(csv));
+  EXPECT_FALSE(std::filesystem::exists(svg));
+}
+
+// A folder's entries that cannot be examined (a symlink loop) are not traces: they are passed
+// over, not an exit 3 with no report.
+TEST(ReduceCli, ASymlinkLoopInAFolderIsPassedOver) {
+  test::TempDir dir;
+  make_trace(dir, "a.h5", 0.1);
+  std::filesystem::create_symlink("loop2.h5", dir.file("loop1.h5"));
+  std::filesystem::create_symlink("loop1.h5", dir.file("loop2.h5"));
+  const auto r = run_reduce_cli(dir.path(), dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("resnet50"), std::string::npos) << r.out;
+}
+
 // An option that shapes another's output, given alone, is refused, not silently ignored.
 TEST(ReduceCli, AnOptionWithoutTheOneItShapesIsRefused) {
   test::TempDir dir;

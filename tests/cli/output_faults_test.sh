@@ -60,5 +60,10 @@ expect 2 "is larger than 2^64 bytes" "$comm" -e 99999999999999999999
 expect 2 "--max-bytes (-e) 8.59e+09 GiB needs about" "$comm" -e 9007199254740992K
 expect 2 "is not a size" "$comm" -e -5
 expect 2 "unknown unit 'KB'" "$comm" -e 5KB
+# A timeout past the watchdog's clock aborted a healthy job at its first allreduce (exit 3); an
+# infinite factor measured one row; an unwritable -o was found after the whole measurement.
+expect 2 "--timeout must be 1 to 604800 seconds (got 1e+10)" "$comm" -e 1K --timeout 1e10
+expect 2 "--factor (-f) must be greater than 1 and finite" "$comm" -b 8 -e 1K -f inf
+expect 2 "--output (-o) $dir/nodir/x.comm: its folder $dir/nodir does not exist" "$comm" -e 1K -o "$dir/nodir/x.comm"
 
 if [ "$failures" -eq 0 ]; then echo "all output-fault checks passed"; else echo "$failures failed"; exit 1; fi
