@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 #include "reduce_app.h"
 
 namespace po = boost::program_options;
@@ -65,7 +66,14 @@ int main(int argc, char** argv) {
   pos.add("input", -1);
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).positional(pos).run();
+    po::store(parsed, vm);
+    // A non-zero number read as 0 (1e-400) would turn a link rate or a threshold off.
+    for (const auto& opt : parsed.options)
+      if (const auto* d = vm.count(opt.string_key) ? boost::any_cast<double>(&vm[opt.string_key].value()) : nullptr; d && *d == 0)
+        for (const auto& text : opt.value)
+          if (dlperf::names_a_nonzero_number(text))
+            throw dlperf::Error(dlperf::ErrorKind::usage, "--" + opt.string_key + " " + text + " is too small: it would be read as 0");
     if (vm.count("help")) {
       std::cout << opts << '\n';
       return 0;
@@ -79,8 +87,10 @@ int main(int argc, char** argv) {
       if (vm.count(name) && vm[name].as<std::string>().empty())
         throw dlperf::Error(dlperf::ErrorKind::usage, "--" + std::string(name) + " was given an empty value (an unset variable?): give it one or drop it");
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
-    if (!(cfg.links.inter_gbps >= 0) || !(cfg.links.intra_gbps >= 0) || !(cfg.links.inter_gbps < 1e7) || !(cfg.links.intra_gbps < 1e7))
-      throw dlperf::Error(dlperf::ErrorKind::usage, "--link-gbps and --intra-gbps are link rates in Gbit/s (0 or more)");
+    // 0: none given. Otherwise 1 Mbit/s to 10 Pbit/s: below, the table's % of link ran to 60 digits.
+    for (const double rate : {cfg.links.inter_gbps, cfg.links.intra_gbps})
+      if (!(rate == 0 || (rate >= 1e-3 && rate < 1e7)))
+        throw dlperf::Error(dlperf::ErrorKind::usage, "--link-gbps and --intra-gbps are link rates in Gbit/s: 0 (none) or 0.001 to 1e7");
     if (!(cfg.links.warn_fraction > 0 && cfg.links.warn_fraction <= 1))
       throw dlperf::Error(dlperf::ErrorKind::usage, "--link-warn must be in (0, 1]");
     if (cfg.ops_options.top < 1) throw dlperf::Error(dlperf::ErrorKind::usage, "--ops-top must be at least 1");

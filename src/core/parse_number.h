@@ -48,6 +48,28 @@ inline std::optional<double> parse_double(std::string_view s) {
   return v;
 }
 
+// Whether `s` is a decimal number whose digits before any exponent are not all zero ("1e-400",
+// "0.001", "-2"): text that names a non-zero value. A parser that read such text as 0 (an
+// underflow: 1e-400 as a double, 1e-50 as a float) would turn "tiny" into "off".
+inline bool names_a_nonzero_number(std::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  bool digits = false, nonzero = false, dot = false;
+  for (; i < s.size() && ((s[i] >= '0' && s[i] <= '9') || (s[i] == '.' && !dot)); ++i) {
+    if (s[i] == '.') dot = true;
+    else digits = true, nonzero = nonzero || s[i] != '0';
+  }
+  if (!digits) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    const size_t first = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == first) return false;
+  }
+  return i == s.size() && nonzero;
+}
+
 // "3,4,6,3": comma-separated integers, each strict; empty when any part is not one (an empty
 // part, "1,,2", or a trailing comma included).
 inline std::optional<std::vector<int64_t>> parse_int_list(std::string_view s) {

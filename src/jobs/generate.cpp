@@ -46,9 +46,18 @@ void write_files(const std::string& dir, const std::vector<GeneratedFile>& files
   fs::create_directories(dir, ec);
   if (ec) throw_io(dir + ": cannot create the output directory: " + ec.message());
   // Every file goes to a temporary name first; only when all are written are they renamed.
+  // A target that is a folder (or anything not a file) would fail its rename after others were
+  // renamed: a half-replaced set of scripts. Refused before anything is written.
+  for (const auto& f : files) {
+    const fs::path target = fs::path(dir) / f.name;
+    const fs::file_status st = fs::symlink_status(target, ec);
+    if (!ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_symlink(st))
+      throw_bad_input(target.string() + " exists and is not a file: remove it or choose another --output-dir");
+  }
   std::vector<fs::path> temps;
   const auto cleanup = [&]() {
-    for (const auto& t : temps) fs::remove(t, ec);
+    std::error_code ignored;  // the caller's error code stays the error to report
+    for (const auto& t : temps) fs::remove(t, ignored);
   };
   for (const auto& f : files) {
     const fs::path tmp = fs::path(dir) / ("." + f.name + ".tmp" + std::to_string(::getpid()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -86,16 +87,11 @@ class SectionReader {
   double real(const std::string& key, double fallback, double lo, double hi, bool lo_open) const {
     if (!has(key)) return fallback;
     const std::string v = str(key, "");
-    size_t used = 0;
-    double d = 0;
-    try {
-      d = std::stod(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (v.empty() || used != v.size() || !(lo_open ? d > lo : d >= lo) || !(d <= hi))
+    // Strict decimal: std::stod read "0x10" as 16 and " 8" as 8; 1e-400 (read as 0) is refused.
+    const std::optional<double> d = parse_double(v);
+    if (!d || !(lo_open ? *d > lo : *d >= lo) || !(*d <= hi))
       fail(key, "must be a number " + std::string(lo_open ? "above " : "from ") + fmt(lo) + " to " + fmt(hi) + " (got '" + v + "')");
-    return d;
+    return *d;
   }
   static std::string fmt(double d) {
     std::ostringstream o;
@@ -230,6 +226,8 @@ Profile load_profile(const IniFile& f) {
   const SectionReader fabric(f, f.find("fabric"), {"link_gbps", "intra_gbps", "warn_fraction"});
   p.link_gbps = fabric.real("link_gbps", 0, 0, 1e6, false);
   p.intra_gbps = fabric.real("intra_gbps", 0, 0, 1e6, false);
+  for (const auto& [key, rate] : {std::pair{"link_gbps", p.link_gbps}, std::pair{"intra_gbps", p.intra_gbps}})
+    if (rate > 0 && rate < 1e-3) fabric.fail(key, "must be 0 (none) or 0.001 Gbit/s or more, as dlperf-reduce takes it");
   p.link_warn = fabric.real("warn_fraction", p.link_warn, 0, 1, true);
 
   if (const IniSection* net = f.find("network")) {

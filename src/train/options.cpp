@@ -210,6 +210,25 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
     throw_usage_error("--peak-tflops must be 0 (automatic) or positive and finite (got " + float_text(o.peak_tflops) + ")");
 }
 
+// What the parser's types hide, from the text as given: an empty value (an unset shell
+// variable: --optimizer "" ran with the default), and a non-zero number read as 0 (1e-400 as a
+// double, 1e-50 as a float: --max-loss-growth, --lock-timeout or --clip-grad-norm "off").
+void check_given_texts(const po::parsed_options& parsed, const po::variables_map& vm) {
+  for (const auto& opt : parsed.options) {
+    if (opt.string_key == "stray-argument" || !vm.count(opt.string_key)) continue;
+    const boost::any& v = vm[opt.string_key].value();
+    for (const auto& text : opt.value) {
+      if (text.empty() && opt.string_key != "variant")
+        throw_usage_error("--" + opt.string_key + " was given an empty value (an unset variable?): give a value or drop the option");
+      const auto* f = boost::any_cast<float>(&v);
+      const auto* d = boost::any_cast<double>(&v);
+      if (((f && *f == 0) || (d && *d == 0)) && names_a_nonzero_number(text))
+        throw_usage_error("--" + opt.string_key + " " + text + " is too small: it would be read as 0" +
+                          (f ? " (the smallest fp32 is 1.2e-38)" : " (the smallest double is 2.2e-308)"));
+    }
+  }
+}
+
 }  // namespace
 
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
@@ -349,8 +368,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     cmdline.add(all).add(hidden);
     po::positional_options_description words;
     words.add("stray-argument", -1);
-    po::store(po::command_line_parser(argc, argv).options(cmdline).positional(words).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(cmdline).positional(words).run();
+    po::store(parsed, vm);
     po::notify(vm);
+    check_given_texts(parsed, vm);
   } catch (const po::error& e) {
     throw_usage_error(std::string(e.what()) + " (see --help)");
   }
@@ -412,6 +433,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
     throw_usage_error("--label-smoothing must be in [0, 1) (got " + float_text(o.label_smoothing) + ")");
   if (o.lr_warmup < -1) throw_usage_error("--lr-warmup must be -1 (10%) or 0 or more");
+  if (o.lr_warmup >= o.iterations && o.iterations > 0)
+    throw_usage_error("--lr-warmup " + std::to_string(o.lr_warmup) + " is not below --iterations " + std::to_string(o.iterations) +
+                      ": the whole run would be warm-up, at a fraction of --lr");
   if (!(o.bucket_mb >= kMinBucketMb && o.bucket_mb <= kMaxBucketMb))
     throw_usage_error("--bucket-mb must be from " + float_text(kMinBucketMb) + " (1 KiB) to " + float_text(kMaxBucketMb) + " (got " +
                       float_text(o.bucket_mb) + ")");

@@ -188,6 +188,16 @@ TEST(ReduceCli, ABadOutputAmongSeveralLeavesNoneWritten) {
   EXPECT_FALSE(std::filesystem::exists(svg));
 }
 
+// A rate that prints a 60-digit % of link, or text read as 0 (which means "no link given").
+TEST(ReduceCli, ImplausibleLinkRatesAreRefused) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  expect_one_line_error(run_reduce_cli(trace + " --intra-gbps 1e-300", dir), 2, "0 (none) or 0.001 to 1e7", "1e-300");
+  expect_one_line_error(run_reduce_cli(trace + " --link-gbps 1e-400", dir), 2, "--link-gbps 1e-400 is too small: it would be read as 0",
+                        "1e-400");
+  EXPECT_EQ(run_reduce_cli(trace + " --intra-gbps 0.001", dir).code, 0);
+}
+
 // A folder's entries that cannot be examined (a symlink loop) are not traces: they are passed
 // over, not an exit 3 with no report.
 TEST(ReduceCli, ASymlinkLoopInAFolderIsPassedOver) {

@@ -60,6 +60,12 @@ expect_usage_error "--bucket-mb must be from" --bucket-mb 1e-7
 # As a float, 1e-50 became 0 and silently turned clipping off.
 expect_usage_error "--clip-grad-norm 1e-50 is outside fp32's normal range" --clip-grad-norm 1e-50
 expect_usage_error "--clip-grad-norm 1e+39 is outside fp32's normal range" --clip-grad-norm 1e39
+# Text the parser's types hid: an unset variable ran with the default; 1e-400 read as 0 turned
+# the divergence check off; a warm-up as long as the run.
+expect_usage_error "--optimizer was given an empty value" --optimizer ''
+expect_usage_error "--max-loss-growth 1e-400 is too small: it would be read as 0" --max-loss-growth 1e-400
+expect_usage_error "--weight-decay 1e-50 is too small: it would be read as 0" --weight-decay 1e-50
+expect_usage_error "--lr-warmup 10 is not below --iterations 10" --iterations 10 --warmup 2 --lr-warmup 10
 # A newline split the report's heading; 70,000 characters failed in HDF5 mid-run.
 expect_usage_error "--variant holds a control character" --variant "$(printf 'a\nb')"
 expect_usage_error "--variant is 300 bytes long: at most 256" --variant "$(printf '%0300d' 0)"

@@ -47,7 +47,7 @@ sed -n "$r,\$p" "$tmp/hi.md" | grep -q '^#### 1 node(s) x 2 rank(s) reduce_scatt
 sed -n "$r,\$p" "$tmp/hi.md" | grep -q '^| 1 MiB | [0-9.]* | n/a | [0-9.]* | [0-9]*% |$' || { cat "$tmp/hi.md"; fail "reduce_scatter in place: not n/a"; }
 grep -q '^WARNING: 1 node(s) x 2 rank(s) reduce_scatter .* below 80%' "$tmp/hi.md" && [ "$(grep -c '^WARNING:' "$tmp/hi.md")" -eq 2 ] ||
   { cat "$tmp/hi.md"; fail "not one warning per op"; }
-"$reduce" "$tmp/results.d" --intra-gbps 0.000001 --link-gbps 1000000 >"$tmp/lo.md" 2>&1 || fail "reduce (low rate) exited $?"
+"$reduce" "$tmp/results.d" --intra-gbps 0.001 --link-gbps 1000000 >"$tmp/lo.md" 2>&1 || fail "reduce (low rate) exited $?"
 ! grep -q WARNING "$tmp/lo.md" || { cat "$tmp/lo.md"; fail "warned against a link the run exceeds (a 1-node run is checked against --intra-gbps only)"; }
 
 # reduce.sh's outputs of training runs, with only records: a note, nothing written, exit 0.

@@ -60,6 +60,9 @@ expect_bad "m10.ini:21: extra_args is refused by dlperf-train for rn50 with real
   --profile "$profile" --matrix "$(edited m10.ini "$matrix" 's/^real_data = yes$/real_data = yes\nextra_args = --variant mine/')"
 expect_bad "is a directory: give the INI file itself" --profile "$src/jobs/profiles" --matrix "$matrix"
 expect_bad "is a directory: give the INI file itself" --profile "$profile" --matrix "$src/jobs"
+# std::stod read 0x10 as 16; a rate dlperf-reduce refuses would fail reduce.sh, not the generator.
+expect_bad "link_gbps must be a number from 0 to 1e+06 (got '0x10')" --profile "$(edited pf1.ini "$profile" 's/^link_gbps = 200$/link_gbps = 0x10/')" --matrix "$matrix"
+expect_bad "intra_gbps must be 0 (none) or 0.001 Gbit/s or more" --profile "$(edited pf2.ini "$profile" 's/^intra_gbps = 2400$/intra_gbps = 1e-300/')" --matrix "$matrix"
 expect_bad "m11.ini:7: configurations '99999999999n1g' needs 1-4096 nodes" \
   --profile "$profile" --matrix "$(edited m11.ini "$matrix" 's/^configurations = .*/configurations = 99999999999n1g/')"
 expect_bad "repeats must be an integer from 1 to 1000 (got '99999999999999999999')" \
@@ -83,5 +86,14 @@ echo "ok: $(cat "$tmp/stderr")"
 "$gen" --profile "$profile" --matrix "$matrix" --output-dir "$tmp/out" >/dev/null
 [ "$(find "$tmp/out" -type f | wc -l)" -eq "$(wc -l <"$tmp/list")" ]
 [ -z "$(find "$tmp/out" -name '.*')" ]  # no temporary files left
+# A target that is a folder: refused before any script is replaced (it was renamed half-way, then
+# failed with "cannot rename into place: Success").
+rm -rf "$tmp/half" && mkdir -p "$tmp/half/reduce.sh"
+rc=0
+"$gen" --profile "$profile" --matrix "$matrix" --output-dir "$tmp/half" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+if [ $rc -ne 2 ] || ! grep -q "half/reduce.sh exists and is not a file" "$tmp/stderr" || [ "$(find "$tmp/half" -type f | wc -l)" -ne 0 ]; then
+  echo "FAIL: a folder named reduce.sh: exit $rc, $(cat "$tmp/stderr"), files: $(find "$tmp/half" -type f | head -3)" >&2; exit 1
+fi
+echo "ok: $(cat "$tmp/stderr")"
 "$gen" --version | grep -q '^dlperf-jobs '
 echo "bad input ok"
