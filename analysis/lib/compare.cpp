@@ -2,6 +2,8 @@
 #include "compare.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -49,7 +51,15 @@ std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
       auto median = v.find("median_speed");
       if (median == v.end()) median = v.find("average_speed");
       if (median == v.end() || !median->is_number()) continue;
-      BaselinePoint b{key, name, median->get<double>(), 0};
+      // A throughput of 0, a negative or an absurd one cannot be a baseline: it was dropped
+      // without a word, and the point then went uncompared.
+      const double speed = median->get<double>();
+      if (!(std::isfinite(speed) && speed > 0 && speed < 1e12)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", speed);
+        throw_usage_error(path + ": " + key + " " + name + ": " + median.key() + " " + text + " is not a throughput (samples/s above 0 and below 1e12)");
+      }
+      BaselinePoint b{key, name, speed, 0};
       auto batch = v.find("batch_size_per_device");
       if (batch != v.end() && batch->is_number()) b.batch_per_device = static_cast<int64_t>(batch->get<double>());
       out.push_back(b);
@@ -73,8 +83,11 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
           if (b.point == name && model_family(b.key) == model_family(c.key.model) &&
               (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
             match = &b;
-      if (!match || match->median <= 0) continue;
-      Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false};
+      if (!match || !(match->median > 0)) {
+        rows.push_back({c.label, name, p.stats.median, 0, 0, false, false});
+        continue;
+      }
+      Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false, true};
       row.regression = row.ratio < tolerance;
       rows.push_back(row);
     }
@@ -85,8 +98,11 @@ void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, dou
   os << "\n## Comparison with baseline (regression when measured/baseline < " << fixed(tolerance, 3) << ")\n\n"
      << "| config | point | measured samples/s | baseline samples/s | ratio | verdict |\n|---|---|---|---|---|---|\n";
   for (const auto& r : rows)
-    os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | " << fixed(r.baseline, 2) << " | "
-       << fixed(r.ratio, 3) << " | " << (r.regression ? "REGRESSION" : "ok") << " |\n";
+    if (r.matched)
+      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | " << fixed(r.baseline, 2) << " | "
+         << fixed(r.ratio, 3) << " | " << (r.regression ? "REGRESSION" : "ok") << " |\n";
+    else
+      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | n/a | n/a | not in the baseline |\n";
 }
 
 }  // namespace dlperf::analysis

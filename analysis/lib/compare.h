@@ -29,9 +29,11 @@ struct Comparison {
   std::string config, point;
   double measured = 0, baseline = 0, ratio = 0;
   bool regression = false;
+  bool matched = true;  // false: the baseline has no such point (shown as such, never a pass)
 };
 
 // Matches by label, else by model family (model_family) with an equal (or unstated) batch.
+// Every measured point gets a row, in order; one the baseline lacks has matched = false.
 std::vector<Comparison> compare(const Reduction& measured, const std::vector<BaselinePoint>& baseline, double tolerance);
 void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, double tolerance);
 

@@ -122,6 +122,31 @@ TEST(ReduceOutputs, CompareFlagsRegressionsBelowTolerance) {
   EXPECT_NEAR(rows[1].ratio, 610.0 / 700, 1e-9);  // 0.871 < 0.95
   EXPECT_TRUE(rows[1].regression);
   EXPECT_FALSE(compare(r, base, 0.8)[1].regression);
+  // A point the baseline lacks keeps its row, marked, never passed silently.
+  base.pop_back();
+  rows = compare(r, base, 0.95);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[0].matched);
+  EXPECT_FALSE(rows[1].matched);
+  EXPECT_FALSE(rows[1].regression);
+  std::ostringstream os;
+  write_comparison(os, rows, 0.95);
+  EXPECT_NE(os.str().find("| 1n2r | 610.00 | n/a | n/a | not in the baseline |"), std::string::npos) << os.str();
+}
+
+TEST(ReduceOutputs, ABaselineThroughputThatIsNoneIsRefused) {
+  test::TempDir dir;
+  const std::string path = dir.file("base.json");
+  for (const char* bad : {"-5", "0", "1e300"}) {
+    std::ofstream(path, std::ios::trunc) << R"({"resnet50": {"1n1g": {"median_speed": )" << bad << "}}}";
+    try {
+      (void)baseline_from_json(path);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("resnet50 1n1g: median_speed"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is not a throughput"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ReduceOutputs, DlperfJsonBaselineAndBadJson) {
