@@ -28,6 +28,15 @@ void validate_llama(const LlamaConfig& c) {
   positive("llama-ffn", c.ffn);
   positive("llama-vocab", c.vocab);
   if (c.vocab < 2) throw_usage_error("--llama-vocab must be 2 or more: with one token there is nothing to predict (the loss is 0)");
+  // As check_layer_sizes does for the other models: one weight indexable (2^31 elements), and a
+  // depth no published model comes near (Llama 3.1 405B: 126 layers).
+  if (c.layers > 1000) throw_usage_error("--llama-layers " + std::to_string(c.layers) + " is more than 1000");
+  if (static_cast<double>(c.vocab) * static_cast<double>(c.hidden) > 2147483647.0)
+    throw_usage_error("--llama-vocab " + std::to_string(c.vocab) + " with --llama-hidden " + std::to_string(c.hidden) +
+                      ": the embedding would hold more than the 2^31 elements the backends can index");
+  if (static_cast<double>(c.ffn) * static_cast<double>(c.hidden) > 2147483647.0)
+    throw_usage_error("--llama-ffn " + std::to_string(c.ffn) + " with --llama-hidden " + std::to_string(c.hidden) +
+                      ": a feed-forward weight would hold more than the 2^31 elements the backends can index");
   if (c.hidden % c.heads != 0)
     throw_usage_error("--llama-hidden " + std::to_string(c.hidden) + " must be a multiple of --llama-heads " + std::to_string(c.heads));
   if (c.heads % c.kv_heads != 0)

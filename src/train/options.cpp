@@ -210,6 +210,33 @@ void validate_llama_options(const po::variables_map& vm, TrainOptions& o) {
     throw_usage_error("--peak-tflops must be 0 (automatic) or positive and finite (got " + float_text(o.peak_tflops) + ")");
 }
 
+// The model's largest weights and its depth, named by the options that shape them: --num-classes
+// 2^31 ended in an internal oneDNN error, --bert-layers 10^7 was blamed on --seq-len, and
+// --vgg-hidden 2^31 planned a model of 5e10 GiB. One weight must be indexable by the backends
+// (2^31 elements); 1,000 layers is far past any published model (Llama 3.1 405B: 126).
+void check_layer_sizes(const TrainOptions& o) {
+  constexpr double kMaxWeight = 2147483647.0;
+  const auto weight = [&](const std::string& what, double rows, double cols, const std::string& options) {
+    if (rows * cols > kMaxWeight)
+      throw_usage_error(options + ": " + what + " would hold " + float_text(rows * cols) + " elements, more than the 2^31 the backends can index");
+  };
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  if (o.model == "resnet50") {
+    weight("the classifier (" + std::to_string(32 * o.resnet_width) + " x " + std::to_string(o.num_classes) + ")", 32 * d(o.resnet_width),
+           d(o.num_classes), "--num-classes " + std::to_string(o.num_classes) + " with --resnet-width " + std::to_string(o.resnet_width));
+  } else if (o.model == "vgg16") {
+    const double pooled = d(o.image_size / 32) * d(o.image_size / 32);
+    weight("the first fully connected layer", 8 * d(o.vgg_width) * pooled, d(o.vgg_hidden),
+           "--vgg-hidden " + std::to_string(o.vgg_hidden) + " with --vgg-width and --image-size");
+    weight("the classifier", d(o.vgg_hidden), d(o.num_classes), "--num-classes " + std::to_string(o.num_classes) + " with --vgg-hidden");
+  } else if (o.model == "bert_base") {
+    if (o.bert_layers > 1000) throw_usage_error("--bert-layers " + std::to_string(o.bert_layers) + " is more than 1000");
+    weight("the word embedding", d(o.bert_vocab), d(o.bert_hidden), "--bert-vocab " + std::to_string(o.bert_vocab) + " with --bert-hidden");
+    weight("a feed-forward weight", d(o.bert_hidden), d(o.bert_intermediate),
+           "--bert-intermediate " + std::to_string(o.bert_intermediate) + " with --bert-hidden " + std::to_string(o.bert_hidden));
+  }
+}
+
 // What the parser's types hide, from the text as given: an empty value (an unset shell
 // variable: --optimizer "" ran with the default), and a non-zero number read as 0 (1e-400 as a
 // double, 1e-50 as a float: --max-loss-growth, --lock-timeout or --clip-grad-norm "off").
@@ -495,6 +522,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (is_bert && o.bert_hidden % o.bert_heads != 0)
     throw_usage_error("--bert-hidden " + std::to_string(o.bert_hidden) + " must be a multiple of --bert-heads " + std::to_string(o.bert_heads));
   if (vm.count("data") && o.data.empty()) throw_usage_error("--data needs a file or directory");
+  check_layer_sizes(o);
   validate_step_options(o, vm.count("comm") ? comm : "");
   validate_image_options(vm, decoder, max_bad, o);
   if (!(o.lock_timeout_s >= 0 && o.lock_timeout_s <= 7 * 86400))

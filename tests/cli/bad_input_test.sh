@@ -60,6 +60,11 @@ expect_usage_error "--bucket-mb must be from" --bucket-mb 1e-7
 # As a float, 1e-50 became 0 and silently turned clipping off.
 expect_usage_error "--clip-grad-norm 1e-50 is outside fp32's normal range" --clip-grad-norm 1e-50
 expect_usage_error "--clip-grad-norm 1e+39 is outside fp32's normal range" --clip-grad-norm 1e39
+# Sizes named by the options that shape them: 2^31 classes ended in an internal oneDNN error
+# (exit 3) under --plan-only, and 10^7 BERT layers were blamed on --seq-len.
+expect_usage_error "--num-classes 2147483648 with --resnet-width 64: the classifier" --num-classes 2147483648 --plan-only
+expect_usage_error "--bert-layers 10000000 is more than 1000" --model bert_base --bert-layers 10000000
+expect_usage_error "--vgg-hidden 2147483648 with --vgg-width" --model vgg16 --vgg-hidden 2147483648 --plan-only
 # Text the parser's types hid: an unset variable ran with the default; 1e-400 read as 0 turned
 # the divergence check off; a warm-up as long as the run.
 expect_usage_error "--optimizer was given an empty value" --optimizer ''
@@ -118,7 +123,7 @@ expect_usage_error "--recompute 'layer' is unknown" --recompute layer
 expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4
 # A model far beyond the memory is refused before anything is allocated (was "out of memory", exit 3)
-expect_usage_error "the run needs at least" --num-classes 2000000000
+expect_usage_error "the run needs at least" --num-classes 1000000 --memory-limit-mb 4096
 expect_usage_error "--memory-limit-mb" --memory-limit-mb 100 --resnet-width 64 --image-size 64 --batch-size 2 --iterations 2 --warmup 1
 
 # --help and --version succeed and list every option with its default
