@@ -331,6 +331,23 @@ Matrix load_matrix(const IniFile& f) {
     v = comm.str(key, v);
     if (!std::regex_match(v, size_re)) comm.fail(key, "'" + v + "' is not a message size such as 8, 64K, 32M or 1G (dlperf-comm -b/-e)");
   }
+  // What dlperf-comm would refuse when the job ran, refused now: at least one float, an
+  // ascending range, and no more than any node holds (the job's buffers are a few times this).
+  const auto bytes = [](const std::string& v) {
+    const char unit = v.back();
+    const double scale = unit == 'K' ? 1024.0 : unit == 'M' ? 1048576.0 : unit == 'G' ? 1073741824.0 : 1.0;
+    return std::stod(unit >= '0' && unit <= '9' ? v : v.substr(0, v.size() - 1)) * scale;
+  };
+  if (bytes(m.comm.min_bytes) < 4) comm.fail("min_bytes", "'" + m.comm.min_bytes + "' is less than one float (4 bytes), what dlperf-comm measures");
+  if (bytes(m.comm.max_bytes) < bytes(m.comm.min_bytes))
+    comm.fail("max_bytes", "'" + m.comm.max_bytes + "' is less than min_bytes '" + m.comm.min_bytes + "'");
+  if (bytes(m.comm.max_bytes) > 64.0 * 1073741824.0) comm.fail("max_bytes", "'" + m.comm.max_bytes + "' is more than 64G");
+  // One rank in all crosses no link: its job could only ever end in status NO_PEERS.
+  for (const auto* list : {&m.comm.configurations, &m.comm.cpu_configurations})
+    for (const auto& c : *list)
+      if (c.nodes * c.per_node < 2)
+        comm.fail(list == &m.comm.configurations ? "configurations" : "cpu_configurations",
+                  "'" + c.tag() + "' is one rank: it crosses no link (a fabric-health job needs 2 or more)");
   m.comm.factor = comm.integer("factor", m.comm.factor, 2, 1024);
   m.comm.iters = comm.integer("iters", m.comm.iters, 1, 100000);
   m.comm.warmup = comm.integer("warmup", m.comm.warmup, 0, 100000);

@@ -182,6 +182,8 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
     throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only are for image models (resnet50, vgg16)");
   if (o.data.empty() && image_flags && !is_bert)
     throw_usage_error("--loader-threads, --prefetch, --decoder, --max-bad-samples and --loader-only need --data (real images)");
+  if (o.plan_only && !o.output.empty())
+    throw_usage_error("--plan-only prints the plan and writes no trace: drop --output");
   if (o.loader_only && !o.output.empty())
     throw_usage_error("--loader-only prints its measurement and writes no trace: drop --output");
   // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found

@@ -64,6 +64,8 @@ expect_usage_error "--clip-grad-norm 1e+39 is outside fp32's normal range" --cli
 # (exit 3) under --plan-only, and 10^7 BERT layers were blamed on --seq-len.
 expect_usage_error "--num-classes 2147483648 with --resnet-width 64: the classifier" --num-classes 2147483648 --plan-only
 expect_usage_error "--bert-layers 10000000 is more than 1000" --model bert_base --bert-layers 10000000
+# --plan-only with --output exited 0 having written nothing.
+expect_usage_error "--plan-only prints the plan and writes no trace: drop --output" --plan-only
 expect_usage_error "--vgg-hidden 2147483648 with --vgg-width" --model vgg16 --vgg-hidden 2147483648 --plan-only
 # Text the parser's types hid: an unset variable ran with the default; 1e-400 read as 0 turned
 # the divergence check off; a warm-up as long as the run.

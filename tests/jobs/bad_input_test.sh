@@ -60,6 +60,12 @@ expect_bad "m10.ini:21: extra_args is refused by dlperf-train for rn50 with real
   --profile "$profile" --matrix "$(edited m10.ini "$matrix" 's/^real_data = yes$/real_data = yes\nextra_args = --variant mine/')"
 expect_bad "is a directory: give the INI file itself" --profile "$src/jobs/profiles" --matrix "$matrix"
 expect_bad "is a directory: give the INI file itself" --profile "$profile" --matrix "$src/jobs"
+# [comm] values dlperf-comm refuses failed the job when it ran, not the generator.
+expect_bad "min_bytes '1' is less than one float" --profile "$profile" --matrix "$(edited mc1.ini "$matrix" 's/^min_bytes = 8$/min_bytes = 1/')"
+expect_bad "max_bytes '8' is less than min_bytes '1G'" --profile "$profile" \
+  --matrix "$(edited mc2.ini "$matrix" 's/^min_bytes = 8$/min_bytes = 1G/; s/^max_bytes = 1G$/max_bytes = 8/')"
+expect_bad "max_bytes '999999999G' is more than 64G" --profile "$profile" --matrix "$(edited mc3.ini "$matrix" 's/^max_bytes = 1G$/max_bytes = 999999999G/')"
+expect_bad "cpu_configurations '1n1r' is one rank" --profile "$profile" --matrix "$(edited mc4.ini "$matrix" 's/^cpu_configurations = 2n2r$/cpu_configurations = 1n1r/')"
 # std::stod read 0x10 as 16; a rate dlperf-reduce refuses would fail reduce.sh, not the generator.
 expect_bad "link_gbps must be a number from 0 to 1e+06 (got '0x10')" --profile "$(edited pf1.ini "$profile" 's/^link_gbps = 200$/link_gbps = 0x10/')" --matrix "$matrix"
 expect_bad "intra_gbps must be 0 (none) or 0.001 Gbit/s or more" --profile "$(edited pf2.ini "$profile" 's/^intra_gbps = 2400$/intra_gbps = 1e-300/')" --matrix "$matrix"
