@@ -317,10 +317,28 @@ Matrix load_matrix(const IniFile& f) {
         const std::string why = train_arguments_error(job_train_arguments(j));
         if (!why.empty())
           (own.empty() ? mx : r)
-              .fail(own.empty() || gpu ? "extra_args" : "cpu_extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
+              .fail(own.empty() || gpu || !r.has("cpu_extra_args") ? "extra_args" : "cpu_extra_args", "is refused by dlperf-train for " + n + (real_job ? " with real_data = yes" : "") + (gpu ? "" : " (CPU backend)") +
                                       ": " + why);
       }
     m.models.push_back(std::move(s));
+  }
+  // A model's section kept while the model is out of [matrix] models generates nothing, but is
+  // still checked: its keys and values are the ones it will have when the model is listed again.
+  for (const auto& km : kModels) {
+    const IniSection* sec = f.find(km.name);
+    if (!sec || std::find(names.begin(), names.end(), km.name) != names.end()) continue;
+    const SectionReader r(f, sec, {"batch_per_device", "cpu_batch_per_device", "extra_args", "cpu_extra_args", "time", "cpu_time", "real_data",
+                                   "precision", "configurations", "cpu_configurations"});
+    (void)r.integer("batch_per_device", 1, 1, 1 << 20);
+    (void)r.integer("cpu_batch_per_device", 1, 1, 1 << 20);
+    (void)read_configurations(r, "configurations", 'g', "");
+    (void)read_configurations(r, "cpu_configurations", 'r', "");
+    (void)r.time("time", "");
+    (void)r.time("cpu_time", "");
+    const std::string precision = r.str("precision", "fp32"), real = r.str("real_data", "no");
+    if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
+      r.fail("precision", "'" + precision + "' is unknown: use fp32, tf32, bf16 or fp16");
+    if (real != "yes" && real != "no") r.fail("real_data", "must be yes or no (got '" + real + "')");
   }
   const SectionReader comm(f, f.find("comm"), {"configurations", "cpu_configurations", "min_bytes", "max_bytes", "factor", "iters", "warmup", "time", "ops"});
   m.comm.configurations = read_configurations(comm, "configurations", 'g', "");

@@ -60,6 +60,14 @@ expect_bad "m10.ini:21: extra_args is refused by dlperf-train for rn50 with real
   --profile "$profile" --matrix "$(edited m10.ini "$matrix" 's/^real_data = yes$/real_data = yes\nextra_args = --variant mine/')"
 expect_bad "is a directory: give the INI file itself" --profile "$src/jobs/profiles" --matrix "$matrix"
 expect_bad "is a directory: give the INI file itself" --profile "$profile" --matrix "$src/jobs"
+# A model's section while the model is out of [matrix] models: still checked.
+expect_bad "unknown key 'bogus_key'" --profile "$profile" \
+  --matrix "$(edited mu1.ini "$matrix" 's/^models = .*/models = rn50/; s/^cpu_batch_per_device = 32$/cpu_batch_per_device = 32\nbogus_key = 1/')"
+expect_bad "batch_per_device must be an integer" --profile "$profile" \
+  --matrix "$(edited mu2.ini "$matrix" 's/^models = .*/models = rn50/; s/^batch_per_device = 128$/batch_per_device = -5/')"
+# The key named is the one in the file: extra_args (inherited by the CPU jobs), not cpu_extra_args.
+expect_bad ": extra_args is refused by dlperf-train for rn50" --profile "$profile" \
+  --matrix "$(edited mu3.ini "$matrix" 's/^cpu_batch_per_device = 64$/cpu_batch_per_device = 64\nconfigurations =\nextra_args = --nonsense/')"
 # [comm] values dlperf-comm refuses failed the job when it ran, not the generator.
 expect_bad "min_bytes '1' is less than one float" --profile "$profile" --matrix "$(edited mc1.ini "$matrix" 's/^min_bytes = 8$/min_bytes = 1/')"
 expect_bad "max_bytes '8' is less than min_bytes '1G'" --profile "$profile" \
