@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace dlperf::analysis {
 namespace {
@@ -56,30 +57,43 @@ ReferenceTable load_reference(const std::string& csv_path) {
     if (line.empty() || line[0] == '#') continue;
     const std::string where = "--reference " + csv_path + ":" + std::to_string(line_no);
     if (header) {
+      if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark (spreadsheets write one)
       if (line != kHeader) throw_usage_error(where + ": expected the header '" + std::string(kHeader) + "'");
       header = false;
       continue;
     }
     auto f = split_csv(line);
     if (f.size() != 9) throw_usage_error(where + ": expected 9 fields, got " + std::to_string(f.size()));
+    // The text fields head table cells: a '|' would split the markdown row, a control byte the line.
+    for (const size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{4}})
+      if (f[i].find('|') != std::string::npos || printable(f[i]) != f[i])
+        throw_usage_error(where + ": field " + std::to_string(i + 1) + " holds '|' or a control or non-UTF-8 byte");
     try {
-      size_t used = 0;
+      // Strict decimal (std::stod read "0x64" as 100 and " 100" as 100); samples/s below 1e12.
       const auto whole = [&](const std::string& v) {
-        const long long n = std::stoll(v, &used);
-        if (used != v.size() || n < 0) throw std::invalid_argument(v);
-        return static_cast<int64_t>(n);
+        const auto n = parse_int64(v);
+        if (!n || *n < 0) throw std::invalid_argument(v);
+        return *n;
       };
       const auto real = [&](const std::string& v) {
-        const double x = std::stod(v, &used);
-        if (used != v.size() || !(x > 0) || !std::isfinite(x)) throw std::invalid_argument(v);
-        return x;
+        const auto x = parse_double(v);
+        if (!x || !(*x > 0) || !(*x < 1e12)) throw std::invalid_argument(v);
+        return *x;
       };
       ReferenceRow r{f[0], f[1], f[2], f[4], f[3].empty() ? 0 : whole(f[3]), whole(f[5]), whole(f[6]), real(f[7]), std::nullopt};
       if (!f[8].empty()) r.speedup = real(f[8]);
       if (r.nodes < 1 || r.gpus_per_node < 1) throw std::invalid_argument("scale");
+      if (r.speedup && !(*r.speedup < 1e6)) throw std::invalid_argument("speedup");
+      // The same point twice: the first silently won.
+      for (const auto& other : t)
+        if (other.system == r.system && other.model == r.model && other.precision == r.precision && other.variant == r.variant &&
+            other.batch_per_device == r.batch_per_device && other.nodes == r.nodes && other.gpus_per_node == r.gpus_per_node)
+          throw_usage_error(where + ": the same system, model, precision, batch, variant and scale as an earlier row");
       t.push_back(std::move(r));
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception&) {
-      throw_usage_error(where + ": not a positive number where one is expected");
+      throw_usage_error(where + ": not a positive number where one is expected (samples/s below 1e12, speedup below 1e6)");
     }
   }
   if (t.empty()) throw_usage_error("--reference " + csv_path + ": no reference figures (expected the header '" +

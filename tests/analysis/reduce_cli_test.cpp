@@ -240,6 +240,24 @@ TEST(ReduceCli, ReferenceMustBeThePublishedFiguresCsv) {
   expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("junk.csv"), dir), 2, "--reference", "junk");
   expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("header_only.csv"), dir), 2, "no reference figures",
                         "header only");
+  // Rows that would mislead: a point given twice (the first won), text read as a number, a rate
+  // printed as 60 digits, a '|' that splits the markdown row. A spreadsheet's byte-order mark is
+  // no error.
+  const std::string header = "system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup\n";
+  const std::string row = "x,resnet50,fp32,64,,1,1,300,1\n";
+  const std::pair<std::string, std::string> bad[] = {
+      {row + row, ":3: the same system, model, precision, batch, variant and scale as an earlier row"},
+      {"x,resnet50,fp32,0x40,,1,1,300,1\n", ":2: not a positive number"},
+      {"x,resnet50,fp32,64,,1,1, 300,1\n", ":2: not a positive number"},
+      {"x,resnet50,fp32,64,,1,1,1e300,1\n", ":2: not a positive number"},
+      {"x|y,resnet50,fp32,64,,1,1,300,1\n", ":2: field 1 holds '|'"},
+  };
+  for (const auto& [rows, want] : bad) {
+    std::ofstream(dir.file("bad.csv"), std::ios::trunc) << header << rows;
+    expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("bad.csv"), dir), 2, want, rows);
+  }
+  std::ofstream(dir.file("bom.csv"), std::ios::trunc) << "\xEF\xBB\xBF" << header << row;
+  EXPECT_EQ(run_reduce_cli(trace + " --reference " + dir.file("bom.csv"), dir).code, 0);
 }
 
 TEST(ReduceCli, RunsTooShortForTheWindowAreAnErrorNotAnEmptyTable) {
