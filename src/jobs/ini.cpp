@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/error.h"
+
 namespace dlperf::jobs {
 namespace {
 
@@ -46,6 +48,12 @@ IniFile parse_ini(const std::string& text, const std::string& path) {
   int line = 0;
   while (std::getline(in, raw)) {
     ++line;
+    if (line == 1 && raw.rfind("\xEF\xBB\xBF", 0) == 0) raw.erase(0, 3);  // a UTF-8 byte-order mark (some editors write one)
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();             // CRLF line ends
+    // Values are written into scripts verbatim: a NUL or another control byte would be too.
+    for (const char c : raw)
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f)
+        throw_bad_input(f.where(line) + ": holds a control byte (" + printable(std::string(1, c)) + "): '" + printable(raw) + "'");
     const std::string s = trim(raw);
     if (s.empty() || s[0] == '#' || s[0] == ';') continue;
     if (s[0] == '[') {

@@ -65,6 +65,12 @@ expect_bad "unknown key 'bogus_key'" --profile "$profile" \
   --matrix "$(edited mu1.ini "$matrix" 's/^models = .*/models = rn50/; s/^cpu_batch_per_device = 32$/cpu_batch_per_device = 32\nbogus_key = 1/')"
 expect_bad "batch_per_device must be an integer" --profile "$profile" \
   --matrix "$(edited mu2.ini "$matrix" 's/^models = .*/models = rn50/; s/^batch_per_device = 128$/batch_per_device = -5/')"
+# A NUL in a value was written into the scripts verbatim; a byte-order mark is no error.
+printf 'UCX_TLS = rc\0x\n' >"$tmp/nul.part"
+cat "$profile" "$tmp/nul.part" >"$tmp/pnul.ini"
+expect_bad "holds a control byte (\\x00)" --profile "$tmp/pnul.ini" --matrix "$matrix"
+{ printf '\xef\xbb\xbf'; cat "$matrix"; } >"$tmp/bom.ini"
+"$gen" --profile "$profile" --matrix "$tmp/bom.ini" --list >/dev/null || { echo "FAIL: a matrix with a byte-order mark" >&2; exit 1; }
 # The key named is the one in the file: extra_args (inherited by the CPU jobs), not cpu_extra_args.
 expect_bad ": extra_args is refused by dlperf-train for rn50" --profile "$profile" \
   --matrix "$(edited mu3.ini "$matrix" 's/^cpu_batch_per_device = 64$/cpu_batch_per_device = 64\nconfigurations =\nextra_args = --nonsense/')"
