@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "comm/allreduce_bench.h"
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/parse_number.h"
