@@ -476,9 +476,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   // the markdown heading; 70,000 characters failed in HDF5 after the run had started.
   if (o.variant.size() > kMaxVariantBytes)
     throw_usage_error("--variant is " + std::to_string(o.variant.size()) + " bytes long: at most " + std::to_string(kMaxVariantBytes));
-  for (const char c : o.variant)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      throw_usage_error("--variant holds a control character (byte " + std::to_string(static_cast<unsigned char>(c)) + "): use one line of text");
+  // The trace reader refuses a tag with control or non-UTF-8 bytes: refuse it here, before the run.
+  if (const std::string shown = printable(o.variant); shown != o.variant)
+    throw_usage_error("--variant '" + shown + "' holds a control character or invalid UTF-8: use one line of text");
   o.resnet_blocks = parse_blocks(blocks);
   if (const auto v = parse_uint64(seed)) o.seed = *v;
   else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");

@@ -74,7 +74,9 @@ expect_usage_error "--max-loss-growth 1e-400 is too small: it would be read as 0
 expect_usage_error "--weight-decay 1e-50 is too small: it would be read as 0" --weight-decay 1e-50
 expect_usage_error "--lr-warmup 10 is not below --iterations 10" --iterations 10 --warmup 2 --lr-warmup 10
 # A newline split the report's heading; 70,000 characters failed in HDF5 mid-run.
-expect_usage_error "--variant holds a control character" --variant "$(printf 'a\nb')"
+expect_usage_error "--variant 'a\\\\x0ab' holds a control character or invalid UTF-8" --variant "$(printf 'a\nb')"
+# A byte that is not UTF-8 was stored, and the trace reader then refused the whole run.
+expect_usage_error "--variant 'ab\\\\xffc' holds a control character or invalid UTF-8" --variant "$(printf 'ab\377c')"
 expect_usage_error "--variant is 300 bytes long: at most 256" --variant "$(printf '%0300d' 0)"
 expect_usage_error "--threads must be 1 to 1024 per rank (got 100000)" --threads 100000
 expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
