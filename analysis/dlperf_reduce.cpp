@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/parse_number.h"
+#include "core/given_options.h"
 #include "reduce_app.h"
 
 namespace po = boost::program_options;
@@ -68,12 +68,9 @@ int main(int argc, char** argv) {
     po::variables_map vm;
     const po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).positional(pos).run();
     po::store(parsed, vm);
-    // A non-zero number read as 0 (1e-400) would turn a link rate or a threshold off.
-    for (const auto& opt : parsed.options)
-      if (const auto* d = vm.count(opt.string_key) ? boost::any_cast<double>(&vm[opt.string_key].value()) : nullptr; d && *d == 0)
-        for (const auto& text : opt.value)
-          if (dlperf::names_a_nonzero_number(text))
-            throw dlperf::Error(dlperf::ErrorKind::usage, "--" + opt.string_key + " " + text + " is too small: it would be read as 0");
+    // An empty value (an unset variable: --compare "$BASELINE" compared nothing and exited 0, so a
+    // CI gate built on it never failed), or 1e-400 read as 0 (a link rate or a threshold off).
+    dlperf::check_given_texts(parsed, vm);
     if (vm.count("help")) {
       std::cout << opts << '\n';
       return 0;
@@ -81,11 +78,6 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (vm.count("warmup")) cfg.method.warmup = vm["warmup"].as<int64_t>();
     if (vm.count("window")) cfg.method.window = vm["window"].as<int64_t>();
-    // A file option given an empty value (an unset shell variable: --compare "$BASELINE") would
-    // write or compare nothing and exit 0; a CI gate built on it would never fail.
-    for (const char* name : {"csv", "json", "plot", "compare", "reference", "timeline", "timeline-run", "timeline-steps"})
-      if (vm.count(name) && vm[name].as<std::string>().empty())
-        throw dlperf::Error(dlperf::ErrorKind::usage, "--" + std::string(name) + " was given an empty value (an unset variable?): give it one or drop it");
     if (!timeline_steps.empty()) dlperf::analysis::parse_step_range(timeline_steps, cfg.timeline);
     // 0: none given. Otherwise 1 Mbit/s to 10 Pbit/s: below, the table's % of link ran to 60 digits.
     for (const double rate : {cfg.links.inter_gbps, cfg.links.intra_gbps})

@@ -25,6 +25,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/given_options.h"
 #include "core/parse_number.h"
 #if defined(DLPERF_WITH_CUDA)
 #include "comm/nccl/nccl_communicator.h"
@@ -105,8 +106,10 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   all.add(visible).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional({}).run(), vm);  // no positional words
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).positional({}).run();  // no positional words
+    po::store(parsed, vm);
     po::notify(vm);
+    dlperf::check_given_texts(parsed, vm);  // -o "$OUT" with it unset; --timeout 1e-400 read as 0
   } catch (const po::error& e) {
     dlperf::throw_usage_error(e.what());
   }
@@ -146,7 +149,6 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   else dlperf::throw_usage_error("--backend must be mpi or nccl (got '" + backend + "')");
   if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
     dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
-  if (vm.count("output") && c.output.empty()) dlperf::throw_usage_error("--output (-o) was given an empty value: name a FILE.comm or drop it");
   // dlperf-reduce picks records out of a results directory by this suffix.
   if (!c.output.empty() && (c.output.size() < 6 || c.output.compare(c.output.size() - 5, 5, ".comm") != 0))
     dlperf::throw_usage_error("--output (-o) '" + c.output + "' must end in .comm (dlperf-reduce reads *.comm records beside *.h5 traces)");

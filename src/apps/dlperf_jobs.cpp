@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/file_io.h"
+#include "core/given_options.h"
 #include "dlperf_version.h"
 #include "jobs/generate.h"
 #include "jobs/jobs_error.h"
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
       ("list", po::bool_switch(), "print the file names instead of writing them");
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);  // no positional words
+    const po::parsed_options parsed = po::command_line_parser(argc, argv).options(opts).positional({}).run();  // no positional words
+    po::store(parsed, vm);
+    dlperf::check_given_texts(parsed, vm);  // --profile "$PROFILE" with it unset
     if (vm.count("help")) {
       std::cout << opts << '\n';
       return 0;
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << "dlperf-jobs: " << e.what() << " (see --help)\n";
     return 2;
+  } catch (const dlperf::Error& e) {
+    std::cerr << "dlperf-jobs: " << e.what() << '\n';
+    return e.kind() == dlperf::ErrorKind::usage ? 2 : 3;
   } catch (const JobsError& e) {
     std::cerr << "dlperf-jobs: " << e.what() << '\n';
     return e.kind() == JobsErrorKind::bad_input ? 2 : 3;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/given_options.h"
 #include "core/parse_number.h"
 #include "data/indexed_dataset.h"
 #include "data/synthetic_dataset.h"
@@ -49,8 +50,10 @@ int main(int argc, char** argv) {
   try {
     po::variables_map vm;
     try {
-      po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);  // no positional words
+      const po::parsed_options parsed = po::command_line_parser(argc, argv).options(opts).positional({}).run();  // no positional words
+      po::store(parsed, vm);
       po::notify(vm);
+      check_given_texts(parsed, vm);  // --tokens "$PREFIX" with it unset made images instead
     } catch (const po::error& e) {
       throw_usage_error(std::string(e.what()) + " (see --help)");
     }

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/given_options.h"
 #include "core/parse_number.h"
 #include "dlperf_version.h"
 #include "models/llama_config.h"
@@ -239,25 +240,6 @@ void check_layer_sizes(const TrainOptions& o) {
   }
 }
 
-// What the parser's types hide, from the text as given: an empty value (an unset shell
-// variable: --optimizer "" ran with the default), and a non-zero number read as 0 (1e-400 as a
-// double, 1e-50 as a float: --max-loss-growth, --lock-timeout or --clip-grad-norm "off").
-void check_given_texts(const po::parsed_options& parsed, const po::variables_map& vm) {
-  for (const auto& opt : parsed.options) {
-    if (opt.string_key == "stray-argument" || !vm.count(opt.string_key)) continue;
-    const boost::any& v = vm[opt.string_key].value();
-    for (const auto& text : opt.value) {
-      if (text.empty() && opt.string_key != "variant")
-        throw_usage_error("--" + opt.string_key + " was given an empty value (an unset variable?): give a value or drop the option");
-      const auto* f = boost::any_cast<float>(&v);
-      const auto* d = boost::any_cast<double>(&v);
-      if (((f && *f == 0) || (d && *d == 0)) && names_a_nonzero_number(text))
-        throw_usage_error("--" + opt.string_key + " " + text + " is too small: it would be read as 0" +
-                          (f ? " (the smallest fp32 is 1.2e-38)" : " (the smallest double is 2.2e-308)"));
-    }
-  }
-}
-
 }  // namespace
 
 ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions& o, std::ostream& info) {
@@ -400,7 +382,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     const po::parsed_options parsed = po::command_line_parser(argc, argv).options(cmdline).positional(words).run();
     po::store(parsed, vm);
     po::notify(vm);
-    check_given_texts(parsed, vm);
+    check_given_texts(parsed, vm, {"variant"});  // --variant "": no tag, the default
   } catch (const po::error& e) {
     throw_usage_error(std::string(e.what()) + " (see --help)");
   }

@@ -42,6 +42,8 @@ mk_refused() {  # text-to-mention, then the arguments; exit 2, one line, the fol
 }
 mk_refused "--seed takes an integer" --output "$dir/y" --seed -1
 mk_refused "at most 100000 classes" --output "$dir/y" --classes 65536 --images-per-class 65537
+# An unset variable: --tokens "$PREFIX" made an image dataset instead of tokens, and exited 0.
+mk_refused "--tokens was given an empty value" --output "$dir/y" --tokens ""
 mk_refused "ds/train already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16
 mk_refused "ds/shards already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16 --layout tar
 

@@ -102,6 +102,9 @@ rc=$?
 "$comm" -e 1K -o '' >/dev/null 2>"$tmp/empty.err"  # an unset variable: refused, not a run that records nothing
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/empty.err")" -eq 1 ] && grep -q 'was given an empty value' "$tmp/empty.err" || fail "-o '': rc=$rc"
+"$comm" -e 1K --timeout 1e-400 >/dev/null 2>"$tmp/tiny.err"  # read as 0, it was blamed as "got 0"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- '--timeout 1e-400 is too small: it would be read as 0' "$tmp/tiny.err" || fail "--timeout 1e-400: rc=$rc"
 "$reduce" "$rec" --link-warn 2 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--link-warn 2 accepted"
 echo "dlperf-comm records reduce: ok"

@@ -28,6 +28,8 @@ edited() {
 }
 
 expect_bad "--profile is required" --matrix "$matrix"
+# An unset variable: --profile "$PROFILE".
+expect_bad "--profile was given an empty value" --profile "" --matrix "$matrix"
 expect_bad "no-such.ini: cannot read this file" --profile "$tmp/no-such.ini" --matrix "$matrix"
 expect_bad "unrecognised option '--profle'" --profle "$profile" --matrix "$matrix"
 expect_bad "p1.ini:16: cpus_per_task must be an integer" --profile "$(edited p1.ini "$profile" 's/^cpus_per_task = 8$/cpus_per_task = 0/')" --matrix "$matrix"
