@@ -20,6 +20,11 @@ constexpr Standard kStandards[] = {
     {"bert_base", "bert-layers", "12"},        {"bert_base", "bert-hidden", "768"},
     {"bert_base", "bert-heads", "12"},         {"bert_base", "bert-intermediate", "3072"},
     {"bert_base", "bert-vocab", "30522"},      {"resnet50 vgg16 bert_base", "data", "synthetic"},
+    // Llama: -1 is "the model's own size" (dlperf-train's default); 8,192 tokens as MLPerf's.
+    {"llama3_8b llama3_2_1b", "seq-len", "8192"},     {"llama3_8b llama3_2_1b", "llama-layers", "-1"},
+    {"llama3_8b llama3_2_1b", "llama-hidden", "-1"},  {"llama3_8b llama3_2_1b", "llama-heads", "-1"},
+    {"llama3_8b llama3_2_1b", "llama-kv-heads", "-1"}, {"llama3_8b llama3_2_1b", "llama-ffn", "-1"},
+    {"llama3_8b llama3_2_1b", "llama-vocab", "-1"},
 };
 
 bool for_model(const Standard& s, const std::string& model) {
@@ -36,7 +41,8 @@ std::string standard_value(const std::string& model, const std::string& name) {
 
 bool is_network_size(const std::string& name) {
   for (const char* n : {"resnet-blocks", "resnet-width", "vgg-width", "vgg-hidden", "bert-layers", "bert-hidden", "bert-heads",
-                        "bert-intermediate", "bert-vocab"})
+                        "bert-intermediate", "bert-vocab", "llama-layers", "llama-hidden", "llama-heads", "llama-kv-heads",
+                        "llama-ffn", "llama-vocab"})
     if (name == n) return true;
   return false;
 }

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
 #include <ostream>
 #include <sstream>
 
@@ -26,12 +29,59 @@ std::string model_family(const std::string& name) {
   return name;
 }
 
+namespace {
+
+// The "config" object dlperf-reduce --json writes beside each point (report_files.cpp).
+ConfigKey config_from_json(const nlohmann::json& j, const std::string& where) {
+  ConfigKey k;
+  const auto text = [&](const char* name) {
+    const auto it = j.find(name);
+    if (it == j.end() || !it->is_string()) throw_usage_error(where + ": config has no text '" + name + "'");
+    return it->get<std::string>();
+  };
+  k.model = text("model"), k.precision = text("precision"), k.backend = text("backend"), k.variant = text("variant");
+  const auto batch = j.find("batch_size_per_device");
+  if (batch == j.end() || !batch->is_number_integer()) throw_usage_error(where + ": config has no integer 'batch_size_per_device'");
+  k.batch_per_device = batch->get<int64_t>();
+  const auto details = j.find("details");
+  if (details == j.end() || !details->is_object()) throw_usage_error(where + ": config has no object 'details'");
+  for (const auto& [name, v] : details->items()) {
+    if (!v.is_string()) throw_usage_error(where + ": config detail '" + name + "' is not text");
+    k.details.emplace(name, v.get<std::string>());
+  }
+  return k;
+}
+
+// Everything but the machine and the build.
+bool same_work(const ConfigKey& a, const ConfigKey& b) {
+  if (std::tie(a.model, a.precision, a.backend, a.variant, a.batch_per_device) !=
+      std::tie(b.model, b.precision, b.backend, b.variant, b.batch_per_device))
+    return false;
+  const auto work = [](const ConfigKey& k) {
+    std::map<std::string, std::string> w;
+    for (const auto& [name, v] : k.details)
+      if (!is_identity_detail(name)) w.emplace(name, v);
+    return w;
+  };
+  return work(a) == work(b);
+}
+
+// "resnet50_fp32_b64_cpu...": a label dlperf wrote, not a DLPerf model name.
+bool is_dlperf_label(const std::string& key) {
+  for (const char* p : {"_fp32_b", "_tf32_b", "_fp16_b", "_bf16_b"})
+    if (const size_t at = key.find(p); at != std::string::npos && at + 7 < key.size() && std::isdigit(static_cast<unsigned char>(key[at + 7])))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<BaselinePoint> baseline_from_reduction(const Reduction& r) {
   std::vector<BaselinePoint> out;
   for (const auto& c : r.configs)
     for (const auto& p : c.points)
       if (p.stats.runs > 0)
-        out.push_back({c.label, point_name(c.key.backend, p.nodes, p.devices_per_node), p.stats.median, c.key.batch_per_device});
+        out.push_back({c.label, point_name(c.key.backend, p.nodes, p.devices_per_node), p.stats.median, c.key.batch_per_device, c.key});
   return out;
 }
 
@@ -59,9 +109,10 @@ std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
         std::snprintf(text, sizeof text, "%g", speed);
         throw_usage_error(path + ": " + key + " " + name + ": " + median.key() + " " + text + " is not a throughput (samples/s above 0 and below 1e12)");
       }
-      BaselinePoint b{key, name, speed, 0};
+      BaselinePoint b{key, name, speed, 0, std::nullopt};
       auto batch = v.find("batch_size_per_device");
       if (batch != v.end() && batch->is_number()) b.batch_per_device = static_cast<int64_t>(batch->get<double>());
+      if (const auto cfg = v.find("config"); cfg != v.end() && cfg->is_object()) b.config = config_from_json(*cfg, path + ": " + key + " " + name);
       out.push_back(b);
     }
   }
@@ -76,18 +127,36 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
       if (p.stats.runs == 0) continue;
       const std::string name = point_name(c.key.backend, p.nodes, p.devices_per_node);
       const BaselinePoint* match = nullptr;
+      std::vector<const BaselinePoint*> work;  // baseline configurations of the same work
       for (const auto& b : baseline)
-        if (b.point == name && b.key == c.label) match = &b;
-      if (!match)  // a DLPerf result file: the model's name in any of DLPerf's spellings, same batch
-        for (const auto& b : baseline)
-          if (b.point == name && model_family(b.key) == model_family(c.key.model) &&
-              (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
+        if (b.point == name && b.config && same_work(*b.config, c.key)) work.push_back(&b);
+      for (const auto* b : work)
+        if (work.size() == 1 || *b->config == c.key) match = b;
+      std::string why_not = "not in the baseline";
+      if (!match && work.size() > 1) {
+        std::set<std::string> differ;
+        for (const auto* b : work)
+          for (const auto* o : work)
+            for (const auto& [detail, v] : b->config->details)
+              if (const auto it = o->config->details.find(detail); it == o->config->details.end() || it->second != v) differ.insert(detail);
+        why_not = std::to_string(work.size()) + " baseline configurations match (they differ in";
+        for (const auto& d : differ) why_not += " " + d;
+        why_not += ")";
+      }
+      if (!match && work.empty())
+        for (const auto& b : baseline) {
+          if (b.point != name || b.config) continue;
+          if (b.key == c.label) match = &b;  // a label of dlperf's, from a JSON without configurations
+          // A DLPerf result file: the model's name in any of DLPerf's spellings, same batch.
+          else if (!match && !is_dlperf_label(b.key) && model_family(b.key) == model_family(c.key.model) &&
+                   (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
             match = &b;
+        }
       if (!match || !(match->median > 0)) {
-        rows.push_back({c.label, name, p.stats.median, 0, 0, false, false});
+        rows.push_back({c.label, name, p.stats.median, 0, 0, false, false, why_not});
         continue;
       }
-      Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false, true};
+      Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false, true, ""};
       row.regression = row.ratio < tolerance;
       rows.push_back(row);
     }
@@ -102,7 +171,7 @@ void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, dou
       os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | " << fixed(r.baseline, 2) << " | "
          << fixed(r.ratio, 3) << " | " << (r.regression ? "REGRESSION" : "ok") << " |\n";
     else
-      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | n/a | n/a | not in the baseline |\n";
+      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | n/a | n/a | " << r.why_not << " |\n";
 }
 
 }  // namespace dlperf::analysis

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct BaselinePoint {
   std::string point;  // "2n8g"
   double median = 0;
   int64_t batch_per_device = 0;  // 0 when the baseline does not say
+  // The whole configuration: from a results file, or dlperf-reduce's JSON ("config"); empty in
+  // DLPerf's own JSON. A label alone is not enough: it names only what differed within its set.
+  std::optional<ConfigKey> config;
 };
 
 // "resnet50" for any of DLPerf's names of ResNet-50 v1.5 (rn50, r50, resnet50v1.5), "vgg16",
@@ -30,9 +34,15 @@ struct Comparison {
   double measured = 0, baseline = 0, ratio = 0;
   bool regression = false;
   bool matched = true;  // false: the baseline has no such point (shown as such, never a pass)
+  std::string why_not;  // when not matched: "not in the baseline", or why the match is ambiguous
 };
 
-// Matches by label, else by model family (model_family) with an equal (or unstated) batch.
+// A baseline with configurations matches on everything that sets the work (model, precision,
+// backend, variant, batch and every detail but is_identity_detail's): another machine or build
+// is compared, another image size or dataset layout is not. When several baseline
+// configurations match, the one of the same machine and build wins, else none does. A DLPerf
+// JSON (bare model names) matches by model family (model_family) with an equal (or unstated)
+// batch; a label of dlperf's own without its configuration matches only itself.
 // Every measured point gets a row, in order; one the baseline lacks has matched = false.
 std::vector<Comparison> compare(const Reduction& measured, const std::vector<BaselinePoint>& baseline, double tolerance);
 void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, double tolerance);

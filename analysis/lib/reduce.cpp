@@ -138,7 +138,14 @@ ConfigKey config_key(const RunInfo& i) {
   for (const auto& s : i.settings) {
     const auto eq = s.find('=');
     const std::string name = s.substr(0, eq);
-    if (is_work_setting(name)) d.emplace(name, eq == std::string::npos ? "" : s.substr(eq + 1));
+    if (!is_work_setting(name)) continue;
+    const std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
+    // "data" is the layout above (folder, tar, ...); the setting's path tells two datasets apart.
+    if (name == "data") {
+      if (!value.empty()) d.emplace("data-path", value);
+    } else {
+      d.emplace(name, value);
+    }
   }
   count("threads", i.threads_per_rank);
   text("cpu", i.cpu_model);
@@ -146,8 +153,12 @@ ConfigKey config_key(const RunInfo& i) {
   text("gpu", i.gpu_model);
   for (const auto& [lib, v] : i.versions) text("version_" + lib, v);
   text("git_revision", i.git_revision);
-  text("nccl_transport", i.nccl_transport);
   return k;
+}
+
+bool is_identity_detail(const std::string& name) {
+  return name == "cpu" || name == "cpu_isa" || name == "gpu" || name.rfind("version_", 0) == 0 || name == "git_revision" ||
+         name == "data-path";
 }
 
 std::string point_name(const std::string& backend, int64_t nodes, int64_t devices_per_node) {
@@ -244,7 +255,26 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
-    if (i.model_flops_per_token > 0) llm[config_key(i)] = {i.seq_len, i.model_flops_per_token, i.peak_tflops_per_device};
+    // Ranks per host: a point is nodes x devices per node, and the trace's devices per node is
+    // rank 0's node's; 12 ranks as 4 + 8 would count as 2 x 4 = 8 devices.
+    std::map<std::string, int64_t> per_host;
+    for (const auto& h : i.hosts) ++per_host[h];
+    bool uneven = i.world_size > 0 && i.nodes * i.devices_per_node != i.world_size;
+    for (const auto& [host, n] : per_host) uneven = uneven || n != per_host.begin()->second;
+    if (uneven) {
+      if (out.excluded_uneven++ == 0) {
+        out.first_uneven = run.location + " (" + std::to_string(i.world_size) + " ranks on " + std::to_string(per_host.size()) + " hosts:";
+        for (const auto& [host, n] : per_host) out.first_uneven += " " + std::to_string(n);
+        out.first_uneven += ")";
+      }
+      continue;
+    }
+    if (i.model_flops_per_token > 0) {
+      LlmFacts& f = llm[config_key(i)];
+      if (f.flops_per_token == 0) f = {i.seq_len, i.model_flops_per_token, i.peak_tflops_per_device, i.peak_tflops_per_device, i.peak_source};
+      f.peak_min = std::min(f.peak_min, i.peak_tflops_per_device);
+      f.peak_max = std::max(f.peak_max, i.peak_tflops_per_device);
+    }
     Acc& acc = groups[config_key(i)][{i.nodes * i.devices_per_node, i.nodes}];
     acc.point.nodes = i.nodes;
     acc.point.devices_per_node = i.devices_per_node;
@@ -279,6 +309,8 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     const RunWindow w = run_window(run, opt);
     out.windows.insert(w);
     acc.point.throughputs.push_back(*t.samples_per_s);
+    if (i.model_flops_per_token > 0) acc.point.peaks.push_back(i.peak_tflops_per_device);
+    if (!i.nccl_transport.empty()) acc.point.transports.insert(i.nccl_transport);
     add_phases(run, w, acc.phase_sum, acc.phase_count);
     ScalePoint& mem = acc.point;
     mem.memory_plan_bytes = std::max(mem.memory_plan_bytes, run.info.memory_plan_bytes);
@@ -297,6 +329,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     for (auto& [where, acc] : points) {
       ScalePoint& p = acc.point;
       p.stats = repeat_stats(p.throughputs);
+      p.peak_tflops = repeat_stats(p.peaks).median;
       if (acc.phase_count > 0) {
         p.phases.step_seconds = acc.phase_sum.step_seconds / acc.phase_count;
         for (int k = 0; k < kPhaseCount; ++k) p.phases.phase_seconds[k] = acc.phase_sum.phase_seconds[k] / acc.phase_count;
@@ -328,7 +361,7 @@ std::optional<LlmPoint> llm_point(const ConfigResult& c, const ScalePoint& p) {
   LlmPoint l;
   l.tokens_per_s = p.stats.median * static_cast<double>(c.llm.seq_len);
   l.tflops_per_device = l.tokens_per_s / static_cast<double>(p.devices()) * c.llm.flops_per_token / 1e12;
-  if (c.llm.peak_tflops > 0) l.mfu = l.tflops_per_device / c.llm.peak_tflops;
+  if (p.peak_tflops > 0) l.mfu = l.tflops_per_device / p.peak_tflops;
   return l;
 }
 

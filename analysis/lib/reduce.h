@@ -46,13 +46,18 @@ struct ConfigKey {
   // Everything else that changes the work or the speed, by name: image and sequence sizes,
   // masked positions, classes, optimizer, data source, parameter count, every other
   // dlperf-train setting the trace recorded (reduced-network sizes, threads, buckets, ...),
-  // and the build and machine (CPU and its kernel ISA, GPU, library versions, NCCL transport).
+  // the dataset read (data-path), and the build and machine (CPU and its kernel ISA, GPU,
+  // library versions; is_identity_detail below).
   std::map<std::string, std::string> details;
   auto operator<=>(const ConfigKey&) const = default;
   std::string label() const;  // "resnet50_fp32_b128_cpu[_variant]": the JSON and CSV key
   std::string title() const;  // "resnet50 · fp32 · batch 128/device · cpu"
 };
 ConfigKey config_key(const RunInfo& info);
+// The details that say where and with what build a configuration ran, not what it computes: cpu,
+// cpu_isa, gpu, version_*, git_revision, data-path. --compare matches a baseline on the rest, so
+// another machine or build is compared, never another workload.
+bool is_identity_detail(const std::string& name);
 
 // "1n8g" for GPUs, "2n4r" for CPU-backend ranks (DLPerf's names; jobs/ uses the same).
 std::string point_name(const std::string& backend, int64_t nodes, int64_t devices_per_node);
@@ -97,6 +102,13 @@ struct ScalePoint {
   // own device allocations (gpu), and the device's own figure (gpu).
   int64_t memory_plan_bytes = 0, allocated_peak_bytes = 0, peak_memory_bytes = 0, device_peak_bytes = 0;
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+  // LLM runs: the median of the included runs' recorded peak per device (0: unknown), which the
+  // point's MFU divides by; a CPU's estimate follows its clock, so runs may record different ones.
+  double peak_tflops = 0;
+  std::vector<double> peaks;
+  // The NCCL transports the included runs recorded ("P2P", "P2P, IB"): they follow from the
+  // scale (a one-GPU run has none), so they are shown per point, not part of the configuration.
+  std::set<std::string> transports;
 };
 
 // LLM configurations (trace schema 1.3, docs/llm.md): what tokens/s and MFU follow from; zeros
@@ -104,7 +116,8 @@ struct ScalePoint {
 struct LlmFacts {
   int64_t seq_len = 0;
   double flops_per_token = 0;  // training model FLOPs per token
-  double peak_tflops = 0;      // per device; 0: unknown
+  double peak_min = 0, peak_max = 0;  // the runs' recorded peaks per device (TFLOP/s; 0: unknown)
+  std::string peak_source;            // where the first run's peak came from (datasheet, estimate, --peak-tflops)
 };
 
 struct ConfigResult {
@@ -137,6 +150,10 @@ struct Reduction {
   std::vector<ConfigResult> configs;  // sorted by key
   std::vector<Straggler> stragglers;
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+  // Runs whose nodes held different numbers of ranks (12 as 4 + 8): no DLPerf point (nodes x
+  // devices per node) describes them. The first such run, for the note.
+  int excluded_uneven = 0;
+  std::string first_uneven;
   int64_t measured_runs = 0;          // runs with a throughput
   int64_t longest_short_run = 0;      // iterations of the longest run excluded as too short
   int64_t longest_short_need = 0;     // warm-up + window that run needed

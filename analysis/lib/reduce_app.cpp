@@ -237,7 +237,7 @@ int run_reduce(const ReduceConfig& cfg, std::ostream& out, std::ostream& err) {
     // A point the baseline lacks is not a pass: the table says so, and stderr, where a CI log shows it.
     std::string missing;
     for (const auto& c : rows)
-      if (!c.matched) missing += (missing.empty() ? "" : ", ") + c.config + " " + c.point;
+      if (!c.matched) missing += (missing.empty() ? "" : ", ") + c.config + " " + c.point + (c.why_not == "not in the baseline" ? "" : " (" + c.why_not + ")");
     if (!missing.empty()) err << "dlperf-reduce: note: not compared (not in the baseline " << cfg.compare_path << "): " << missing << '\n';
   }
   // The step views are rendered before anything is written, so bad options write nothing.

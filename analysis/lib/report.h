@@ -20,7 +20,8 @@ struct ReportOptions {
 void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& method, const ReportOptions& opt);
 // One row per configuration x node/device count, every statistic, plain numbers.
 void write_csv(std::ostream& os, const Reduction& r);
-// {label: {"1n1g": {"average_speed", "median_speed", "batch_size_per_device", "speedup"}}}
+// {label: {"1n1g": {"average_speed", "median_speed", "batch_size_per_device", "speedup", "efficiency",
+// "runs", "cv", memory, LLM figures, "config": the whole configuration (for --compare)}}}
 void write_json(std::ostream& os, const Reduction& r);
 // Two panels, throughput and speedup against device count (log2 axis), ideal lines dashed.
 void write_svg(std::ostream& os, const Reduction& r);

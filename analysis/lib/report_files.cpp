@@ -75,12 +75,24 @@ void write_json(std::ostream& os, const Reduction& r) {
          << ": {\"average_speed\": " << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
          << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null")
+         << ", \"efficiency\": " << (p.efficiency ? exact(*p.efficiency) : "null") << ", \"runs\": " << p.stats.runs
+         << ", \"cv\": " << exact(p.stats.cv)
          << ", \"memory_plan_bytes\": " << p.memory_plan_bytes << ", \"allocated_peak_bytes\": " << p.allocated_peak_bytes
          << ", \"peak_memory_bytes\": " << p.peak_memory_bytes;
       if (const auto l = llm_point(c, p))
         os << ", \"tokens_per_s\": " << exact(l->tokens_per_s) << ", \"tflops_per_device\": " << exact(l->tflops_per_device)
            << ", \"mfu\": " << (l->mfu ? exact(*l->mfu) : "null");
-      os << "}";
+      // The whole configuration, so that --compare against this file matches the same work
+      // (a label names only what differed within its own set of runs).
+      os << ", \"config\": {\"model\": " << json_string(c.key.model) << ", \"precision\": " << json_string(c.key.precision)
+         << ", \"backend\": " << json_string(c.key.backend) << ", \"variant\": " << json_string(c.key.variant)
+         << ", \"batch_size_per_device\": " << c.key.batch_per_device << ", \"details\": {";
+      bool first_detail = true;
+      for (const auto& [name, v] : c.key.details) {
+        os << (first_detail ? "" : ", ") << json_string(name) << ": " << json_string(v);
+        first_detail = false;
+      }
+      os << "}}}";
       first = false;
     }
     os << (first ? "}" : "\n  }");

@@ -30,7 +30,8 @@ std::string differences(const ConfigResult& c, bool network) {
   std::string s;
   for (const auto& [name, v] : c.nonstandard)
     if (is_network_size(name) == network)
-      s += (s.empty() ? "" : ", ") + name + " " + v + " (benchmark: " + standard_value(c.key.model, name) + ")";
+      s += (s.empty() ? "" : ", ") + name + " " + v + " (benchmark: " +
+           (standard_value(c.key.model, name) == "-1" ? std::string("the model's") : standard_value(c.key.model, name)) + ")";
   return s;
 }
 
@@ -75,6 +76,26 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
       os << ' ' << fixed(l->tokens_per_s, 1) << " | " << fixed(l->tflops_per_device, 3) << " | " << (l->mfu ? percent(*l->mfu, 2) : "")
          << " |";
     os << '\n';
+  }
+  std::string transports;
+  for (const auto& p : c.points)
+    if (p.stats.runs > 0 && !p.transports.empty()) {
+      std::string t;
+      for (const auto& v : p.transports) t += (t.empty() ? "" : " / ") + v;
+      transports += (transports.empty() ? "" : "; ") + point_of(c, p) + " " + t;
+    }
+  if (!transports.empty()) os << "\nNCCL transport: " << transports << '\n';
+  if (llm) {
+    if (c.llm.peak_max > 0)
+      os << "\nMFU = TFLOP/s/device / the peak per device the runs recorded: " << fixed(c.llm.peak_min, 3)
+         << (c.llm.peak_max > c.llm.peak_min ? "-" + fixed(c.llm.peak_max, 3) : std::string()) << " TFLOP/s ("
+         << (c.llm.peak_source.empty() ? "source not recorded" : c.llm.peak_source) << ")"
+         << (c.llm.peak_max > c.llm.peak_min * 1.01 ? "; each point's MFU uses the median of its own runs' peaks" : "") << ".\n";
+    for (const auto& p : c.points)
+      if (const auto l = llm_point(c, p); l && l->mfu && *l->mfu > 1)
+        notes.push_back("warning: " + c.label + " " + point_of(c, p) + ": MFU " + percent(*l->mfu, 2) +
+                        " is above 100%: the recorded peak (" + fixed(p.peak_tflops, 3) +
+                        " TFLOP/s per device) is below what the run computed; check dlperf-train --peak-tflops");
   }
 }
 
@@ -208,6 +229,9 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
       os << "| " << s.run << " | " << s.rank << " | " << s.host << " | " << percent(s.slow_fraction) << " | "
          << percent(s.excess) << " |\n";
   }
+  if (r.excluded_uneven > 0)
+    notes.push_back("warning: " + std::to_string(r.excluded_uneven) + " run(s) left out: their nodes held different numbers of ranks, "
+                    "which no nodes x devices point describes (first: " + r.first_uneven + ")");
   const int excluded = r.excluded_partial + r.excluded_failed + r.excluded_short;
   if (excluded > 0)
     notes.push_back("note: " + std::to_string(excluded) + " run(s) excluded: " + std::to_string(r.excluded_partial) +

@@ -170,6 +170,10 @@ TEST(ReduceOutputs, ReferenceMatchesFamilyPrecisionAndScale) {
   EXPECT_EQ(m->system, "mxnet-gluoncv");  // first equal-batch, variant-less resnet50 fp32 4n8g row
   EXPECT_DOUBLE_EQ(m->samples_per_s, 9579.74);
   EXPECT_FALSE(match_reference(t, ConfigKey{"gpt2", "fp32", "cuda", "", 8}, 1, 1));
+  // TF32 is fp32 training on Ampere and later: DLPerf's FP32 row, not its AMP one.
+  auto tf32 = match_reference(t, ConfigKey{"resnet50", "tf32", "cuda", "", 128}, 4, 8);
+  ASSERT_TRUE(tf32);
+  EXPECT_DOUBLE_EQ(tf32->samples_per_s, 9579.74);
 }
 
 }  // namespace

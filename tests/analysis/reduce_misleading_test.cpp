@@ -1,0 +1,173 @@
+// Reports that misled before these were fixed (a probe of 2026-11-28): a baseline of another
+// workload compared, one-GPU runs cut off from their scaling row by the NCCL transport, two
+// datasets averaged as one, an uneven placement counted as a point, MFU against another run's
+// peak. Step times are hand-picked as in analysis_test_util.h: throughput = 32 x world / step.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "analysis_test_util.h"
+#include "compare.h"
+#include "report.h"
+
+namespace dlperf::analysis {
+namespace {
+
+using test::run_at;
+
+RunRecord with_setting(RunRecord r, const std::string& setting) {
+  r.info.settings.push_back(setting);
+  return r;
+}
+
+std::string markdown(const Reduction& r) {
+  std::ostringstream os;
+  write_markdown(os, r, MethodOptions{}, ReportOptions{});
+  return os.str();
+}
+
+// The baseline holds the benchmark at 224 px (320/s) and a 96 px run (1,600/s): a measured 224 px
+// run was compared with the 96 px one (the last that matched by model) and failed at 0.2.
+TEST(ReduceMisleading, CompareMatchesTheSameWorkNotTheModelName) {
+  RunRecord b224 = run_at("resnet50", 1, 1, 0.1), b96 = run_at("resnet50", 1, 1, 0.02);
+  b224.info.image_size = 224;
+  b96.info.image_size = 96;
+  const auto baseline = baseline_from_reduction(reduce_runs({b224, b96}, MethodOptions{}));
+  RunRecord m = run_at("resnet50", 1, 1, 0.1);
+  m.info.image_size = 224;
+  auto rows = compare(reduce_runs({m}, MethodOptions{}), baseline, 0.95);
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_TRUE(rows[0].matched);
+  EXPECT_NEAR(rows[0].baseline, 320, 1e-9);
+  EXPECT_FALSE(rows[0].regression);
+  // Another precision is another workload: not compared, whatever the baseline's speed.
+  RunRecord bf16 = m;
+  bf16.info.precision = "bf16";
+  rows = compare(reduce_runs({bf16}, MethodOptions{}), baseline, 0.95);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].matched);
+  EXPECT_EQ(rows[0].why_not, "not in the baseline");
+  // Another machine or build is what --compare is for: it matches.
+  RunRecord other_cpu = m;
+  other_cpu.info.cpu_model = "Some Other CPU";
+  other_cpu.info.git_revision = "abc123";
+  rows = compare(reduce_runs({other_cpu}, MethodOptions{}), baseline, 0.95);
+  ASSERT_TRUE(rows[0].matched);
+  EXPECT_NEAR(rows[0].ratio, 1.0, 1e-9);
+}
+
+TEST(ReduceMisleading, CompareRefusesToChooseBetweenMachines) {
+  RunRecord a = run_at("resnet50", 1, 1, 0.1), b = run_at("resnet50", 1, 1, 0.2);
+  a.info.cpu_model = "CPU A";
+  b.info.cpu_model = "CPU B";
+  const auto baseline = baseline_from_reduction(reduce_runs({a, b}, MethodOptions{}));
+  RunRecord m = run_at("resnet50", 1, 1, 0.1);
+  m.info.cpu_model = "CPU C";
+  auto rows = compare(reduce_runs({m}, MethodOptions{}), baseline, 0.95);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].matched);
+  EXPECT_EQ(rows[0].why_not, "2 baseline configurations match (they differ in cpu)");
+  m.info.cpu_model = "CPU B";  // the same machine as one of them: that one
+  rows = compare(reduce_runs({m}, MethodOptions{}), baseline, 0.95);
+  ASSERT_TRUE(rows[0].matched);
+  EXPECT_NEAR(rows[0].baseline, 160, 1e-9);
+}
+
+// dlperf-reduce --json carries each point's configuration; a label alone named only what
+// differed within its own file set, and "resnet50_fp32_b32_cpu_image-size=96" matched any
+// ResNet-50 by its model family.
+TEST(ReduceMisleading, JsonBaselineKeepsTheConfiguration) {
+  test::TempDir dir;
+  RunRecord b224 = run_at("resnet50", 1, 1, 0.1), b96 = run_at("resnet50", 1, 1, 0.02);
+  b224.info.image_size = 224;
+  b96.info.image_size = 96;
+  {
+    std::ofstream out(dir.file("base.json"));
+    write_json(out, reduce_runs({b224, b96}, MethodOptions{}));
+  }
+  const auto baseline = baseline_from_json(dir.file("base.json"));
+  ASSERT_EQ(baseline.size(), 2u);
+  ASSERT_TRUE(baseline[0].config.has_value());
+  RunRecord m = run_at("resnet50", 1, 1, 0.1);
+  m.info.image_size = 224;
+  auto rows = compare(reduce_runs({m}, MethodOptions{}), baseline, 0.95);
+  ASSERT_TRUE(rows[0].matched);
+  EXPECT_NEAR(rows[0].baseline, 320, 1e-9);
+  // A dlperf label without its configuration (an older JSON) matches only itself.
+  const std::vector<BaselinePoint> labels = {{"resnet50_fp32_b32_cpu_image-size=96", "1n1r", 1600, 32, std::nullopt}};
+  RunRecord plain = run_at("resnet50", 1, 1, 0.1);
+  rows = compare(reduce_runs({plain}, MethodOptions{}), labels, 0.95);
+  EXPECT_FALSE(rows[0].matched);
+  // DLPerf's own names still match by family.
+  const std::vector<BaselinePoint> dlperf = {{"rn50", "1n1r", 300, 32, std::nullopt}};
+  rows = compare(reduce_runs({plain}, MethodOptions{}), dlperf, 0.95);
+  EXPECT_TRUE(rows[0].matched);
+}
+
+// A one-GPU run creates no NCCL communicator, so it records no transport: as part of the key,
+// the transport split 1n1g, 1n8g and the multi-node points into three tables with no speedup.
+TEST(ReduceMisleading, NcclTransportDoesNotSplitTheScalingRow) {
+  RunRecord one = run_at("resnet50", 1, 1, 0.1), eight = run_at("resnet50", 1, 8, 0.1), sixteen = run_at("resnet50", 2, 8, 0.1);
+  for (RunRecord* r : {&one, &eight, &sixteen}) r->info.backend = "cuda";
+  eight.info.nccl_transport = "P2P";
+  sixteen.info.nccl_transport = "P2P, IB";
+  const Reduction r = reduce_runs({one, eight, sixteen}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 1u);
+  ASSERT_EQ(r.configs[0].points.size(), 3u);
+  ASSERT_TRUE(r.configs[0].points[2].speedup.has_value());
+  EXPECT_NEAR(*r.configs[0].points[2].speedup, 16, 1e-9);
+  EXPECT_NE(markdown(r).find("NCCL transport: 1n8g P2P; 2n8g P2P, IB"), std::string::npos) << markdown(r);
+}
+
+// data_source is the layout (folder, tar, ...): two image folders were one configuration.
+TEST(ReduceMisleading, TwoDatasetsAreTwoConfigurations) {
+  RunRecord small = with_setting(run_at("resnet50", 1, 1, 0.1), "data=/data/small"),
+            big = with_setting(run_at("resnet50", 1, 2, 0.1), "data=/data/big");
+  small.info.data_source = big.info.data_source = "folder";
+  const Reduction r = reduce_runs({small, big}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 2u);
+  EXPECT_EQ(r.configs[0].key.details.at("data"), "folder");
+  EXPECT_EQ(r.configs[0].key.details.at("data-path"), "/data/big");
+  EXPECT_FALSE(r.configs[0].has_single_device_baseline);  // no speedup across datasets
+}
+
+// 12 ranks as 4 + 8 on two nodes: rank 0's node gave devices_per_node 4, a "2n4" point of 8
+// devices, and an efficiency of 125% once merged with a true one.
+TEST(ReduceMisleading, AnUnevenPlacementIsLeftOutAndSaid) {
+  RunRecord even = run_at("resnet50", 2, 4, 0.1), uneven = run_at("resnet50", 2, 4, 0.1);
+  uneven.info.world_size = 12;
+  uneven.info.hosts = {"a", "a", "a", "a", "b", "b", "b", "b", "b", "b", "b", "b"};
+  const Reduction r = reduce_runs({run_at("resnet50", 1, 1, 0.1), even, uneven}, MethodOptions{});
+  EXPECT_EQ(r.excluded_uneven, 1);
+  ASSERT_EQ(r.configs.size(), 1u);
+  EXPECT_EQ(r.configs[0].points.back().stats.runs, 1u);
+  EXPECT_NE(markdown(r).find("their nodes held different numbers of ranks"), std::string::npos);
+  EXPECT_NE(markdown(r).find("12 ranks on 2 hosts: 4 8"), std::string::npos) << markdown(r);
+}
+
+// Llama: MFU against each point's own runs' peak (a CPU's estimate follows its clock); above
+// 100% is said; a reduced network is named as one.
+TEST(ReduceMisleading, MfuUsesEachPointsPeakAndSaysWhenItIsImpossible) {
+  auto llama = [](int64_t per_node, double peak) {
+    RunRecord r = run_at("llama3_2_1b", 1, per_node, 0.1);
+    r.info.seq_len = 8192;
+    r.info.model_flops_per_token = 1e6;  // 32 seq x 8192 tokens / 0.1 s per device x 1e6: 2.62 TFLOP/s
+    r.info.peak_tflops_per_device = peak;
+    r.info.peak_source = "--peak-tflops";
+    return r;
+  };
+  const Reduction r = reduce_runs({llama(1, 5.24288), llama(2, 2.0), with_setting(llama(1, 1.0), "llama-layers=2")}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 2u);
+  const ConfigResult& full = r.configs[0].key.details.count("llama-layers") ? r.configs[1] : r.configs[0];
+  ASSERT_EQ(full.points.size(), 2u);
+  EXPECT_NEAR(*llm_point(full, full.points[0])->mfu, 0.5, 1e-9);
+  EXPECT_NEAR(*llm_point(full, full.points[1])->mfu, 2.62144 / 2.0, 1e-9);
+  const std::string md = markdown(r);
+  EXPECT_NE(md.find("MFU 131.07% is above 100%"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.000-5.243 TFLOP/s (--peak-tflops); each point's MFU uses the median of its own runs' peaks"), std::string::npos) << md;
+  EXPECT_NE(md.find("trains a reduced network (llama-layers 2 (benchmark: the model's))"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace dlperf::analysis
