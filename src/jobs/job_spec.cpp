@@ -201,14 +201,21 @@ Profile load_profile(const IniFile& f) {
   else if (req == "gres") p.gpu_request = GpuRequest::gres;
   else slurm.fail("gpu_request", "'" + req + "' is unknown: use gpus-per-node (--gpus-per-node=G) or gres (--gres=gpu[:type]:G)");
   p.gpu_type = slurm.word("gpu_type", "");
-  p.signal_seconds = slurm.integer("signal_seconds", p.signal_seconds, 1, 86400);
+  p.signal_seconds = slurm.integer("signal_seconds", p.signal_seconds, 1, 65535);  // sbatch --signal's limit
   p.srun_mpi = slurm.word("mpi", p.srun_mpi, false);
 
   const SectionReader cpu(f, f.find("cpu"), {"partition", "account", "qos", "constraint", "time", "cpus_per_task", "sbatch", "srun"});
-  // CPU jobs bind cores the same way but have no GPU to bind: [slurm]'s srun options less
-  // --gpu-bind, unless [cpu] sets its own.
+  // CPU jobs bind cores the same way but have no GPU: [slurm]'s srun and sbatch options less
+  // those that ask for or bind GPUs (on a node without GPUs, srun --gpus-per-task=1 fails with
+  // "Invalid generic resource (gres) specification"), unless [cpu] sets its own.
   SlurmSettings cpu_base = p.gpu;
-  std::erase_if(cpu_base.srun, [](const std::string& o) { return o.rfind("--gpu-bind=", 0) == 0; });
+  const auto gpu_option = [](const std::string& o) {
+    for (const char* prefix : {"--gpu", "--gres=gpu", "--tres-per-task=gres/gpu", "--tres-bind=gres/gpu", "--mem-per-gpu", "--cpus-per-gpu", "-G"})
+      if (o.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  std::erase_if(cpu_base.srun, gpu_option);
+  std::erase_if(cpu_base.extra_sbatch, gpu_option);
   p.cpu = read_slurm(cpu, cpu_base);
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});

@@ -35,6 +35,9 @@ expect_bad "unrecognised option '--profle'" --profle "$profile" --matrix "$matri
 expect_bad "p1.ini:16: cpus_per_task must be an integer" --profile "$(edited p1.ini "$profile" 's/^cpus_per_task = 8$/cpus_per_task = 0/')" --matrix "$matrix"
 expect_bad "time '2h' is not a Slurm time limit" --profile "$(edited p2.ini "$profile" 's/^time = 00:30:00$/time = 2h/')" --matrix "$matrix"
 expect_bad "gpu_request 'gpus' is unknown" --profile "$(edited p3.ini "$profile" 's/^gpu_request = .*/gpu_request = gpus/')" --matrix "$matrix"
+# sbatch refuses --signal=USR1@70000 ("Invalid --signal specification"): its limit is 65535.
+expect_bad "signal_seconds must be an integer from 1 to 65535" \
+  --profile "$(edited p4b.ini "$profile" 's/^signal_seconds = .*/signal_seconds = 70000/')" --matrix "$matrix"
 expect_bad "signal_seconds 3600 is not less than the time limit 00:30:00" \
   --profile "$(edited p4.ini "$profile" 's/^signal_seconds = .*/signal_seconds = 3600/')" --matrix "$matrix"
 expect_bad "unknown key 'modles'" --profile "$(edited p5.ini "$profile" 's/^modules = /modles = /')" --matrix "$matrix"

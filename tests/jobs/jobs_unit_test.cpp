@@ -281,6 +281,14 @@ TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --cpu-bind=sockets");
   EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=sockets"}));
+  // Every option that asks for or binds GPUs stays out of CPU jobs: srun --gpus-per-task=1 fails
+  // on a node without GPUs.
+  text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20,
+               "sbatch = --exclusive --gres=gpu:4 --mem-per-gpu=80G\nsrun = --cpu-bind=cores --gpus-per-task=1 --gpu-bind=closest "
+               "--tres-bind=gres/gpu:closest");
+  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=cores"}));
+  EXPECT_EQ(profile(text).cpu.extra_sbatch, (std::vector<std::string>{"--exclusive"}));
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = -c 4");
   EXPECT_NE(profile_error(text).find("p.ini:10: srun takes long srun options in the --opt=value form"), std::string::npos)
