@@ -58,6 +58,10 @@ TEST(LlamaModel, PeakTableAndOverride) {
   EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H200", Precision::fp16), 989.4);
   EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", Precision::tf32), 156.0);
   EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA B200", Precision::bf16), 2250.0);
+  // Names that contain another's: the NVL cards got the SXM rows, GB200 the B200 one.
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H100 NVL", Precision::bf16), 835.5);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA H200 NVL", Precision::tf32), 417.5);
+  EXPECT_DOUBLE_EQ(gpu_peak_tflops("NVIDIA GB200", Precision::bf16), 2500.0);
   EXPECT_DOUBLE_EQ(gpu_peak_tflops("Tesla V100-SXM2-32GB", Precision::fp16), 0.0);
   EXPECT_EQ(peak_flops(123.0, BackendKind::cuda, Precision::bf16, "NVIDIA H100 80GB HBM3", "", 1).tflops, 123.0);
   EXPECT_EQ(peak_flops(0, BackendKind::cuda, Precision::fp16, "Tesla V100", "", 1).tflops, 0.0);

@@ -8,7 +8,9 @@
 //   H100 PCIe             51    378      756       1513     H100 datasheet (PCIe)
 //   H200 (SXM)            67    494.7    989.4     1978.9   H200 datasheet (same GH100 rates as H100 SXM)
 //   A100 (SXM, PCIe)      19.5  156      312       -        A100 datasheet
+//   H100 NVL, H200 NVL    60    417.5    835.5     1670.5   H100 / H200 datasheets (NVL column: sparse / 2)
 //   B200 (HGX)            80    1100     2250      4500     HGX B200 datasheet, per GPU, sparse / 2
+//   GB200                 80    1250     2500      5000     GB200 NVL72 datasheet, per GPU, sparse / 2
 // CPUs: cores x FLOPs per cycle per core x maximum clock (cpuinfo_max_freq, else /proc/cpuinfo):
 //   fp32 on AVX-512 (avx512_core*): 2 FMA units x 16 lanes x 2 = 64; AVX2: 32
 //   bf16 on AVX512-BF16 (vdpbf16ps): 2 x 32 x 2 = 128; on AMX (avx512_core_amx): 1,024 (Intel's
@@ -30,12 +32,16 @@ struct GpuRow {
   const char* label;
   double fp32, tf32, bf16, fp8;
 };
-// Checked in order: the PCIe H100 before the SXM one.
+// Checked in order: the NVL and PCIe cards before the SXM parts whose names they contain, GB200
+// before B200.
 constexpr GpuRow kGpus[] = {
+    {"H200", "NVL", "NVIDIA H200 NVL", 60.0, 417.5, 835.5, 1670.5},
     {"H200", "", "NVIDIA H200", 67.0, 494.7, 989.4, 1978.9},
+    {"H100", "NVL", "NVIDIA H100 NVL", 60.0, 417.5, 835.5, 1670.5},
     {"H100", "PCIe", "NVIDIA H100 PCIe", 51.0, 378.0, 756.0, 1513.0},
     {"H100", "", "NVIDIA H100 SXM", 67.0, 494.7, 989.4, 1978.9},
     {"A100", "", "NVIDIA A100", 19.5, 156.0, 312.0, 0.0},
+    {"GB200", "", "NVIDIA GB200", 80.0, 1250.0, 2500.0, 5000.0},
     {"B200", "", "NVIDIA B200", 80.0, 1100.0, 2250.0, 4500.0},
 };
 
