@@ -5,6 +5,7 @@
 //   recorded (results lock not free within --lock-timeout, file system full); 4 stopped
 //   early by a signal (recorded as partial, or nothing recorded while waiting for the lock);
 //   5 the loss diverged (recorded as failed).
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "train/cluster/cluster.h"
+#include "train/cluster/rank_binding.h"
 #include "train/options.h"
 #include "train/run.h"
 #include "train/memory/size_limits.h"
@@ -38,6 +40,14 @@ int main(int argc, char** argv) {
   // is up to a minute), and an unhandled SIGUSR1 would kill the rank instead of stopping the
   // run cleanly. run_training() installs them again after MPI_Init.
   install_stop_handlers();
+  // Before the default thread count is taken from this thread's CPUs. One line per job: the
+  // launchers' rank variables say which process is the first (MPI is not started yet).
+  if (const std::string note = restore_launcher_cpus(); !note.empty()) {
+    bool first = true;
+    for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+      if (const char* r = std::getenv(v)) first = first && std::string(r) == "0";
+    if (first) std::cerr << "dlperf-train: " << note << '\n';
+  }
   // Options are checked before MPI starts: bad input never starts a job or creates a file.
   TrainOptions options;
   try {

@@ -51,9 +51,10 @@ PinPlan plan_shared(const Topology& topo, const PinRequest& r, const std::vector
   const size_t n = r.bindings.size(), t = static_cast<size_t>(r.threads);
   const Units units = units_of(topo, set, n * t);
   if (n * t > units.pus.size())
-    throw_usage_error("--pin-threads: " + std::to_string(n) + " ranks x " + std::to_string(t) + " threads need " +
+    throw_usage_error("--pin-threads: " + plural(n, "rank") + " x " + plural(t, "thread") + " need " +
                       std::to_string(n * t) + " cores but this node allows " + plural(units.pus.size(), units.kind) +
-                      " to these ranks; lower --threads or drop --pin-threads");
+                      " to these ranks; " + (t > 1 ? "lower --threads, start fewer ranks per node" : "start fewer ranks per node") +
+                      " or drop --pin-threads");
   PinPlan plan;
   plan.pus.resize(n);
   const bool locality = !r.near.empty() && std::all_of(r.near.begin(), r.near.end(), [](const auto& v) { return !v.empty(); });
@@ -121,11 +122,12 @@ PinPlan plan_pinning(const Topology& topo, const PinRequest& r) {
     if (pick.size() < t)
       throw_usage_error("--pin-threads: local rank " + std::to_string(k) + " is bound by the launcher to " +
                         plural(units.pus.size(), units.kind) + ", fewer than --threads " + std::to_string(t) +
-                        "; ask for more CPUs per task (--cpus-per-task) or lower --threads");
+                        "; bind it to more CPUs (srun --cpus-per-task, mpirun --map-by slot:PE=N) or lower --threads");
     std::sort(pick.begin(), pick.end());
     plan.pus.push_back(pick);
   }
   plan.how = plural(r.bindings.size(), "rank") + " x " + plural(t, "thread") + ", each within the CPU set the launcher bound it to";
+  plan.own_sets = true;
   return plan;
 }
 

@@ -33,6 +33,8 @@ struct PinRequest {
 struct PinPlan {
   std::vector<std::vector<int>> pus;  // [local ranks] (T) PUs each rank's threads are bound to
   std::string how;                    // one line for the log: what was shared and why
+  bool own_sets = false;              // the launcher bound each rank to CPUs of its own (kept): what a rank
+                                      // leaves free of its set is its own, not shared with the node's ranks
 };
 
 // Error(usage) naming the numbers when the threads do not fit.

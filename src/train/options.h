@@ -25,7 +25,8 @@ struct TrainOptions {
   int64_t iterations = 120;
   int64_t warmup = 20;
   uint64_t seed = 42;
-  int threads = 0;              // 0: every core this rank may use
+  int threads = 0;              // 0 when given: automatic; parse_train_options resolves it (OMP_NUM_THREADS, else this rank's CPUs)
+  bool threads_automatic = false;  // resolved per rank: ranks may differ (nodes of different sizes), so their agreement leaves it out
   bool conv_autotune = false;   // CUDA: time the top cuDNN engine configurations per convolution shape at plan time
   bool deterministic = false;   // CUDA: backward convolutions only on deterministic cuDNN engines (--deterministic)
   float lr = 0.256f;            // for a global batch of 256, scaled linearly

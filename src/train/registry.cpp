@@ -92,6 +92,7 @@ namespace {
 struct CoreBudget {
   std::vector<int> start;
   std::vector<int> compute;  // empty: not pinned
+  bool own_sets = false;     // PinPlan::own_sets: `start` is this rank's alone
 };
 
 CoreBudget& core_budget() {
@@ -106,6 +107,10 @@ std::vector<int> spare_cores(const TrainOptions& o, const WorldInfo& w) {
   std::vector<int> free;
   for (int pu : b.start)
     if (o.loader_only || std::find(b.compute.begin(), b.compute.end(), pu) == b.compute.end()) free.push_back(pu);
+  // Bound by the launcher to CPUs of its own, a rank's spare cores are all its own (the generated
+  // CPU jobs: --threads cpus-1 leaves each rank one core for its loader); sharing one set, the
+  // node's ranks split what their compute threads leave.
+  if (b.own_sets) return free;
   const size_t share = free.size() / static_cast<size_t>(std::max(1, w.local_size));
   const auto first = free.begin() + static_cast<std::ptrdiff_t>(share * static_cast<size_t>(w.local_rank));
   return {first, first + static_cast<std::ptrdiff_t>(share)};
@@ -119,6 +124,7 @@ void note_compute_pinning(const PinPlan& plan) {
   std::vector<int>& c = core_budget().compute;
   c.clear();
   for (const auto& pus : plan.pus) c.insert(c.end(), pus.begin(), pus.end());
+  core_budget().own_sets = plan.own_sets;
 }
 
 int loader_threads(const TrainOptions& o, const WorldInfo& w) {

@@ -33,6 +33,7 @@
 #include "train/param_store.h"
 #include "train/registry.h"
 #include "train/cluster/rank_binding.h"
+#include "train/cluster/thread_budget.h"
 #include "train/setup.h"
 
 namespace dlperf {
@@ -263,7 +264,12 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   install_stop_handlers();
   {
     auto phase = watch.collective("agree");
-    check_ranks_agree(world, o.settings);  // before anything is built or exchanged
+    // before anything is built or exchanged; an automatic thread count is each rank's own
+    Settings agreed = o.settings;
+    if (o.threads_automatic)
+      for (auto& [name, value] : agreed)
+        if (name == "threads") value = "0 (automatic)";
+    check_ranks_agree(world, agreed);
   }
   if (o.find_max_batch) {
     RunSummary s;
@@ -322,6 +328,10 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
       std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
     auto phase = watch.collective("binding");
     bindings = gather_strings(world, to_string(mine));
+    // --pin-threads refuses a plan that does not fit; unpinned compute threads may share cores.
+    if (o.backend == BackendKind::cpu && !o.pin_threads)
+      if (const std::string warn = thread_oversubscription(world, w, o.threads, mine.cpus); !warn.empty())
+        std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
   }
 
   TrainingStack stack = build_stack(o, w);

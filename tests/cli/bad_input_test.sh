@@ -40,7 +40,7 @@ expect_usage_error --batch-size --batch-size -4
 expect_usage_error --iterations --iterations 0
 expect_usage_error --warmup --iterations 10 --warmup 10
 expect_usage_error --image-size --image-size 16
-expect_usage_error --threads --threads 0
+expect_usage_error --threads --threads 1025  # 0 is automatic (tests/cli/ranks_agree_test.sh)
 expect_usage_error --threads --threads -1
 expect_usage_error --batch-size --batch-size many
 expect_usage_error --no-such-flag --no-such-flag
@@ -78,7 +78,7 @@ expect_usage_error "--variant 'a\\\\x0ab' holds a control character or invalid U
 # A byte that is not UTF-8 was stored, and the trace reader then refused the whole run.
 expect_usage_error "--variant 'ab\\\\xffc' holds a control character or invalid UTF-8" --variant "$(printf 'ab\377c')"
 expect_usage_error "--variant is 300 bytes long: at most 256" --variant "$(printf '%0300d' 0)"
-expect_usage_error "--threads must be 1 to 1024 per rank (got 100000)" --threads 100000
+expect_usage_error "--threads must be 0 (automatic) to 1024 per rank (got 100000)" --threads 100000
 expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
 # The loader's decoded batches held ahead: a billion grew until the OOM killer ended the run.
 expect_usage_error "--prefetch 1000000000: the loader's 1000000002 batches of" --data "$dir" --prefetch 1000000000

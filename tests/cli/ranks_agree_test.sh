@@ -58,5 +58,35 @@ elif ! grep -Eq '^dlperf-train: WARNING: the ranks differ in oneDNN ISA: [a-z0-9
 elif ! grep -aq 'sse41 (rank 1)' "$dir/isa.h5"; then echo "FAIL isa: the trace does not record rank 1's ISA"; fail=1
 else echo "ok   isa: $(grep '^dlperf-train: WARNING' "$dir/isa.log")"; fi
 
+# The automatic thread count (--threads 0, the default) is each rank's own: the CPUs the launcher
+# bound it to. It counted the machine's CPUs (2 threads on one bound core ran 100x slower, and
+# exited 0), and, recorded as if given, failed the agreement on nodes of different sizes.
+own=(--resnet-blocks 1,1,1,1 --image-size 32 --num-classes 10 --iterations 4 --warmup 1 --print-every 0 --batch-size 2 --resnet-width 8)
+cpus=$(nproc)
+taskset -c 0 "$train" "${own[@]}" >"$dir/one.log" 2>&1 && grep -q '^backend: cpu, .*, 1 thread$' "$dir/one.log" &&
+  echo "ok   automatic threads within taskset -c 0: 1 thread" || { echo "FAIL taskset -c 0"; cat "$dir/one.log"; fail=1; }
+OMP_NUM_THREADS=1 "$train" "${own[@]}" >"$dir/omp.log" 2>&1 && grep -q '^backend: cpu, .*, 1 thread$' "$dir/omp.log" &&
+  echo "ok   OMP_NUM_THREADS=1: 1 thread" || { echo "FAIL OMP_NUM_THREADS"; cat "$dir/omp.log"; fail=1; }
+if [ "$cpus" -ge 2 ]; then
+  # Rank 0 on one core, rank 1 on all: 1 + N threads on N CPUs; the run goes on, rank 0 warns once.
+  wrapper=$dir/auto.sh
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'cmd=(' && printf '%q ' "$train" "${own[@]}" --output "$dir/auto.h5" && echo ')'
+    echo 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then exec taskset -c 0 "${cmd[@]}"; else exec "${cmd[@]}"; fi'
+  } >"$wrapper"
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 bash "$wrapper" >"$dir/auto.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ]; then echo "FAIL auto: exit $rc"; tail -20 "$dir/auto.log"; fail=1
+  elif [ "$(grep -c "WARNING: 1 node(s) run more compute threads than the CPUs their ranks may use (first: [^,]*, $((cpus + 1)) threads on $cpus CPUs)" "$dir/auto.log")" -ne 1 ]; then
+    echo "FAIL auto: not one oversubscription warning"; cat "$dir/auto.log"; fail=1
+  else echo "ok   automatic threads differ per rank, oversubscription said once"; fi
+  # OMP_PROC_BIND binds the main thread to one CPU before main(): --pin-threads saw one core.
+  OMP_PROC_BIND=true "$train" "${own[@]}" --threads 2 --pin-threads >"$dir/bind.log" 2>&1 &&
+    grep -q "^dlperf-train: note: OMP_PROC_BIND=true had bound the main thread to cpus 0; .* the launcher's cpus 0-" "$dir/bind.log" &&
+    echo "ok   OMP_PROC_BIND=true --pin-threads: $(grep '^dlperf-train: note' "$dir/bind.log")" ||
+    { echo "FAIL OMP_PROC_BIND"; cat "$dir/bind.log"; fail=1; }
+fi
+
 [ "$fail" -eq 0 ] && echo "ranks agree ok"
 exit "$fail"

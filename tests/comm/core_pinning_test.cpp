@@ -59,6 +59,7 @@ TEST(CorePinning, OneThreadPerCoreAndRanksSpreadOverSockets) {
   const auto t = Topology::synthetic("pack:2 core:4 pu:2");
   const PinPlan p = plan(t, 2, 2);
   EXPECT_EQ(p.pus, (Sets{{0, 2}, {8, 10}})) << p.how;  // cores 0,1 of socket 0; cores 4,5 of socket 1
+  EXPECT_FALSE(p.own_sets);  // one set shared by the node's ranks: their spare cores are split
 }
 
 TEST(CorePinning, SlicesStayInsideNumaNodes) {
@@ -111,6 +112,8 @@ TEST(CorePinning, LauncherBindingsAreKeptWhenDisjoint) {
   r.threads = 2;
   r.bindings = {range(0, 5), range(8, 13)};  // srun --cpu-bind: 3 cores each
   EXPECT_EQ(plan_pinning(t, r).pus, (Sets{{0, 2}, {8, 10}}));
+  // What a rank leaves free is its own (its loader's), not a share of the node's.
+  EXPECT_TRUE(plan_pinning(t, r).own_sets);
   r.threads = 4;  // 4 > 3 cores: SMT siblings of its own cores
   EXPECT_EQ(plan_pinning(t, r).pus, (Sets{{0, 1, 2, 3}, {8, 9, 10, 11}}));
   r.threads = 7;

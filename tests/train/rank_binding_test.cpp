@@ -1,5 +1,5 @@
 // The binding a rank records and checks (issue 27 item 1), on a hand-made sysfs tree: two NUMA
-// nodes of four CPUs each, a GPU and an InfiniBand adapter on node 1. A rank bound to node 0's
+// nodes of four CPUs each, a GPU and an InfiniBand adapter on node 1, another adapter on node 0. A rank bound to node 0's
 // cores gets a warning naming the far GPU and NIC; one on node 1's does not; the text lists
 // cores, GPU and NIC with their nodes.
 #include <gtest/gtest.h>
@@ -48,6 +48,18 @@ TEST(RankBinding, GpuOrNicOnAnotherNumaNodeIsNamed) {
   const RankBinding cpu = read_rank_binding({0, 2, 3, 8}, "", sys.root.string());
   EXPECT_EQ(to_string(cpu), "cpus 0,2-3,8 (numa 0); nic mlx5_0 (numa 0)");
   EXPECT_EQ(binding_warning(cpu, 0, "n"), "");
+  // Several adapters (a profile's UCX_NET_DEVICES=mlx5_1:1,mlx5_0:1, NCCL_IB_HCA=mlx5: every
+  // mlx5): the one beside the rank's cores is its own, no warning; the transport's variable first.
+  setenv("UCX_NET_DEVICES", "mlx5_1:1,mlx5_0:1", 1);
+  unsetenv("NCCL_IB_HCA");
+  EXPECT_EQ(to_string(read_rank_binding({0, 1}, "", sys.root.string())), "cpus 0-1 (numa 0); nic mlx5_0 (numa 0)");
+  EXPECT_EQ(to_string(read_rank_binding({4, 5}, "", sys.root.string())), "cpus 4-5 (numa 1); nic mlx5_1 (numa 1)");
+  setenv("NCCL_IB_HCA", "mlx5", 1);
+  setenv("UCX_NET_DEVICES", "mlx5_1:1", 1);
+  const RankBinding gpu = read_rank_binding({0, 1}, "0000:65:00.0", sys.root.string());
+  EXPECT_EQ(to_string(gpu), "cpus 0-1 (numa 0); gpu 0000:65:00.0 (numa 1); nic mlx5_0 (numa 0)");
+  EXPECT_EQ(binding_warning(gpu, 0, "n").find("NIC"), std::string::npos);
+  unsetenv("UCX_NET_DEVICES");
   unsetenv("NCCL_IB_HCA");
   EXPECT_EQ(binding_warning(read_rank_binding({0}, "0000:99:00.0", sys.root.string()), 0, "n"), "");
   EXPECT_FALSE(current_cpus().empty());

@@ -264,7 +264,7 @@ class CpuBackend final : public Backend {
     const auto* v = dnnl::version();
     std::ostringstream os;
     os << "oneDNN " << v->major << '.' << v->minor << '.' << v->patch << " (" << isa_name(dnnl::get_effective_cpu_isa())
-       << "), " << omp_get_max_threads() << " threads";
+       << "), " << omp_get_max_threads() << (omp_get_max_threads() == 1 ? " thread" : " threads");
     return os.str();
   }
 

@@ -1,9 +1,11 @@
 // Reads a rank's binding from sysfs (see rank_binding.h).
 #include "train/cluster/rank_binding.h"
 
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -30,28 +32,40 @@ int cpu_numa_node(int cpu, const std::string& sysfs) {
   return -1;
 }
 
-// The first adapter the job's settings name: UCX_NET_DEVICES=mlx5_0:1,... or
-// NCCL_IB_HCA=[^|=]mlx5_0[:1],... (a prefix, matched against the node's adapters).
-std::string named_nic(const std::string& sysfs) {
-  std::string want;
-  for (const char* var : {"UCX_NET_DEVICES", "NCCL_IB_HCA"}) {
-    const char* v = std::getenv(var);
-    if (!v || !*v || *v == '^') continue;  // unset, or an exclusion list
-    want = v;
-    if (want[0] == '=') want.erase(0, 1);
-    want = want.substr(0, want.find(','));
-    want = want.substr(0, want.find(':'));
-    if (want == "all" || want.empty()) continue;
-    break;
-  }
-  if (want.empty()) return "";
-  std::vector<std::string> adapters;
+// The adapters the job's settings name, in the order named: UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1
+// or NCCL_IB_HCA=[=]mlx5 (prefixes, matched against the node's adapters: "mlx5" is every mlx5
+// adapter, of which NCCL takes the nearest to each GPU). The transport's own variable first:
+// NCCL's on the GPU backend, UCX's (MPI) on the CPU one. A name that is no InfiniBand adapter
+// here (an Ethernet device) is kept as named, with no NUMA node known.
+std::vector<std::string> named_nics(const std::string& sysfs, bool gpu) {
+  std::vector<std::string> adapters, out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(fs::path(sysfs) / "class/infiniband", ec)) adapters.push_back(e.path().filename().string());
   std::sort(adapters.begin(), adapters.end());
-  for (const auto& a : adapters)
-    if (a.rfind(want, 0) == 0) return a;
-  return want;  // named but not an InfiniBand adapter here (an Ethernet device): no NUMA node known
+  const std::array<const char*, 2> vars = gpu ? std::array<const char*, 2>{"NCCL_IB_HCA", "UCX_NET_DEVICES"}
+                                              : std::array<const char*, 2>{"UCX_NET_DEVICES", "NCCL_IB_HCA"};
+  for (const char* var : vars) {
+    const char* v = std::getenv(var);
+    if (!v || !*v || *v == '^') continue;  // unset, or an exclusion list
+    std::string list = v;
+    if (list[0] == '=') list.erase(0, 1);
+    for (size_t from = 0; from <= list.size();) {
+      const size_t comma = std::min(list.find(',', from), list.size());
+      std::string want = list.substr(from, comma - from);
+      want = want.substr(0, want.find(':'));
+      from = comma + 1;
+      if (want.empty() || want == "all") continue;
+      bool matched = false;
+      for (const auto& a : adapters)
+        if (a.rfind(want, 0) == 0) {
+          matched = true;
+          if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+        }
+      if (!matched && std::find(out.begin(), out.end(), want) == out.end()) out.push_back(want);
+    }
+    if (!out.empty()) break;
+  }
+  return out;
 }
 
 std::string numa_text(int n) { return n < 0 ? "numa ?" : "numa " + std::to_string(n); }
@@ -68,6 +82,28 @@ std::vector<int> current_cpus() {
   return out;
 }
 
+std::string restore_launcher_cpus() {
+  const int places = omp_get_num_places();
+  if (places <= 0) return "";
+  std::set<int> launcher;
+  for (int p = 0; p < places; ++p) {
+    std::vector<int> ids(static_cast<size_t>(std::max(0, omp_get_place_num_procs(p))));
+    if (!ids.empty()) omp_get_place_proc_ids(p, ids.data());
+    launcher.insert(ids.begin(), ids.end());
+  }
+  const std::vector<int> now = current_cpus();
+  if (launcher.empty() || std::vector<int>(launcher.begin(), launcher.end()) == now) return "";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : launcher)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) return "";
+  const char* bind = std::getenv("OMP_PROC_BIND");
+  return std::string("note: OMP_PROC_BIND=") + (bind ? bind : "(unset)") + " had bound the main thread to cpus " + cpu_list(now) +
+         "; dlperf-train counts and binds within the launcher's cpus " + cpu_list({launcher.begin(), launcher.end()}) +
+         " (the OpenMP places)";
+}
+
 RankBinding read_rank_binding(const std::vector<int>& cpus, const std::string& gpu_bus_id, const std::string& sysfs) {
   RankBinding b;
   b.cpus = cpus;
@@ -81,8 +117,13 @@ RankBinding read_rank_binding(const std::vector<int>& cpus, const std::string& g
     std::transform(bus.begin(), bus.end(), bus.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     b.gpu_numa = read_int_file(fs::path(sysfs) / "bus/pci/devices" / bus / "numa_node");
   }
-  b.nic = named_nic(sysfs);
-  if (!b.nic.empty()) b.nic_numa = read_int_file(fs::path(sysfs) / "class/infiniband" / b.nic / "device/numa_node");
+  // Of several adapters, the rank's own is the one beside its cores, if any is.
+  for (const auto& nic : named_nics(sysfs, !b.gpu.empty())) {
+    const int numa = read_int_file(fs::path(sysfs) / "class/infiniband" / nic / "device/numa_node");
+    const bool near = std::find(b.cpu_numa.begin(), b.cpu_numa.end(), numa) != b.cpu_numa.end();
+    if (b.nic.empty() || near) b.nic = nic, b.nic_numa = numa;
+    if (near) break;
+  }
   return b;
 }
 

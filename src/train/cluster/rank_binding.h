@@ -7,7 +7,9 @@
 // A GPU or NIC on another NUMA node than the rank's cores crosses the socket interconnect for
 // every transfer: binding_warning() says so in one line (dlperf-train prints it; the generated
 // jobs' srun --cpu-bind=cores --gpu-bind=closest --distribution=block:block avoid it).
-// The NIC is the first adapter UCX_NET_DEVICES or NCCL_IB_HCA names ("" when neither does).
+// The NIC: of the adapters NCCL_IB_HCA (GPU backend) or UCX_NET_DEVICES (CPU backend; the other
+// when that one is unset) names, the first beside the rank's cores, else the first ("" when
+// neither names one).
 #pragma once
 
 #include <string>
@@ -28,6 +30,12 @@ struct RankBinding {
 RankBinding read_rank_binding(const std::vector<int>& cpus, const std::string& gpu_bus_id, const std::string& sysfs = "/sys");
 // The calling thread's CPUs (sched_getaffinity).
 std::vector<int> current_cpus();
+// OMP_PROC_BIND or OMP_PLACES make the OpenMP runtime bind the main thread to its first place
+// before main() runs, so the thread count, --pin-threads and the trace saw one CPU where the
+// launcher gave several. The launcher's set is the union of the OpenMP places: this widens the
+// main thread's binding back to it (the OpenMP threads keep their places) and returns a note
+// for the log; "" when the binding was already that (or no places are defined).
+std::string restore_launcher_cpus();
 
 std::string to_string(const RankBinding& b);
 // "" when GPU and NIC are on one of the cores' NUMA nodes (or unknown), else one line.
