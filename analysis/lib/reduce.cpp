@@ -252,6 +252,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   std::map<ConfigKey, std::map<std::pair<int64_t, int64_t>, Acc>> groups;  // key -> (devices, nodes)
   std::map<ConfigKey, std::pair<int64_t, std::string>> fallbacks;  // runs with a reference kernel, the first one
   std::map<ConfigKey, LlmFacts> llm;
+  std::map<ConfigKey, std::pair<int64_t, double>> skipping;  // runs mostly skipping their update, the highest share
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
@@ -308,7 +309,18 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
       }
     const RunWindow w = run_window(run, opt);
     out.windows.insert(w);
+    {
+      int64_t skipped = 0;  // rank 0's record: every rank takes the same gated step
+      for (int64_t k = w.warmup; k < w.warmup + w.window; ++k) skipped += run.ranks[0].iterations[static_cast<size_t>(k)].skipped ? 1 : 0;
+      const double share = static_cast<double>(skipped) / static_cast<double>(w.window);
+      if (share > kSkippedShare) {
+        auto& [runs_skipping, most] = skipping[config_key(i)];
+        ++runs_skipping;
+        most = std::max(most, share);
+      }
+    }
     acc.point.throughputs.push_back(*t.samples_per_s);
+    if (unfinished) ++acc.point.included_partial;
     if (i.model_flops_per_token > 0) acc.point.peaks.push_back(i.peak_tflops_per_device);
     if (!i.nccl_transport.empty()) acc.point.transports.insert(i.nccl_transport);
     add_phases(run, w, acc.phase_sum, acc.phase_count);
@@ -326,6 +338,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     cfg.key = key;
     if (auto f = fallbacks.find(key); f != fallbacks.end()) std::tie(cfg.runs_with_reference_kernels, cfg.reference_kernel) = f->second;
     if (const auto it = llm.find(key); it != llm.end()) cfg.llm = it->second;
+    if (const auto it = skipping.find(key); it != skipping.end()) std::tie(cfg.runs_mostly_skipped, cfg.most_skipped) = it->second;
     for (auto& [where, acc] : points) {
       ScalePoint& p = acc.point;
       p.stats = repeat_stats(p.throughputs);

@@ -102,6 +102,7 @@ struct ScalePoint {
   // own device allocations (gpu), and the device's own figure (gpu).
   int64_t memory_plan_bytes = 0, allocated_peak_bytes = 0, peak_memory_bytes = 0, device_peak_bytes = 0;
   int excluded_partial = 0, excluded_failed = 0, excluded_short = 0;
+  int included_partial = 0;  // partial or unfinished runs measured under --include-partial
   // LLM runs: the median of the included runs' recorded peak per device (0: unknown), which the
   // point's MFU divides by; a CPU's estimate follows its clock, so runs may record different ones.
   double peak_tflops = 0;
@@ -136,7 +137,13 @@ struct ConfigResult {
   std::vector<std::pair<std::string, std::string>> nonstandard;
   int64_t runs_with_reference_kernels = 0;  // measured runs that planned a reference kernel
   std::string reference_kernel;             // the first such kernel, "op pass shape impl"
+  // Measured runs that skipped the optimizer update (fp16 loss scaling: inf/nan gradients) in
+  // more than kSkippedShare of their window, and the highest share: such a step does no
+  // optimizer work and trains nothing, so its samples/s flatter the machine.
+  int64_t runs_mostly_skipped = 0;
+  double most_skipped = 0;
 };
+inline constexpr double kSkippedShare = 0.1;
 
 struct Straggler {
   std::string run;  // location of the run in its file

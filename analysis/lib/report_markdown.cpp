@@ -114,6 +114,10 @@ void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& 
       notes.push_back("warning: noisy group " + c.label + " " + point_of(c, p) + ": coefficient of variation " +
                       percent(p.stats.cv, 2) + " over " + std::to_string(p.stats.runs) + " runs exceeds " +
                       percent(opt.cv_warning, 2));
+    if (p.included_partial > 0)
+      notes.push_back("note: " + c.label + " " + point_of(c, p) + ": " + std::to_string(p.included_partial) + " of its " +
+                      std::to_string(p.stats.runs) + " measured run(s) stopped early (partial, --include-partial)" +
+                      (p.nodes == 1 && p.devices_per_node == 1 ? ", and the speedups of its configuration are against them" : ""));
     if (p.stats.runs == 0)
       notes.push_back("warning: " + c.label + " " + point_of(c, p) + " has no measured run: " +
                       std::to_string(p.excluded_partial) + " partial or unfinished, " + std::to_string(p.excluded_failed) +
@@ -216,6 +220,10 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
       notes.push_back("warning: " + c.label + ": " + std::to_string(c.runs_with_reference_kernels) +
                       " measured run(s) planned reference kernels (first: " + c.reference_kernel +
                       "): they measure a library's fallback, not the machine (dlperf-train --plan-only lists them)");
+    if (c.runs_mostly_skipped > 0)
+      notes.push_back("warning: " + c.label + ": " + std::to_string(c.runs_mostly_skipped) + " measured run(s) skipped the optimizer update in more than " +
+                      percent(kSkippedShare, 0) + " of their measured iterations (up to " + percent(c.most_skipped) +
+                      "; fp16 loss scaling found inf/nan gradients): a skipped step trains nothing, so their samples/s flatter the machine");
     if (!c.has_single_device_baseline)
       notes.push_back("note: " + c.label + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
   }

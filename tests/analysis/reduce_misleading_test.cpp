@@ -169,5 +169,32 @@ TEST(ReduceMisleading, MfuUsesEachPointsPeakAndSaysWhenItIsImpossible) {
   EXPECT_NE(md.find("trains a reduced network (llama-layers 2 (benchmark: the model's))"), std::string::npos) << md;
 }
 
+// fp16 whose loss scale overflowed every step: no update ran, yet its samples/s were averaged in
+// as training. A few skipped steps (the scale settling) are normal and not named.
+TEST(ReduceMisleading, RunsThatSkippedTheirUpdatesAreNamed) {
+  RunRecord settled = run_at("resnet50", 1, 1, 0.1), stuck = run_at("resnet50", 1, 1, 0.1);
+  for (RunRecord* r : {&settled, &stuck}) r->info.precision = "fp16";
+  for (int64_t k = 20; k < 25; ++k) settled.ranks[0].iterations[static_cast<size_t>(k)].skipped = true;  // 5%
+  for (auto& it : stuck.ranks[0].iterations) it.skipped = true;
+  Reduction r = reduce_runs({settled}, MethodOptions{});
+  EXPECT_EQ(r.configs[0].runs_mostly_skipped, 0);
+  r = reduce_runs({settled, stuck}, MethodOptions{});
+  EXPECT_EQ(r.configs[0].runs_mostly_skipped, 1);
+  EXPECT_NE(markdown(r).find("1 measured run(s) skipped the optimizer update in more than 10% of their measured iterations (up to 100.0%"),
+            std::string::npos)
+      << markdown(r);
+}
+
+// --include-partial measured a SIGTERM-ended 1x1 run as the baseline and said nothing.
+TEST(ReduceMisleading, IncludedPartialRunsAreNamed) {
+  MethodOptions opt;
+  opt.include_partial = true;
+  const Reduction r = reduce_runs({run_at("resnet50", 1, 1, 0.1, RunStatus::partial), run_at("resnet50", 1, 2, 0.1)}, opt);
+  ASSERT_EQ(r.configs[0].points[0].included_partial, 1);
+  EXPECT_NE(markdown(r).find("1n1r: 1 of its 1 measured run(s) stopped early (partial, --include-partial), and the speedups"),
+            std::string::npos)
+      << markdown(r);
+}
+
 }  // namespace
 }  // namespace dlperf::analysis
