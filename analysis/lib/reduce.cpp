@@ -157,8 +157,9 @@ ConfigKey config_key(const RunInfo& i) {
 }
 
 bool is_identity_detail(const std::string& name) {
+  // threads: the launcher's CPUs per rank by default (srun -c), so it follows the machine.
   return name == "cpu" || name == "cpu_isa" || name == "gpu" || name.rfind("version_", 0) == 0 || name == "git_revision" ||
-         name == "data-path";
+         name == "data-path" || name == "threads" || name == "loader-threads";
 }
 
 std::string point_name(const std::string& backend, int64_t nodes, int64_t devices_per_node) {
@@ -272,9 +273,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     }
     if (i.model_flops_per_token > 0) {
       LlmFacts& f = llm[config_key(i)];
-      if (f.flops_per_token == 0) f = {i.seq_len, i.model_flops_per_token, i.peak_tflops_per_device, i.peak_tflops_per_device, i.peak_source};
-      f.peak_min = std::min(f.peak_min, i.peak_tflops_per_device);
-      f.peak_max = std::max(f.peak_max, i.peak_tflops_per_device);
+      if (f.flops_per_token == 0) f = {i.seq_len, i.model_flops_per_token, 0, 0, ""};
     }
     Acc& acc = groups[config_key(i)][{i.nodes * i.devices_per_node, i.nodes}];
     acc.point.nodes = i.nodes;
@@ -321,7 +320,13 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     }
     acc.point.throughputs.push_back(*t.samples_per_s);
     if (unfinished) ++acc.point.included_partial;
-    if (i.model_flops_per_token > 0) acc.point.peaks.push_back(i.peak_tflops_per_device);
+    if (i.model_flops_per_token > 0 && i.peak_tflops_per_device > 0) {  // 0: unknown, not a peak
+      acc.point.peaks.push_back(i.peak_tflops_per_device);
+      LlmFacts& f = llm[config_key(i)];
+      f.peak_min = f.peak_min > 0 ? std::min(f.peak_min, i.peak_tflops_per_device) : i.peak_tflops_per_device;
+      f.peak_max = std::max(f.peak_max, i.peak_tflops_per_device);
+      if (f.peak_source.empty()) f.peak_source = i.peak_source;
+    }
     if (!i.nccl_transport.empty()) acc.point.transports.insert(i.nccl_transport);
     add_phases(run, w, acc.phase_sum, acc.phase_count);
     ScalePoint& mem = acc.point;

@@ -209,13 +209,37 @@ Profile load_profile(const IniFile& f) {
   // those that ask for or bind GPUs (on a node without GPUs, srun --gpus-per-task=1 fails with
   // "Invalid generic resource (gres) specification"), unless [cpu] sets its own.
   SlurmSettings cpu_base = p.gpu;
-  const auto gpu_option = [](const std::string& o) {
-    for (const char* prefix : {"--gpu", "--gres=gpu", "--tres-per-task=gres/gpu", "--tres-bind=gres/gpu", "--mem-per-gpu", "--cpus-per-gpu", "-G"})
-      if (o.rfind(prefix, 0) == 0) return true;
-    return false;
+  const auto without_gpus = [](std::vector<std::string>& options) {
+    std::vector<std::string> kept;
+    for (const std::string& o : options) {
+      bool gpu = false;
+      for (const char* prefix : {"--gpu", "--mem-per-gpu", "--cpus-per-gpu", "--ntasks-per-gpu", "--tres-bind=gres/gpu"})
+        gpu = gpu || o.rfind(prefix, 0) == 0;
+      if (gpu) continue;
+      // --gres=nvme:1,gpu:4 and --tres-per-task=cpu=2,gres/gpu=1: only the GPU entries go (GPUs
+      // shared as shard or mps too).
+      const size_t eq = o.find('=');
+      const std::string name = o.substr(0, eq);
+      if (eq != std::string::npos && (name == "--gres" || name == "--tres-per-task" || name == "--tres-per-node")) {
+        std::string rest;
+        for (size_t from = eq + 1; from <= o.size();) {
+          const size_t comma = std::min(o.find(',', from), o.size());
+          const std::string entry = o.substr(from, comma - from);
+          from = comma + 1;
+          bool gpu_entry = false;
+          for (const char* g : {"gpu", "shard", "mps", "gres/gpu", "gres/shard", "gres/mps"})
+            gpu_entry = gpu_entry || entry.rfind(g, 0) == 0;
+          if (!entry.empty() && !gpu_entry) rest += (rest.empty() ? "" : ",") + entry;
+        }
+        if (!rest.empty()) kept.push_back(name + "=" + rest);
+        continue;
+      }
+      kept.push_back(o);
+    }
+    options = kept;
   };
-  std::erase_if(cpu_base.srun, gpu_option);
-  std::erase_if(cpu_base.extra_sbatch, gpu_option);
+  without_gpus(cpu_base.srun);
+  without_gpus(cpu_base.extra_sbatch);
   p.cpu = read_slurm(cpu, cpu_base);
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});

@@ -569,6 +569,14 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   set("seq-len", std::to_string(o.seq_len));
   set("batch-size", std::to_string(o.batch_size));
   set("clip-grad-norm", float_text(o.clip_grad_norm));
+  // The dataset as one name however it was typed (ds, ./ds/, /abs/ds): dlperf-reduce tells
+  // datasets apart by it.
+  if (!o.data.empty()) {
+    std::error_code ec;
+    std::string canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(o.data, ec), ec).lexically_normal().string();
+    while (canonical.size() > 1 && canonical.back() == '/') canonical.pop_back();
+    if (!ec && !canonical.empty()) set("data", canonical);
+  }
   return ParseOutcome::run;
 }
 

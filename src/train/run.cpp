@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/core_pinning.h"
@@ -292,6 +294,14 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 #endif
     note_start_cores();
     auto phase = watch.collective("pinning");
+    // Each rank plans its own threads: automatic counts must agree, or one rank refuses alone.
+    if (o.threads_automatic) {
+      int range[2] = {-o.threads, o.threads};
+      DLPERF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, world));
+      if (-range[0] != range[1])
+        throw_usage_error("--pin-threads with --threads 0 (automatic): the ranks were bound to " + std::to_string(-range[0]) + " to " +
+                          std::to_string(range[1]) + " CPUs each; give --threads N");
+    }
     const PinPlan plan = pin_local_ranks(world, w, o.threads, near);
     note_compute_pinning(plan);
     pinning = plan.how;
@@ -328,6 +338,15 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
       std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
     auto phase = watch.collective("binding");
     bindings = gather_strings(world, to_string(mine));
+    // A default that took far fewer threads than the node has (mpirun binds each of 1-2 ranks to
+    // one core by default; a module's OMP_NUM_THREADS=1) is said, not left to be found in the figures.
+    const unsigned machine = std::thread::hardware_concurrency();
+    if (root && o.backend == BackendKind::cpu && o.threads_automatic && machine > 0 &&
+        static_cast<unsigned>(o.threads * w.local_size) * 2 <= machine)
+      out << "note: --threads 0 (automatic) gave " << o.threads << (o.threads == 1 ? " thread" : " threads") << " per rank ("
+          << (std::getenv("OMP_NUM_THREADS") ? "OMP_NUM_THREADS" : "the CPUs the launcher bound rank 0 to") << ") x " << w.local_size
+          << " rank(s) on a node of " << machine << " CPUs: give --threads N, or bind each rank to more CPUs (srun -c N, mpirun "
+          << "--map-by slot:PE=N or --bind-to none)\n";
     // --pin-threads refuses a plan that does not fit; unpinned compute threads may share cores.
     if (o.backend == BackendKind::cpu && !o.pin_threads)
       if (const std::string warn = thread_oversubscription(world, w, o.threads, mine.cpus); !warn.empty())

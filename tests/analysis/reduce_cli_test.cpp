@@ -104,6 +104,17 @@ void expect_one_line_error(const Result& r, int code, const std::string& mention
   EXPECT_NE(r.err.find(mention), std::string::npos) << what << ": " << r.err;
 }
 
+// A baseline of other work is refused with why, per point: the table of a CI gate must not pass.
+TEST(ReduceCli, ABaselineOfOtherWorkSaysWhy) {
+  test::TempDir dir;
+  const std::string trace = make_trace(dir, "a.h5", 0.1);
+  std::ofstream(dir.file("bf16.json")) << R"({"resnet50_bf16_b32_cpu": {"1n1r": {"median_speed": 300, "config": {"model": "resnet50",
+      "precision": "bf16", "backend": "cpu", "variant": "", "batch_size_per_device": 32, "details": {}}}}})";
+  expect_one_line_error(run_reduce_cli(trace + " --compare " + dir.file("bf16.json"), dir), 2,
+                        "baseline shares no configuration with the measured runs: resnet50_fp32_b32_cpu 1n1r (not in the baseline)",
+                        "bf16 baseline");
+}
+
 TEST(ReduceCli, NeverWritesOntoAnInput) {
   test::TempDir dir;
   const std::string trace = make_trace(dir, "v.h5", 0.1);

@@ -57,6 +57,23 @@ TEST(ReduceMisleading, CompareMatchesTheSameWorkNotTheModelName) {
   EXPECT_NEAR(rows[0].ratio, 1.0, 1e-9);
 }
 
+// The thread count follows the machine (the launcher's CPUs per rank), and an older baseline lacks
+// settings a newer dlperf records: neither keeps the same work from being compared.
+TEST(ReduceMisleading, CompareIgnoresThreadsAndSettingsTheBaselineLacks) {
+  RunRecord b = run_at("resnet50", 1, 1, 0.1);
+  b.info.threads_per_rank = 1;
+  const auto baseline = baseline_from_reduction(reduce_runs({b}, MethodOptions{}));
+  RunRecord m = with_setting(run_at("resnet50", 1, 1, 0.1), "deterministic=false");
+  m.info.threads_per_rank = 2;
+  auto rows = compare(reduce_runs({m}, MethodOptions{}), baseline, 0.95);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].matched);
+  // A setting both record and that differs is another workload.
+  RunRecord other = with_setting(run_at("resnet50", 1, 1, 0.1), "resnet-width=8");
+  const auto wide = baseline_from_reduction(reduce_runs({with_setting(run_at("resnet50", 1, 1, 0.1), "resnet-width=64")}, MethodOptions{}));
+  EXPECT_FALSE(compare(reduce_runs({other}, MethodOptions{}), wide, 0.95)[0].matched);
+}
+
 TEST(ReduceMisleading, CompareRefusesToChooseBetweenMachines) {
   RunRecord a = run_at("resnet50", 1, 1, 0.1), b = run_at("resnet50", 1, 1, 0.2);
   a.info.cpu_model = "CPU A";

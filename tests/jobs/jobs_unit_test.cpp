@@ -285,10 +285,10 @@ TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   // on a node without GPUs.
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20,
-               "sbatch = --exclusive --gres=gpu:4 --mem-per-gpu=80G\nsrun = --cpu-bind=cores --gpus-per-task=1 --gpu-bind=closest "
-               "--tres-bind=gres/gpu:closest");
-  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=cores"}));
-  EXPECT_EQ(profile(text).cpu.extra_sbatch, (std::vector<std::string>{"--exclusive"}));
+               "sbatch = --exclusive --gres=gpu:4 --mem-per-gpu=80G --gres=nvme:1,gpu:4\nsrun = --cpu-bind=cores --gpus-per-task=1 "
+               "--gpu-bind=closest --tres-bind=gres/gpu:closest --ntasks-per-gpu=1 --tres-per-task=cpu=2,gres/gpu=1");
+  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=cores", "--tres-per-task=cpu=2"}));
+  EXPECT_EQ(profile(text).cpu.extra_sbatch, (std::vector<std::string>{"--exclusive", "--gres=nvme:1"}));
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = -c 4");
   EXPECT_NE(profile_error(text).find("p.ini:10: srun takes long srun options in the --opt=value form"), std::string::npos)

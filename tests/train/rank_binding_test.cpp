@@ -54,6 +54,9 @@ TEST(RankBinding, GpuOrNicOnAnotherNumaNodeIsNamed) {
   unsetenv("NCCL_IB_HCA");
   EXPECT_EQ(to_string(read_rank_binding({0, 1}, "", sys.root.string())), "cpus 0-1 (numa 0); nic mlx5_0 (numa 0)");
   EXPECT_EQ(to_string(read_rank_binding({4, 5}, "", sys.root.string())), "cpus 4-5 (numa 1); nic mlx5_1 (numa 1)");
+  // UCX names devices exactly: mlx5_1 is not mlx5_10 (here: not a prefix of mlx5_1's neighbour).
+  setenv("UCX_NET_DEVICES", "mlx5:1", 1);
+  EXPECT_EQ(to_string(read_rank_binding({0, 1}, "", sys.root.string())), "cpus 0-1 (numa 0); nic mlx5 (numa ?)");
   setenv("NCCL_IB_HCA", "mlx5", 1);
   setenv("UCX_NET_DEVICES", "mlx5_1:1", 1);
   const RankBinding gpu = read_rank_binding({0, 1}, "0000:65:00.0", sys.root.string());

@@ -48,6 +48,8 @@ std::vector<std::string> named_nics(const std::string& sysfs, bool gpu) {
     const char* v = std::getenv(var);
     if (!v || !*v || *v == '^') continue;  // unset, or an exclusion list
     std::string list = v;
+    // UCX names devices exactly; NCCL by prefix unless the list starts with '=' (mlx5_1 is not mlx5_10).
+    const bool exact = std::string(var) == "UCX_NET_DEVICES" || list[0] == '=';
     if (list[0] == '=') list.erase(0, 1);
     for (size_t from = 0; from <= list.size();) {
       const size_t comma = std::min(list.find(',', from), list.size());
@@ -57,7 +59,7 @@ std::vector<std::string> named_nics(const std::string& sysfs, bool gpu) {
       if (want.empty() || want == "all") continue;
       bool matched = false;
       for (const auto& a : adapters)
-        if (a.rfind(want, 0) == 0) {
+        if (exact ? a == want : a.rfind(want, 0) == 0) {
           matched = true;
           if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
         }
@@ -98,10 +100,12 @@ std::string restore_launcher_cpus() {
   for (int c : launcher)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) return "";
-  const char* bind = std::getenv("OMP_PROC_BIND");
-  return std::string("note: OMP_PROC_BIND=") + (bind ? bind : "(unset)") + " had bound the main thread to cpus " + cpu_list(now) +
+  std::string why;
+  for (const char* var : {"OMP_PROC_BIND", "OMP_PLACES"})
+    if (const char* v = std::getenv(var)) why += (why.empty() ? "" : " ") + std::string(var) + "=" + v;
+  return "note: " + (why.empty() ? std::string("the OpenMP runtime") : why) + " had bound the main thread to cpus " + cpu_list(now) +
          "; dlperf-train counts and binds within the launcher's cpus " + cpu_list({launcher.begin(), launcher.end()}) +
-         " (the OpenMP places)";
+         " (the OpenMP places; the main thread now runs on all of them, the other OpenMP threads keep their places)";
 }
 
 RankBinding read_rank_binding(const std::vector<int>& cpus, const std::string& gpu_bus_id, const std::string& sysfs) {

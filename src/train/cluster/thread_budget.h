@@ -13,8 +13,8 @@
 namespace dlperf {
 
 // Collective over `world`. Per node: the compute threads of its ranks against the CPUs in the
-// union of their bindings (`cpus`: this rank's). On rank 0, one line naming the first node
-// whose threads outnumber its CPUs ("" elsewhere, and when none does).
+// union of their bindings (`cpus`: this rank's), and each rank's against its own. On rank 0, one
+// line naming the first node where threads outnumber CPUs ("" elsewhere, and when none does).
 std::string thread_oversubscription(MPI_Comm world, const WorldInfo& w, int threads, const std::vector<int>& cpus);
 
 }  // namespace dlperf
