@@ -140,9 +140,14 @@ ConfigKey config_key(const RunInfo& i) {
     const std::string name = s.substr(0, eq);
     if (!is_work_setting(name)) continue;
     const std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
-    // "data" is the layout above (folder, tar, ...); the setting's path tells two datasets apart.
+    // "data" is the layout above (folder, tar, ...). What tells two datasets apart is their
+    // fingerprint, the same for a copy staged per job under another path; files without one
+    // (before it was recorded) have only the path.
     if (name == "data") {
-      if (!value.empty()) d.emplace("data-path", value);
+      if (!i.data_fingerprint.empty())
+        d.emplace("dataset", i.data_fingerprint);
+      else if (!value.empty())
+        d.emplace("data-path", value);
     } else {
       d.emplace(name, value);
     }

@@ -46,7 +46,7 @@ struct ConfigKey {
   // Everything else that changes the work or the speed, by name: image and sequence sizes,
   // masked positions, classes, optimizer, data source, parameter count, every other
   // dlperf-train setting the trace recorded (reduced-network sizes, threads, buckets, ...),
-  // the dataset read (data-path), and the build and machine (CPU and its kernel ISA, GPU,
+  // the dataset read (its fingerprint "dataset", or in older files its path "data-path"), and the build and machine (CPU and its kernel ISA, GPU,
   // library versions; is_identity_detail below).
   std::map<std::string, std::string> details;
   auto operator<=>(const ConfigKey&) const = default;
@@ -55,7 +55,8 @@ struct ConfigKey {
 };
 ConfigKey config_key(const RunInfo& info);
 // The details that say where and with what build a configuration ran, not what it computes: cpu,
-// cpu_isa, gpu, version_*, git_revision, data-path. --compare matches a baseline on the rest, so
+// cpu_isa, gpu, version_*, git_revision, threads, loader-threads, and data-path (older files: the
+// path names no content; the "dataset" fingerprint does and is matched). --compare matches a baseline on the rest, so
 // another machine or build is compared, never another workload.
 bool is_identity_detail(const std::string& name);
 

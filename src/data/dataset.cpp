@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace fs = std::filesystem;
 
@@ -253,6 +254,23 @@ std::string Dataset::describe(size_t i) const {
   if (r.offset >= 512 && ::pread(fds_[r.file], header, 512, static_cast<off_t>(r.offset - 512)) == 512)
     name = std::string(header, strnlen(header, 100));
   return files_[r.file] + ":" + name;
+}
+
+std::string Dataset::fingerprint() const {
+  Fnv1a h;
+  h.number(static_cast<uint64_t>(layout_)).number(static_cast<uint64_t>(num_classes_)).number(samples_.size());
+  for (const auto& f : files_) h.text(layout_ == DatasetLayout::folder ? f : fs::path(f).filename().string());
+  h.text(names_);
+  for (const auto& r : samples_) h.number(r.offset).number(r.size, 4).number(r.file, 4).number(static_cast<uint32_t>(r.label), 4);
+  if (layout_ == DatasetLayout::folder && !samples_.empty()) {
+    constexpr size_t kProbes = 16;
+    for (size_t k = 0; k < kProbes; ++k) {
+      struct stat st {};
+      const std::string path = describe(k * samples_.size() / kProbes);
+      h.number(::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : ~uint64_t{0});
+    }
+  }
+  return h.hex();
 }
 
 size_t Dataset::read(size_t i, std::vector<uint8_t>& buf, std::string& path) const {

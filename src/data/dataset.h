@@ -58,6 +58,11 @@ class Dataset {
   int64_t skipped() const { return skipped_; }
   size_t max_sample_bytes() const;  // the largest tar member; 0 for folder trees (sizes unknown until read)  // samples left out while indexing (unlabelled shard members)
   std::string describe(size_t i) const;          // the file, or shard.tar:member, for messages
+  // What the dataset is, wherever it lies (16 hex digits): the same for a copy staged under
+  // another path, different for other contents. It hashes the index (layout, class folder and
+  // file names, shard names, members' offsets, sizes and labels) and, since a folder tree's
+  // index holds no sizes, the sizes of 16 images spread over it (a resized copy keeps the names).
+  std::string fingerprint() const;
 
   // Reads sample i's bytes into buf (grown when needed; capacity is kept, so a reused buffer
   // stops allocating). path is scratch for the file name, likewise reused. Thread-safe

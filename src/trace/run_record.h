@@ -50,6 +50,7 @@ struct RunInfo {
   int64_t threads_per_rank = 0;
   std::string data_source;     // "synthetic", "folder" (ImageNet-style tree), "tar" (WebDataset shards), "hdf5" (BERT shards)
   std::string data_path;       // --data as given, "" for synthetic data
+  std::string data_fingerprint;  // what was read, wherever it lay (DataSource::fingerprint); "" for generated data
   std::string decoder;         // image decoder: "cpu", "gpu" (nvJPEG); "" without image files
   int64_t loader_threads = 0;  // image loader threads per rank, 0 without image files
   std::string start_time_utc;  // ISO 8601, "2026-11-21T21:40:00Z"

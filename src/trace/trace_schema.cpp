@@ -54,6 +54,7 @@ constexpr StringField kStringFields[] = {
     {"optimizer", &RunInfo::optimizer},
     {"data_source", &RunInfo::data_source},
     {"data_path", &RunInfo::data_path},
+    {"data_fingerprint", &RunInfo::data_fingerprint},
     {"decoder", &RunInfo::decoder},
 };
 constexpr IntField kIntFields[] = {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace dlperf {
 
@@ -64,17 +65,14 @@ std::vector<std::vector<float>> ParamStore::read_grads() const {
 }
 
 uint64_t ParamStore::checksum() const {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis
+  Fnv1a h;
   for (const auto& values : read_values())
     for (float v : values) {
       uint32_t bits = 0;
       std::memcpy(&bits, &v, sizeof bits);
-      for (int k = 0; k < 4; ++k) {
-        h ^= (bits >> (8 * k)) & 0xffu;
-        h *= 1099511628211ull;  // FNV prime
-      }
+      h.number(bits, 4);
     }
-  return h;
+  return h.value();
 }
 
 }  // namespace dlperf

@@ -392,11 +392,13 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   }
   // A rank on another CPU model (a mixed partition) or ISA (ONEDNN_MAX_CPU_ISA set on some ranks
   // only) runs other kernels at another speed: the trace says so per rank, not rank 0's alone.
-  std::vector<std::string> cpus, isas;
+  std::vector<std::string> cpus, isas, data_prints;
   {
     auto phase = watch.collective("identity");
     cpus = gather_strings(world, cpu_model());
     if (o.backend == BackendKind::cpu) isas = gather_strings(world, be.isa());
+    // BERT shards and token datasets are opened by every rank: node-local copies may differ.
+    data_prints = gather_strings(world, data.fingerprint());
   }
 
   RunSummary s;
@@ -405,6 +407,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
   rec.bindings = std::move(bindings);
   if (root) {
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
+    rec.record.info.data_fingerprint = per_rank_value(data_prints);
+    if (std::adjacent_find(data_prints.begin(), data_prints.end(), std::not_equal_to<>()) != data_prints.end())
+      std::cerr << "dlperf-train: WARNING: the ranks read different data (their copies of --data differ): fingerprints "
+                << per_rank_value(data_prints) << "\n"
+                << std::flush;
     rec.record.info.cpu_model = per_rank_value(cpus);
     if (o.backend == BackendKind::cpu) rec.record.info.cpu_isa = per_rank_value(isas);  // a GPU's sm_XX is in its kernel lines
     for (const auto& [what, values] : {std::pair{"CPU model", &cpus}, std::pair{"oneDNN ISA", &isas}})

@@ -149,6 +149,27 @@ TEST(ReduceMisleading, TwoDatasetsAreTwoConfigurations) {
   EXPECT_FALSE(r.configs[0].has_single_device_baseline);  // no speedup across datasets
 }
 
+// A site stages the dataset per job (node-local /tmp/<job id>): by path, every job was its own
+// configuration with no speedup; by fingerprint the copies pool and other data stays apart.
+TEST(ReduceMisleading, AStagedCopyOfTheDatasetIsTheSameDataset) {
+  RunRecord one = with_setting(run_at("resnet50", 1, 1, 0.1), "data=/tmp/job_101/imagenet"),
+            two = with_setting(run_at("resnet50", 1, 2, 0.1), "data=/tmp/job_102/imagenet"),
+            other = with_setting(run_at("resnet50", 1, 2, 0.1), "data=/tmp/job_103/imagenet");
+  for (RunRecord* r : {&one, &two, &other}) r->info.data_source = "folder";
+  one.info.data_fingerprint = two.info.data_fingerprint = "00112233445566aa";
+  other.info.data_fingerprint = "00112233445566bb";
+  const Reduction r = reduce_runs({one, two, other}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 2u);
+  const ConfigResult& pooled = r.configs[0].points.size() == 2 ? r.configs[0] : r.configs[1];
+  ASSERT_EQ(pooled.points.size(), 2u);
+  EXPECT_EQ(pooled.key.details.at("dataset"), "00112233445566aa");
+  EXPECT_EQ(pooled.key.details.count("data-path"), 0u);
+  ASSERT_TRUE(pooled.points[1].speedup.has_value());
+  EXPECT_NEAR(*pooled.points[1].speedup, 2, 1e-9);
+  // --compare: another dataset is another workload.
+  EXPECT_FALSE(is_identity_detail("dataset"));
+}
+
 // 12 ranks as 4 + 8 on two nodes: rank 0's node gave devices_per_node 4, a "2n4" point of 8
 // devices, and an efficiency of 125% once merged with a true one.
 TEST(ReduceMisleading, AnUnevenPlacementIsLeftOutAndSaid) {

@@ -48,6 +48,7 @@ mk_refused "ds/train already holds files" --output "$dir/ds" --classes 5 --image
 mk_refused "ds/shards already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16 --layout tar
 
 # ---- training from both layouts, trace attributes and datasets --------------------------
+declare -A fingerprint
 for layout in folder tar; do
   path="$dir/ds"; [ $layout = tar ] && path="$dir/ds/shards"
   "$train" "${tiny[@]}" --iterations 6 --warmup 2 --data "$path" --output "$dir/$layout.h5" >"$dir/out" 2>"$dir/err"
@@ -62,8 +63,17 @@ for layout in folder tar; do
   # data_images of the last iteration, rank 0: at least 6 batches of 4
   last=$(h5dump -d /runs/run_000001/data_images "$dir/$layout.h5" | grep -oE '\(5,0\): [0-9]+' | awk '{print $2}')
   [ "${last:-0}" -ge 24 ] || fail "$layout: data_images[5] = '${last:-}', expected >= 24"
-  echo "ok   trains from the $layout layout; trace data_source, decoder, data_images ($last)"
+  fingerprint[$layout]=$(h5dump -a /runs/run_000001/data_fingerprint "$dir/$layout.h5" | grep -oE '"[0-9a-f]{16}"')
+  [ -n "${fingerprint[$layout]}" ] || fail "$layout: trace data_fingerprint is not 16 hex digits"
+  echo "ok   trains from the $layout layout; trace data_source, decoder, data_images ($last), data_fingerprint ${fingerprint[$layout]}"
 done
+# The same dataset written elsewhere (ds2, byte for byte) is the same data: dlperf-reduce pools
+# copies staged per job under other paths by this fingerprint.
+"$train" "${tiny[@]}" --iterations 3 --warmup 1 --data "$dir/ds2" --output "$dir/copy.h5" >/dev/null 2>&1 || fail "training from the copy: exit $?"
+copy=$(h5dump -a /runs/run_000001/data_fingerprint "$dir/copy.h5" | grep -oE '"[0-9a-f]{16}"')
+if [ "$copy" = "${fingerprint[folder]}" ] && [ "${fingerprint[tar]}" != "${fingerprint[folder]}" ]; then
+  echo "ok   a copy under another path has the same data_fingerprint, the tar layout another"
+else fail "data_fingerprint: copy $copy, folder ${fingerprint[folder]}, tar ${fingerprint[tar]}"; fi
 
 # ---- --loader-only ----------------------------------------------------------------------
 "$train" --data "$dir/ds/shards" --loader-only --batch-size 8 --image-size 32 --num-classes 4 --iterations 12 --warmup 2 \

@@ -83,6 +83,36 @@ TEST(Dataset, FolderTreeAndShardsHoldTheSameSamples) {
   fs::remove_all(again.path);
 }
 
+// A copy staged under another path is the same dataset (dlperf-reduce pools its runs); the same
+// names with other bytes (a resized copy) or another layout are not.
+TEST(Dataset, FingerprintFollowsTheContentsNotThePath) {
+  TempDir t;
+  SyntheticDatasetSpec s;
+  s.classes = 3;
+  s.per_class = 7;
+  s.width = 40;
+  s.height = 30;
+  s.shard_size = 5;
+  const fs::path original = t.path / "original", staged = t.path / "staged" / "job_17", resized = t.path / "resized";
+  write_synthetic_dataset(original.string(), s);
+  fs::create_directories(staged);
+  fs::copy(original, staged, fs::copy_options::recursive);
+  s.width = 64;
+  s.height = 48;
+  write_synthetic_dataset(resized.string(), s);
+  const auto print = [](const fs::path& p) { return Dataset::open(p.string(), nullptr).fingerprint(); };
+  const std::string folder = print(original);
+  EXPECT_EQ(folder.size(), 16u);
+  EXPECT_EQ(print(staged), folder);
+  EXPECT_EQ(print(staged / "shards"), print(original / "shards"));
+  EXPECT_NE(print(original / "shards"), folder);
+  EXPECT_NE(print(resized), folder);
+  EXPECT_NE(print(resized / "shards"), print(original / "shards"));
+  EXPECT_NE(print(original / "shards" / "train-{000000..000002}.tar"), print(original / "shards"));
+  const Dataset tar = Dataset::open((original / "shards").string(), nullptr);
+  EXPECT_EQ(Dataset::deserialize(tar.serialize()).fingerprint(), tar.fingerprint());
+}
+
 TEST(Dataset, BadDatasetsAreOneLineUsageErrors) {
   TempDir t;
   const auto expect_usage = [](const std::string& path, const std::string& needle) {

@@ -98,6 +98,13 @@ TEST(BertShardData, ReadsNvidiaLayoutAndTrains) {
   EXPECT_EQ(b.ints.at("masked_lm_positions")[1], 3);     // slot 1 at position 3
   EXPECT_EQ(b.ints.at("next_sentence_labels")[1], 1);
   EXPECT_EQ(b.ints.at("input_mask")[16 + 15], 0);         // sample 1 has 15 real tokens
+  // The shards staged elsewhere are the same data; a shard of another length is not.
+  std::filesystem::create_directories(dir.path / "staged");
+  for (const char* f : {"part_00.hdf5", "part_01.hdf5"}) std::filesystem::copy_file(dir.path / f, dir.path / "staged" / f);
+  EXPECT_EQ(BertShards((dir.path / "staged").string(), {4, 16, 3, 64}, 1).fingerprint(), shards.fingerprint());
+  write_shard(dir.path / "staged" / "part_01.hdf5", 8, 16, 3);
+  EXPECT_NE(BertShards((dir.path / "staged").string(), {4, 16, 3, 64}, 0).fingerprint(), shards.fingerprint());
+  std::filesystem::remove_all(dir.path / "staged");
 
   auto be = make_backend(BackendKind::cpu, {Precision::fp32, 2, 0});
   BertConfig c;

@@ -236,6 +236,16 @@ TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
     EXPECT_NEAR(s.weights()[0], 49.0 / 111, 1e-12) << by_size;
   }
   EXPECT_EQ(describe_token_sources(spec), "blend of 2: 0.25 " + a + ", 0.75 " + b);
+  // The blend staged elsewhere is the same data; other weights are not.
+  {
+    const auto staged = dir / "staged";
+    std::filesystem::create_directories(staged);
+    for (const char* f : {"a.idx", "a.bin", "b.idx", "b.bin"}) std::filesystem::copy_file(dir / f, staged / f);
+    EXPECT_EQ(IndexedTokens("1," + (staged / "a").string() + ",3," + (staged / "b").string(), B, T, 1000, 7, 1, 2).fingerprint(),
+              r0.fingerprint());
+    EXPECT_NE(IndexedTokens("3," + a + ",1," + b, B, T, 1000, 7, 0, 2).fingerprint(), r0.fingerprint());
+    std::filesystem::remove_all(staged);
+  }
   const std::pair<std::string, std::string> bad[] = {
       {"1," + a + ",3", "expected WEIGHT,PREFIX pairs, got 3 items"},
       {"0," + a + ",3," + b, "weight '0' of " + a + " is not a positive number"},

@@ -7,19 +7,13 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/fnv.h"
 #include "dlperf_version.h"
 
 namespace dlperf {
 namespace {
 
 constexpr int kTagLength = 91, kTagText = 92;
-
-// FNV-1a, 64 bit: a mismatch check, not a security boundary.
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 Settings with_build(const Settings& s) {
   Settings all = {{"dlperf build", std::string(DLPERF_VERSION) + " (" + DLPERF_GIT_REVISION + ")"}};
@@ -75,7 +69,7 @@ void check_ranks_agree(MPI_Comm comm, const Settings& settings) {
   if (size == 1) return;
   const Settings mine = with_build(settings);
   const std::string text = serialize(mine);
-  const uint64_t hash = fnv1a(text);
+  const uint64_t hash = Fnv1a().bytes(text.data(), text.size()).value();
   std::vector<uint64_t> all(static_cast<size_t>(size));
   DLPERF_CHECK_MPI(MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm));
   int differing = -1;

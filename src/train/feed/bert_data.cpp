@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "models/bert.h"
 #include "models/init.h"
 #include "trace/h5_handle.h"
@@ -153,8 +154,13 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
   }
   // Every shard is checked now (metadata only), so a damaged one is found before training,
   // on every rank alike, not when some rank first reaches it.
-  for (size_t i = 1; i < files_.size(); ++i) load_file(i, /*read=*/false);
-  load_file(0);
+  std::vector<int64_t> samples(files_.size());
+  for (size_t i = 1; i < files_.size(); ++i) samples[i] = load_file(i, /*read=*/false);
+  samples[0] = load_file(0);
+  Fnv1a h;
+  for (size_t i = 0; i < files_.size(); ++i)
+    h.text(fs::path(files_[i]).filename().string()).number(static_cast<uint64_t>(samples[i])).number(fs::file_size(files_[i], ec));
+  fingerprint_ = h.hex();
   cursor_ = (static_cast<int64_t>(rank) * shape_.batch) % samples_;
   const auto n = static_cast<size_t>(shape_.batch);
   batch_.ints["input_ids"].resize(n * static_cast<size_t>(shape_.seq_len));
@@ -165,7 +171,7 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
   batch_.ints["next_sentence_labels"].resize(n);
 }
 
-void BertShards::load_file(size_t index, bool read) {
+int64_t BertShards::load_file(size_t index, bool read) {
   const std::string& f = files_[index];
   auto file = open_shard(f);
   if (H5Lexists(file, "next_sentence_labels", H5P_DEFAULT) <= 0)
@@ -195,12 +201,13 @@ void BertShards::load_file(size_t index, bool read) {
   auto positions = read_dataset(file, f, "masked_lm_positions", samples, P, S, read);
   auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, shape_.vocab, read);
   auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, 2, read);
-  if (!read) return;
+  if (!read) return samples;
   ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
   positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
   samples_ = samples;
   file_ = index;
   cursor_ = 0;
+  return samples;
 }
 
 const HostBatch& BertShards::next() {

@@ -48,11 +48,14 @@ class BertShards final : public DataSource {
   BertShards(const std::string& path, const BertDataShape& shape, int rank);
   const HostBatch& next() override;
   const std::vector<std::string>& files() const { return files_; }
+  std::string fingerprint() const override { return fingerprint_; }  // the shards' names, samples and sizes
 
  private:
-  void load_file(size_t index, bool read = true);  // validates one file and reads it whole into memory
+  // Validates one file and reads it whole into memory (or only checks it); its sample count.
+  int64_t load_file(size_t index, bool read = true);
   BertDataShape shape_;
   std::vector<std::string> files_;
+  std::string fingerprint_;
   size_t file_ = 0;
   int64_t samples_ = 0, cursor_ = 0;
   std::vector<int32_t> ids_, mask_, segments_, positions_, lm_ids_, nsp_;  // current file

@@ -7,11 +7,15 @@
 //              to outstanding() batches handed out at once (a copy stream that uploads batch
 //              k+1 while step k runs holds two).
 //   stats()    what the loader did so far, for the trace (zeros for generated data).
+//   fingerprint()  what the data read is, wherever it lies (16 hex digits; "" for generated
+//              data): a copy staged per job under another path gives the same one, so
+//              dlperf-reduce pools its runs; other contents give another.
 // Generated sources (synthetic images and tokens, BERT shards) keep their batches for the
 // whole run and ignore release(); the image loader (image_data.h) reuses its buffers.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "models/model.h"
 
@@ -36,6 +40,7 @@ class DataSource {
   virtual void release() {}
   virtual int outstanding() const { return 1 << 30; }  // generated data: any number
   virtual DataStats stats() const { return {}; }
+  virtual std::string fingerprint() const { return {}; }
   // The batches carry HostBatch::raw bytes already in the model's input format (the image
   // loader): they go straight into the model's tensors, never through an input pipe's
   // canonical staging tensors (train/feed/input_stage.h).

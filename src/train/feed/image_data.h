@@ -47,6 +47,7 @@ class RealImages final : public DataSource {
   int outstanding() const override { return kOutstanding; }
   DataStats stats() const override;
   bool raw_batches() const override { return true; }
+  std::string fingerprint() const override { return dataset_->fingerprint(); }
   const data::ImageBatchFormat& format() const { return loader_->format(); }
   // The dataset indices of the most recent batch (tests check the ranks read disjoint samples).
   const std::vector<uint32_t>& last_samples() const { return last_samples_; }

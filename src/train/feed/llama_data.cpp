@@ -1,8 +1,11 @@
 #include "train/feed/llama_data.h"
 
+#include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "models/init.h"
 #include "models/llama.h"
 
@@ -77,7 +80,16 @@ IndexedTokens::IndexedTokens(const std::string& spec, int64_t batch, int64_t seq
     throw_usage_error(spec + ": " + std::to_string(parts_.size() == 1 ? parts_.front()->ds.tokens() : total_windows) +
                       (parts_.size() == 1 ? " tokens make " + std::to_string(total_windows) + " windows" : " windows") + " of --seq-len " +
                       std::to_string(seq_len) + " + 1, fewer than ranks x --batch-size = " + std::to_string(world * batch));
-  for (auto& part : parts_) part->weight /= total_weight;
+  Fnv1a h;
+  for (size_t d = 0; d < parts_.size(); ++d) {
+    auto& part = *parts_[d];
+    part.weight /= total_weight;
+    uint64_t weight_bits = 0;
+    std::memcpy(&weight_bits, &part.weight, sizeof weight_bits);
+    h.text(std::filesystem::path(sources[d].prefix).filename().string()).number(static_cast<uint64_t>(part.ds.tokens()));
+    h.number(static_cast<uint64_t>(part.ds.documents())).number(static_cast<uint64_t>(part.ds.dtype_code())).number(weight_bits);
+  }
+  fingerprint_ = h.hex();
   if (parts_.size() > 1) {  // Megatron's blending indices, once: every epoch draws the same mix
     const int64_t samples = steps_per_epoch_ * world * batch;
     part_of_.resize(static_cast<size_t>(samples));

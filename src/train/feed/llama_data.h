@@ -47,6 +47,8 @@ class IndexedTokens final : public DataSource {
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   // The normalised weight of each dataset (given, or by size), in --data's order.
   std::vector<double> weights() const;
+  // Each dataset's name (the prefix's last part), token and document counts and weight.
+  std::string fingerprint() const override { return fingerprint_; }
 
  private:
   struct Component;
@@ -60,6 +62,7 @@ class IndexedTokens final : public DataSource {
   std::vector<uint16_t> part_of_;  // (samples per epoch) the dataset of each sample; empty: one dataset
   std::vector<int64_t> nth_of_;    // (samples per epoch) its k within that dataset
   HostBatch out_;
+  std::string fingerprint_;
 };
 
 }  // namespace dlperf
