@@ -91,15 +91,29 @@ PinPlan plan_shared(const Topology& topo, const PinRequest& r, const std::vector
   return plan;
 }
 
+// threads 0: what a share of `units` leaves after `spare`, at least 1.
+size_t automatic_share(size_t units, size_t ranks, int spare) {
+  const size_t share = units / std::max<size_t>(ranks, 1), keep = static_cast<size_t>(std::max(spare, 0));
+  return share > keep ? share - keep : 1;
+}
+
 }  // namespace
 
-PinPlan plan_pinning(const Topology& topo, const PinRequest& r) {
-  if (r.threads < 1) throw_usage_error("--threads must be at least 1 (got " + std::to_string(r.threads) + ")");
-  if (r.bindings.empty()) throw Error(ErrorKind::internal, "plan_pinning without ranks");
-  if (!r.near.empty() && r.near.size() != r.bindings.size()) throw Error(ErrorKind::internal, "plan_pinning: near[] size");
-  const auto& first = r.bindings.front();
-  if (std::all_of(r.bindings.begin(), r.bindings.end(), [&](const auto& b) { return b == first; }))
-    return plan_shared(topo, r, first);
+PinPlan plan_pinning(const Topology& topo, const PinRequest& request) {
+  if (request.threads < 0) throw_usage_error("--threads must be at least 1 (got " + std::to_string(request.threads) + ")");
+  if (request.bindings.empty()) throw Error(ErrorKind::internal, "plan_pinning without ranks");
+  if (!request.near.empty() && request.near.size() != request.bindings.size()) throw Error(ErrorKind::internal, "plan_pinning: near[] size");
+  const bool automatic = request.threads == 0;
+  const auto& first = request.bindings.front();
+  if (std::all_of(request.bindings.begin(), request.bindings.end(), [&](const auto& b) { return b == first; })) {
+    PinRequest r = request;
+    const size_t n = r.bindings.size();
+    if (automatic) r.threads = static_cast<int>(automatic_share(units_of(topo, first, n).pus.size(), n, r.spare));
+    PinPlan plan = plan_shared(topo, r, first);
+    if (automatic) plan.how += " (--threads 0: equal shares)";
+    return plan;
+  }
+  const PinRequest& r = request;
 
   // The launcher bound the ranks itself: only disjoint sets are a layout we can keep.
   std::vector<int> all;
@@ -109,8 +123,8 @@ PinPlan plan_pinning(const Topology& topo, const PinRequest& r) {
     throw_usage_error("--pin-threads: the ranks on this node are bound to different but overlapping CPU sets by the "
                       "launcher; launch with --cpu-bind=none (srun) or --bind-to none (mpirun), or drop --pin-threads");
   PinPlan plan;
-  const size_t t = static_cast<size_t>(r.threads);
   for (size_t k = 0; k < r.bindings.size(); ++k) {
+    const size_t t = automatic ? automatic_share(units_of(topo, r.bindings[k], 1).pus.size(), 1, r.spare) : static_cast<size_t>(r.threads);
     const Units units = units_of(topo, r.bindings[k], t);
     std::vector<int> pick;
     if (k < r.near.size() && !r.near[k].empty()) {
@@ -126,12 +140,15 @@ PinPlan plan_pinning(const Topology& topo, const PinRequest& r) {
     std::sort(pick.begin(), pick.end());
     plan.pus.push_back(pick);
   }
-  plan.how = plural(r.bindings.size(), "rank") + " x " + plural(t, "thread") + ", each within the CPU set the launcher bound it to";
+  const size_t fewest = std::min_element(plan.pus.begin(), plan.pus.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); })->size(),
+               most = std::max_element(plan.pus.begin(), plan.pus.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); })->size();
+  plan.how = plural(r.bindings.size(), "rank") + " x " + (fewest == most ? plural(most, "thread") : std::to_string(fewest) + " to " + std::to_string(most) + " threads") +
+             ", each within the CPU set the launcher bound it to" + (automatic ? " (--threads 0)" : "");
   plan.own_sets = true;
   return plan;
 }
 
-PinPlan pin_local_ranks(MPI_Comm world, const WorldInfo& w, int threads, const std::vector<std::vector<int>>& near) {
+PinPlan pin_local_ranks(MPI_Comm world, const WorldInfo& w, int threads, int spare, const std::vector<std::vector<int>>& near) {
   const Topology topo = Topology::this_machine();
   // Every rank of a node sees the same machine: one byte per PU of its complete cpuset.
   const std::vector<int> machine = all_pus(topo);
@@ -139,14 +156,13 @@ PinPlan pin_local_ranks(MPI_Comm world, const WorldInfo& w, int threads, const s
   std::vector<uint8_t> mine(width, 0);
   for (int pu : thread_binding(topo)) mine[static_cast<size_t>(pu)] = 1;
 
-  MPI_Comm local_raw = MPI_COMM_NULL;
-  DLPERF_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local_raw));
-  MpiComm local(local_raw);
+  const MpiComm local = MpiComm::node(world);
   std::vector<uint8_t> every(width * static_cast<size_t>(w.local_size));
   DLPERF_CHECK_MPI(MPI_Allgather(mine.data(), static_cast<int>(width), MPI_UINT8_T, every.data(), static_cast<int>(width),
                                  MPI_UINT8_T, local.get()));
   PinRequest request;
   request.threads = threads;
+  request.spare = spare;
   request.near = near;
   request.bindings.resize(static_cast<size_t>(w.local_size));
   for (size_t k = 0; k < request.bindings.size(); ++k)

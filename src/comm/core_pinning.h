@@ -25,7 +25,8 @@
 namespace dlperf {
 
 struct PinRequest {
-  int threads = 1;                               // T: cores per rank
+  int threads = 1;                               // T: cores per rank; 0: every core of the rank's share (below)
+  int spare = 0;                                 // with threads 0: cores each rank leaves free (its image loader)
   std::vector<std::vector<int>> bindings;        // [local ranks] each one's current binding (PUs)
   std::vector<std::vector<int>> near;            // [local ranks] PUs close to its GPU; {} = unknown (all or none)
 };
@@ -37,12 +38,15 @@ struct PinPlan {
                                       // leaves free of its set is its own, not shared with the node's ranks
 };
 
-// Error(usage) naming the numbers when the threads do not fit.
+// Error(usage) naming the numbers when the threads do not fit. threads 0 (--threads 0 without
+// OMP_NUM_THREADS): ranks sharing a set take equal shares of its cores (of its hardware threads
+// when the cores are fewer than the ranks), ranks bound to sets of their own every core of it,
+// each less `spare`, at least 1; pus[k].size() is then rank k's thread count.
 PinPlan plan_pinning(const Topology& topo, const PinRequest& request);
 
 // Collective over the ranks of this node (all ranks of `world` must call it): exchanges the
 // bindings, plans, binds the calling thread (threads created later inherit it) and returns
 // the plan. `near` as in PinRequest (the same on every rank).
-PinPlan pin_local_ranks(MPI_Comm world, const WorldInfo& w, int threads, const std::vector<std::vector<int>>& near);
+PinPlan pin_local_ranks(MPI_Comm world, const WorldInfo& w, int threads, int spare, const std::vector<std::vector<int>>& near);
 
 }  // namespace dlperf

@@ -37,6 +37,16 @@ class MpiComm {
     return MpiComm(c);
   }
 
+  // The ranks of `parent` on this node (sharing memory), keyed by their rank in `parent` so
+  // local ranks keep its order. Collective over `parent`.
+  static MpiComm node(MPI_Comm parent) {
+    int rank = 0;
+    DLPERF_CHECK_MPI(MPI_Comm_rank(parent, &rank));
+    MPI_Comm c = MPI_COMM_NULL;
+    DLPERF_CHECK_MPI(MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &c));
+    return MpiComm(c);
+  }
+
   MPI_Comm get() const { return comm_; }
   void leak() { comm_ = MPI_COMM_NULL; }
 

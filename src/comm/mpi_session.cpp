@@ -69,10 +69,7 @@ WorldInfo discover_world(MPI_Comm world) {
   DLPERF_CHECK_MPI(MPI_Comm_rank(world, &w.rank));
   DLPERF_CHECK_MPI(MPI_Comm_size(world, &w.size));
 
-  // Ranks sharing memory = one node; keyed by world rank so local ranks keep world order.
-  MPI_Comm local_raw = MPI_COMM_NULL;
-  DLPERF_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local_raw));
-  MpiComm local(local_raw);
+  const MpiComm local = MpiComm::node(world);  // ranks sharing memory = one node, in world order
   DLPERF_CHECK_MPI(MPI_Comm_rank(local.get(), &w.local_rank));
   DLPERF_CHECK_MPI(MPI_Comm_size(local.get(), &w.local_size));
 

@@ -33,16 +33,23 @@ namespace {
 // --threads 0: OMP_NUM_THREADS when it names a count (its first level: "8,2"), as sites set it
 // in their modules; else the CPUs this rank may run on (its affinity mask, which the launcher
 // set: srun -c 8 gives 8 of a 128-core node, not 128).
-int automatic_threads() {
+// Sets o.threads and o.threads_from_omp.
+void automatic_threads(TrainOptions& o) {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     std::string first(env);
     first = first.substr(0, first.find(','));
-    if (const auto n = parse_uint64(first); n && *n >= 1 && *n <= static_cast<uint64_t>(kMaxThreads)) return static_cast<int>(*n);
+    if (const auto n = parse_uint64(first); n && *n >= 1 && *n <= static_cast<uint64_t>(kMaxThreads)) {
+      o.threads = static_cast<int>(*n);
+      o.threads_from_omp = true;
+      return;
+    }
   }
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return std::min(CPU_COUNT(&set), kMaxThreads);
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    o.threads = std::min(CPU_COUNT(&set), kMaxThreads);
+  else
+    o.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
 }
 
 // 1 TiB: more than any device holds, and its bytes far inside a size_t. At least 1 KiB: a
@@ -281,7 +288,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "first iterations left out of the throughput")
     ("seed", po::value(&seed)->default_value(seed), "seed of weights and synthetic data (0 to 2^64-1)")
     ("threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0: OMP_NUM_THREADS when set, else every CPU "
-                                                                 "the launcher bound this rank to)")
+                                                                 "the launcher bound this rank to; with --pin-threads, its share of the cores)")
     ("print-every", po::value(&o.print_every)->default_value(o.print_every), "progress line every N iterations (0: none)")
     ("plan-only", po::bool_switch(&o.plan_only), "plan every op, list the kernel implementation each will run (oneDNN's choice on "
                                                  "the cpu backend), and exit without training")
@@ -443,7 +450,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   if (o.threads < 0 || o.threads > kMaxThreads)
     throw_usage_error("--threads must be 0 (automatic) to " + std::to_string(kMaxThreads) + " per rank (got " + std::to_string(o.threads) + ")");
   o.threads_automatic = o.threads == 0;
-  if (o.threads_automatic) o.threads = automatic_threads();
+  if (o.threads_automatic) automatic_threads(o);
   if (o.warmup < 0) throw_usage_error("--warmup must be 0 or more (got " + std::to_string(o.warmup) + ")");
   if (o.warmup >= o.iterations)
     throw_usage_error("--warmup " + std::to_string(o.warmup) + " leaves no measured iteration: use fewer than --iterations " +

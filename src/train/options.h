@@ -27,6 +27,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   int threads = 0;              // 0 when given: automatic; parse_train_options resolves it (OMP_NUM_THREADS, else this rank's CPUs)
   bool threads_automatic = false;  // resolved per rank: ranks may differ (nodes of different sizes), so their agreement leaves it out
+  bool threads_from_omp = false;   // automatic, from OMP_NUM_THREADS; else from the binding (under --pin-threads: the rank's share of cores)
   bool conv_autotune = false;   // CUDA: time the top cuDNN engine configurations per convolution shape at plan time
   bool deterministic = false;   // CUDA: backward convolutions only on deterministic cuDNN engines (--deterministic)
   float lr = 0.256f;            // for a global batch of 256, scaled linearly

@@ -259,7 +259,8 @@ void end_together(MpiSession& session, Watchdog& watch) {
 
 // Every collective of a training run, each inside its watchdog phase (watchdog.h; README
 // "Faults" lists the phases and their bounds).
-RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostream& out, Watchdog& watch) {
+// `o` by value: --pin-threads resolves an automatic thread count to the rank's share of cores.
+RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out, Watchdog& watch) {
   const WorldInfo& w = session.world();
   const MPI_Comm world = session.world_comm();
   const bool root = w.rank == 0;
@@ -294,15 +295,21 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
 #endif
     note_start_cores();
     auto phase = watch.collective("pinning");
-    // Each rank plans its own threads: automatic counts must agree, or one rank refuses alone.
-    if (o.threads_automatic) {
+    // --threads 0 without OMP_NUM_THREADS: each rank's share of the cores, which the plan finds
+    // (ranks sharing the node's CPUs each counted all of them), less one core per rank for an
+    // image loader. From OMP_NUM_THREADS, every rank plans with its own count: they must agree,
+    // or one rank refuses alone.
+    const bool share = o.threads_automatic && !o.threads_from_omp;
+    if (o.threads_automatic && !share) {
       int range[2] = {-o.threads, o.threads};
       DLPERF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, world));
       if (-range[0] != range[1])
-        throw_usage_error("--pin-threads with --threads 0 (automatic): the ranks were bound to " + std::to_string(-range[0]) + " to " +
-                          std::to_string(range[1]) + " CPUs each; give --threads N");
+        throw_usage_error("--pin-threads with --threads 0 (automatic): OMP_NUM_THREADS gave the ranks " + std::to_string(-range[0]) +
+                          " to " + std::to_string(range[1]) + " threads each; give --threads N");
     }
-    const PinPlan plan = pin_local_ranks(world, w, o.threads, near);
+    const int spare = share && uses_image_files(o) ? std::max(o.loader_threads, 1) : 0;
+    const PinPlan plan = pin_local_ranks(world, w, share ? 0 : o.threads, spare, near);
+    if (share) o.threads = static_cast<int>(plan.pus[static_cast<size_t>(w.local_rank)].size());
     note_compute_pinning(plan);
     pinning = plan.how;
   }
@@ -341,10 +348,11 @@ RunSummary train_watched(MpiSession& session, const TrainOptions& o, std::ostrea
     // A default that took far fewer threads than the node has (mpirun binds each of 1-2 ranks to
     // one core by default; a module's OMP_NUM_THREADS=1) is said, not left to be found in the figures.
     const unsigned machine = std::thread::hardware_concurrency();
-    if (root && o.backend == BackendKind::cpu && o.threads_automatic && machine > 0 &&
+    // (A pinned share is every core the rank may have: SMT siblings left out on purpose.)
+    if (root && o.backend == BackendKind::cpu && o.threads_automatic && !(o.pin_threads && !o.threads_from_omp) && machine > 0 &&
         static_cast<unsigned>(o.threads * w.local_size) * 2 <= machine)
       out << "note: --threads 0 (automatic) gave " << o.threads << (o.threads == 1 ? " thread" : " threads") << " per rank ("
-          << (std::getenv("OMP_NUM_THREADS") ? "OMP_NUM_THREADS" : "the CPUs the launcher bound rank 0 to") << ") x " << w.local_size
+          << (o.threads_from_omp ? "OMP_NUM_THREADS" : "the CPUs the launcher bound rank 0 to") << ") x " << w.local_size
           << " rank(s) on a node of " << machine << " CPUs: give --threads N, or bind each rank to more CPUs (srun -c N, mpirun "
           << "--map-by slot:PE=N or --bind-to none)\n";
     // --pin-threads refuses a plan that does not fit; unpinned compute threads may share cores.

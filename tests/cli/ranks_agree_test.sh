@@ -82,14 +82,24 @@ if [ "$cpus" -ge 2 ]; then
   elif [ "$(grep -c "WARNING: 1 node(s) run more compute threads than the CPUs their ranks may use (first: [^,]*, $((cpus + 1)) threads on $cpus CPUs, or a rank more than its own)" "$dir/auto.log")" -ne 1 ]; then
     echo "FAIL auto: not one oversubscription warning"; cat "$dir/auto.log"; fail=1
   else echo "ok   automatic threads differ per rank, oversubscription said once"; fi
-  # Pinned, each rank plans its own threads: differing automatic counts are refused on every rank
-  # alike (one rank refused alone before, and the others waited for it).
+  # Pinned, overlapping launcher sets (core 0, and all) are refused on every rank alike (one rank
+  # refused alone before, and the others waited for it).
   sed -i 's/^cmd=(\(.*\))$/cmd=(\1 --pin-threads)/' "$wrapper"
   timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 bash "$wrapper" >"$dir/autopin.log" 2>&1
   rc=$?
-  if [ "$rc" -eq 2 ] && grep -q "^dlperf-train: --pin-threads with --threads 0 (automatic): the ranks were bound to 1 to $cpus CPUs each" "$dir/autopin.log"
-  then echo "ok   automatic threads differ under --pin-threads: refused"
+  if [ "$rc" -eq 2 ] && [ "$(grep -c "^dlperf-train: --pin-threads: the ranks on this node are bound to different but overlapping CPU sets" "$dir/autopin.log")" -ge 1 ]
+  then echo "ok   automatic threads on overlapping sets under --pin-threads: refused"
   else echo "FAIL autopin: exit $rc"; cat "$dir/autopin.log"; fail=1; fi
+  # Both ranks on the node's whole set (--bind-to none): each counted every CPU and the plan
+  # refused 2 x N threads on N cores; now each takes its share, one thread per core.
+  cores=$(lscpu -p=CORE 2>/dev/null | grep -v '^#' | sort -u | wc -l)
+  share=$((cores / 2 > 0 ? cores / 2 : 1))
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${own[@]}" --pin-threads >"$dir/share.log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "^pinned: 2 ranks x $share \(core\|hardware thread\)s\?, .*(--threads 0: equal shares)" "$dir/share.log" &&
+     grep -q "^backend: cpu, .*, $share threads\?$" "$dir/share.log"
+  then echo "ok   --pin-threads --threads 0 on a shared set: $(grep '^pinned:' "$dir/share.log")"
+  else echo "FAIL share: exit $rc (expected $share per rank)"; cat "$dir/share.log"; fail=1; fi
   # OMP_PROC_BIND binds the main thread to one CPU before main(): --pin-threads saw one core.
   OMP_PROC_BIND=true "$train" "${own[@]}" --threads 2 --pin-threads >"$dir/bind.log" 2>&1 &&
     grep -q "^dlperf-train: note: OMP_PROC_BIND=true had bound the main thread to cpus 0; .* the launcher's cpus 0-" "$dir/bind.log" &&

@@ -75,6 +75,17 @@ if [ "$copy" = "${fingerprint[folder]}" ] && [ "${fingerprint[tar]}" != "${finge
   echo "ok   a copy under another path has the same data_fingerprint, the tar layout another"
 else fail "data_fingerprint: copy $copy, folder ${fingerprint[folder]}, tar ${fingerprint[tar]}"; fi
 
+# --pin-threads with the automatic thread count (no OMP_NUM_THREADS; ctest sets it) leaves one
+# core to the loader: before, the compute threads took every core and the loader shared one.
+cores=$(lscpu -p=CORE 2>/dev/null | grep -v '^#' | sort -u | wc -l)
+want=$((cores > 1 ? cores - 1 : 1))
+env -u OMP_NUM_THREADS "$train" --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 4 \
+  --batch-size 4 --print-every 0 --iterations 3 --warmup 1 --data "$dir/ds" --pin-threads >"$dir/out" 2>"$dir/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "^pinned: 1 rank x $want cores\?, .*(--threads 0: equal shares)" "$dir/out" &&
+   grep -q "^backend: cpu, .*, $want threads\?$" "$dir/out"; then
+  echo "ok   --pin-threads --threads 0 with images: $want compute thread(s) of $cores cores, one left to the loader"
+else fail "--pin-threads --threads 0 --data: exit $rc, expected $want compute threads"; cat "$dir/out" "$dir/err"; fi
+
 # ---- --loader-only ----------------------------------------------------------------------
 "$train" --data "$dir/ds/shards" --loader-only --batch-size 8 --image-size 32 --num-classes 4 --iterations 12 --warmup 2 \
   --loader-threads 2 >"$dir/out" 2>&1 || fail "--loader-only exit $?"

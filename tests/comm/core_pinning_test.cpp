@@ -85,8 +85,32 @@ TEST(CorePinning, TooManyThreadsIsAUsageError) {
   r.bindings.assign(2, all_pus(t));
   const std::string what = usage_error_of(t, r);
   EXPECT_NE(what.find("2 ranks x 2 threads need 4 cores but this node allows 2 cores"), std::string::npos) << what;
-  r.threads = 0;
+  r.threads = -1;
   EXPECT_NE(usage_error_of(t, r).find("--threads must be at least 1"), std::string::npos);
+}
+
+// --threads 0 under --pin-threads: ranks sharing the node's set (mpirun --bind-to none) took its
+// every CPU each and were refused ("2 ranks x 16 threads need 32 cores"); now each takes its
+// share of the cores, less the cores left to its image loader.
+TEST(CorePinning, AutomaticThreadsTakeTheRanksShare) {
+  const auto t = Topology::synthetic("pack:2 core:4 pu:2");
+  PinPlan p = plan(t, 2, 0);
+  EXPECT_EQ(p.pus, (Sets{{0, 2, 4, 6}, {8, 10, 12, 14}})) << p.how;
+  EXPECT_NE(p.how.find("2 ranks x 4 cores, spread over 8 cores in topology order (--threads 0: equal shares)"), std::string::npos) << p.how;
+  EXPECT_EQ(plan(t, 3, 0).pus, (Sets{{0, 2}, {4, 6}, {8, 10}}));        // 8 cores / 3: 2 each
+  EXPECT_EQ(plan(t, 16, 0).pus.back(), (std::vector<int>{15}));        // more ranks than cores: hardware threads
+  PinRequest r;
+  r.threads = 0;
+  r.spare = 1;
+  r.bindings.assign(2, all_pus(t));
+  EXPECT_EQ(plan_pinning(t, r).pus, (Sets{{0, 2, 4}, {8, 10, 12}}));  // one core each left to the loader
+  r.bindings.assign(8, all_pus(t));
+  EXPECT_EQ(plan_pinning(t, r).pus.size(), 8u);                        // 1 core each: at least one thread
+  // Sets of their own: every core of each (SMT siblings left out), less the spare; counts may differ.
+  r.bindings = {range(0, 5), range(8, 15)};
+  p = plan_pinning(t, r);
+  EXPECT_EQ(p.pus, (Sets{{0, 2}, {8, 10, 12}})) << p.how;
+  EXPECT_NE(p.how.find("2 ranks x 2 to 3 threads, each within the CPU set the launcher bound it to (--threads 0)"), std::string::npos) << p.how;
 }
 
 TEST(CorePinning, NearTheirGpus) {

@@ -33,7 +33,7 @@ TEST(CorePinning, LocalRanksGetDisjointCores) {
   const std::vector<int> before = thread_binding(topo);
   PinPlan plan;
   try {
-    plan = pin_local_ranks(MPI_COMM_WORLD, w, 1, {});
+    plan = pin_local_ranks(MPI_COMM_WORLD, w, 1, 0, {});
   } catch (const Error& e) {  // every rank plans the same: all skip together
     ASSERT_EQ(e.kind(), ErrorKind::usage) << e.what();
     GTEST_SKIP() << e.what();

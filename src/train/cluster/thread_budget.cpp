@@ -10,9 +10,7 @@
 namespace dlperf {
 
 std::string thread_oversubscription(MPI_Comm world, const WorldInfo& w, int threads, const std::vector<int>& cpus) {
-  MPI_Comm local_raw = MPI_COMM_NULL;
-  DLPERF_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local_raw));
-  MpiComm local(local_raw);
+  const MpiComm local = MpiComm::node(world);
   // Every rank's thread count and CPU list, on every rank of the node.
   const int count = static_cast<int>(cpus.size());
   std::vector<int> counts(static_cast<size_t>(w.local_size));
