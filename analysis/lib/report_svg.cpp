@@ -115,6 +115,13 @@ void polyline(std::ostream& os, const std::vector<std::pair<double, double>>& pt
       os << "<circle cx='" << fixed(p.px(d), 1) << "' cy='" << fixed(p.py(y), 1) << "' r='3.5' fill='" << colour << "'/>\n";
 }
 
+// Points off the line: hollow markers.
+void markers(std::ostream& os, const std::vector<std::pair<double, double>>& pts, const Panel& p, const char* colour) {
+  for (const auto& [d, y] : pts)
+    os << "<circle cx='" << fixed(p.px(d), 1) << "' cy='" << fixed(p.py(y), 1) << "' r='4' fill='white' stroke='" << colour
+       << "' stroke-width='1.5'/>\n";
+}
+
 // y = one * devices from 1 to max_devices, sampled evenly on the log2 axis.
 std::vector<std::pair<double, double>> ideal(double one, double max_devices) {
   std::vector<std::pair<double, double>> pts;
@@ -148,7 +155,7 @@ void write_svg(std::ostream& os, const Reduction& r) {
   const Panel left(kMarginL, max_devices, ValueAxis(min_tp > 0 ? min_tp : 1, max_tp, false));
   const Panel right(kMarginL + kPanelW + kGap, max_devices, ValueAxis(min_speedup, max_speedup, true));
   const double width = 2 * kMarginL + 2 * kPanelW + kGap;
-  const double height = kMarginT + kPanelH + 50 + kLegendH * (static_cast<double>(r.configs.size()) + 1);
+  const double height = kMarginT + kPanelH + 50 + kLegendH * (static_cast<double>(r.configs.size()) + 2);  // + the ideal's and hollow markers' lines
   const std::string devices = gpu && cpu ? "devices (GPUs or CPU-backend ranks)" : cpu ? "CPU-backend ranks" : "GPUs";
   const std::string xlabel = devices + ", log2 scale";
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
@@ -157,21 +164,31 @@ void write_svg(std::ostream& os, const Reduction& r) {
   axes(os, right, "Speedup vs 1 device", xlabel, "speedup, log2 scale");
   polyline(os, ideal(1, max_devices), right, "#888", true);
   size_t k = 0;
+  bool alternate_layouts = false;
   for (const auto& c : r.configs) {
     const char* colour = kColours[k % std::size(kColours)];
-    std::vector<std::pair<double, double>> tp, sp;
+    // The line runs through one point per device count, the one on the fewest nodes (points are
+    // ordered by devices, then nodes); the same devices over more nodes (2n4 beside 1n8) are
+    // hollow markers, not a vertical jog of the line.
+    std::vector<std::pair<double, double>> tp, sp, tp_off, sp_off;
     double one = 0;
+    int64_t last_devices = 0;
     for (const auto& p : c.points) {
       if (p.stats.runs == 0) continue;
-      tp.emplace_back(static_cast<double>(p.devices()), p.stats.median);
+      const bool on_line = p.devices() != last_devices;
+      last_devices = p.devices();
+      (on_line ? tp : tp_off).emplace_back(static_cast<double>(p.devices()), p.stats.median);
       if (p.speedup) {
-        sp.emplace_back(static_cast<double>(p.devices()), *p.speedup);
+        (on_line ? sp : sp_off).emplace_back(static_cast<double>(p.devices()), *p.speedup);
         if (one == 0) one = p.stats.median / *p.speedup;
       }
     }
+    alternate_layouts = alternate_layouts || !tp_off.empty();
     if (one > 0) polyline(os, ideal(one, max_devices), left, colour, true);
     polyline(os, tp, left, colour, false);
     polyline(os, sp, right, colour, false);
+    markers(os, tp_off, left, colour);
+    markers(os, sp_off, right, colour);
     // The legend shows both of the configuration's lines, in its colour.
     const double ly = kMarginT + kPanelH + 50 + kLegendH * static_cast<double>(k);
     os << "<line x1='" << kMarginL << "' y1='" << ly + 2 << "' x2='" << kMarginL + 14 << "' y2='" << ly + 2 << "' stroke='" << colour
@@ -184,7 +201,12 @@ void write_svg(std::ostream& os, const Reduction& r) {
   os << "<line x1='" << kMarginL + 18 << "' y1='" << ly + 2 << "' x2='" << kMarginL + 32 << "' y2='" << ly + 2
      << "' stroke='#888' stroke-dasharray='4,3'/><text x='" << kMarginL + 38 << "' y='" << ly + 6
      << "' font-size='12'>dashed: ideal linear scaling from the 1-device median (in each configuration's colour; grey: "
-        "speedup = devices)</text>\n</svg>\n";
+        "speedup = devices)</text>\n";
+  if (alternate_layouts)
+    os << "<circle cx='" << kMarginL + 25 << "' cy='" << ly + 2 + kLegendH << "' r='4' fill='white' stroke='#888' stroke-width='1.5'/><text x='"
+       << kMarginL + 38 << "' y='" << ly + 6 + kLegendH
+       << "' font-size='12'>hollow: the same devices over more nodes (off the line, which takes the fewest nodes)</text>\n";
+  os << "</svg>\n";
 }
 
 }  // namespace dlperf::analysis

@@ -191,6 +191,31 @@ TEST(ReduceSvg, IdealLineIsLinearScalingOnLogAxes) {
   EXPECT_NE(svg.find("speedup, log2 scale"), std::string::npos);
 }
 
+// 8 devices as 1n8 and as 2n4: the line went 1n8 -> 2n4 -> 2n8, a vertical jog at 8. It now
+// takes the fewest nodes per device count; 2n4 is a hollow marker, and the legend says so.
+TEST(ReduceSvg, TheSameDevicesOverMoreNodesAreOffTheLine) {
+  std::ostringstream os;
+  write_svg(os, reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 8, 0.1), run_at("resnet50", 2, 4, 0.12),
+                             run_at("resnet50", 2, 8, 0.1)},
+                            MethodOptions{}));
+  const std::string svg = os.str();
+  static const std::regex solid("<polyline fill='none' stroke='#1f77b4' stroke-width='2' points='([^']*)'");
+  std::vector<size_t> vertices;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), solid), end; it != end; ++it) {
+    std::istringstream pts((*it)[1]);
+    double px = 0, py = 0;
+    char comma = 0;
+    size_t n = 0;
+    while (pts >> px >> comma >> py) ++n;
+    vertices.push_back(n);
+  }
+  EXPECT_EQ(vertices, (std::vector<size_t>{3, 3})) << svg;  // throughput and speedup: 1, 8, 16 devices
+  static const std::regex hollow("<circle [^>]*fill='white' stroke='#1f77b4'");
+  EXPECT_EQ(std::distance(std::sregex_iterator(svg.begin(), svg.end(), hollow), std::sregex_iterator()), 2) << svg;
+  EXPECT_NE(svg.find("hollow: the same devices over more nodes"), std::string::npos);
+  EXPECT_EQ(svg_1_to_4_devices().find("hollow:"), std::string::npos);
+}
+
 TEST(ReduceSvg, ValueTicksAreOneTwoFiveDecadesAndTheIdealIsInTheSeriesColour) {
   // ResNet-50 at 320 samples/s per rank and VGG16 ten times slower: on a log axis both keep
   // their shape (VGG16 no longer lies flat under ResNet-50).
