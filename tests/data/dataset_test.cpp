@@ -46,14 +46,20 @@ std::map<std::string, int32_t> contents(const Dataset& d) {
   return out;
 }
 
-TEST(Dataset, FolderTreeAndShardsHoldTheSameSamples) {
-  TempDir t;
+// 3 classes x 7 images of 40x30: 21 samples over 5 shards, the last one short.
+SyntheticDatasetSpec small_spec() {
   SyntheticDatasetSpec s;
   s.classes = 3;
   s.per_class = 7;
   s.width = 40;
   s.height = 30;
-  s.shard_size = 5;  // 21 samples over 5 shards, the last one short
+  s.shard_size = 5;
+  return s;
+}
+
+TEST(Dataset, FolderTreeAndShardsHoldTheSameSamples) {
+  TempDir t;
+  const SyntheticDatasetSpec s = small_spec();
   write_synthetic_dataset(t.path.string(), s);
   std::vector<std::string> warnings;
   const auto warn = [&](const std::string& m) { warnings.push_back(m); };
@@ -87,12 +93,7 @@ TEST(Dataset, FolderTreeAndShardsHoldTheSameSamples) {
 // names with other bytes (a resized copy) or another layout are not.
 TEST(Dataset, FingerprintFollowsTheContentsNotThePath) {
   TempDir t;
-  SyntheticDatasetSpec s;
-  s.classes = 3;
-  s.per_class = 7;
-  s.width = 40;
-  s.height = 30;
-  s.shard_size = 5;
+  SyntheticDatasetSpec s = small_spec();
   const fs::path original = t.path / "original", staged = t.path / "staged" / "job_17", resized = t.path / "resized";
   write_synthetic_dataset(original.string(), s);
   fs::create_directories(staged);
