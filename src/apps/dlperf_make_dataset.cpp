@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
     }
     if (const auto v = parse_uint64(seed)) s.seed = *v;
     else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");
+    // Options of the other mode were dropped silently (--tokens with --output wrote no folder).
+    const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
+    const bool token_mode = !tokens.empty();
+    for (const char* name : {"output", "classes", "images-per-class", "width", "height", "quality", "layout", "shard-size",
+                             "greyscale-every", "cmyk-every", "threads", "documents", "document-tokens", "vocab"}) {
+      const bool token_option = std::string(name) == "documents" || std::string(name) == "document-tokens" || std::string(name) == "vocab";
+      if (given(name) && token_option != token_mode)
+        throw_usage_error(std::string("--") + name + (token_mode ? " is for images; --tokens writes a token dataset" : " is for --tokens (a token dataset)"));
+    }
     if (!tokens.empty()) {
       if (documents <= 0 || doc_tokens <= 1 || vocab <= 1 || vocab > (int64_t{1} << 31) - 1)
         throw_usage_error("--documents must be positive, --document-tokens above 1, --vocab in [2, 2^31)");

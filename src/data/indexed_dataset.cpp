@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -144,8 +147,26 @@ void write_indexed_dataset(const std::string& prefix, const std::vector<std::vec
     for (int32_t t : d) small = small && t >= 0 && t < 65536;
   const uint8_t code = small ? 8 : 4;
   const size_t item = small ? 2 : 4;
-  std::ofstream b(prefix + ".bin", std::ios::binary), x(prefix + ".idx", std::ios::binary);
-  if (!b || !x) throw_usage_error(prefix + ".bin/.idx: cannot write");
+  // An earlier dataset is never written over (its .bin was emptied when the .idx could not be
+  // written); the pair is written under temporary names and renamed once both are complete.
+  const std::string bin = prefix + ".bin", idx = prefix + ".idx";
+  for (const auto& f : {bin, idx}) {
+    std::error_code ec;
+    if (std::filesystem::symlink_status(f, ec).type() != std::filesystem::file_type::not_found)
+      throw_usage_error(f + " already exists (an earlier dataset?): remove it or choose another prefix");
+  }
+  const std::string tag = ".tmp" + std::to_string(::getpid());
+  struct Cleanup {
+    std::vector<std::string> paths;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove(p, ec);
+    }
+  } cleanup{{bin + tag, idx + tag}};
+  std::ofstream b(bin + tag, std::ios::binary);
+  if (!b) throw_usage_error(bin + ": cannot write: " + std::strerror(errno));
+  std::ofstream x(idx + tag, std::ios::binary);
+  if (!x) throw_usage_error(idx + ": cannot write: " + std::strerror(errno));
   std::vector<int32_t> lengths;
   std::vector<int64_t> pointers, doc_index{0};
   int64_t offset = 0;
@@ -172,7 +193,18 @@ void write_indexed_dataset(const std::string& prefix, const std::vector<std::vec
   x.write(reinterpret_cast<const char*>(lengths.data()), static_cast<std::streamsize>(lengths.size() * 4));
   x.write(reinterpret_cast<const char*>(pointers.data()), static_cast<std::streamsize>(pointers.size() * 8));
   x.write(reinterpret_cast<const char*>(doc_index.data()), static_cast<std::streamsize>(doc_index.size() * 8));
-  if (!b.flush() || !x.flush()) throw_usage_error(prefix + ".bin/.idx: write failed (disk full?)");
+  b.close();
+  x.close();
+  if (!b || !x) throw_usage_error(prefix + ".bin/.idx: write failed (disk full?)");
+  std::error_code ec;
+  std::filesystem::rename(bin + tag, bin, ec);
+  if (!ec) std::filesystem::rename(idx + tag, idx, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(bin, ignored);  // ours: it did not exist before
+    throw_usage_error(prefix + ".bin/.idx: cannot rename into place: " + ec.message());
+  }
+  cleanup.paths.clear();
 }
 
 }  // namespace dlperf::data

@@ -44,6 +44,14 @@ mk_refused "--seed takes an integer" --output "$dir/y" --seed -1
 mk_refused "at most 100000 classes" --output "$dir/y" --classes 65536 --images-per-class 65537
 # An unset variable: --tokens "$PREFIX" made an image dataset instead of tokens, and exited 0.
 mk_refused "--tokens was given an empty value" --output "$dir/y" --tokens ""
+# Options of the other mode were dropped: --tokens with --output wrote tokens and no folder.
+mk_refused "--output is for images; --tokens writes a token dataset" --tokens "$dir/y" --output "$dir/y"
+mk_refused "--vocab is for --tokens" --output "$dir/y" --vocab 10
+"$make_dataset" --tokens "$dir/tok" --documents 2 >/dev/null || fail "dlperf-make-dataset --tokens: exit $?"
+before=$(md5sum <"$dir/tok.bin")
+"$make_dataset" --tokens "$dir/tok" --documents 3 >/dev/null 2>"$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "tok.bin already exists" "$dir/err" && [ "$(md5sum <"$dir/tok.bin")" = "$before" ] &&
+  echo "ok   dlperf-make-dataset --tokens over an earlier dataset: refused, the files kept" || fail "--tokens twice: exit $rc: $(cat "$dir/err")"
 mk_refused "ds/train already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16
 mk_refused "ds/shards already holds files" --output "$dir/ds" --classes 5 --images-per-class 2 --width 16 --height 16 --layout tar
 

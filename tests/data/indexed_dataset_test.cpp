@@ -77,7 +77,7 @@ TEST_F(IndexedDatasetTest, ReadsMegatronsLayoutByteForByte) {
 
 TEST_F(IndexedDatasetTest, WriterRoundTripsBothDtypes) {
   for (int32_t big : {1000, 70000}) {  // uint16, then int32
-    const std::string p = prefix("rt");
+    const std::string p = prefix(big < 65536 ? "rt16" : "rt32");
     write_indexed_dataset(p, {{1, 2, 3}, {}, {big, 0}});
     IndexedDataset d(p, big + 1);
     EXPECT_EQ(d.dtype_code(), big < 65536 ? 8 : 4);
@@ -86,6 +86,34 @@ TEST_F(IndexedDatasetTest, WriterRoundTripsBothDtypes) {
     EXPECT_EQ(d.token(3), big);
     EXPECT_EQ(d.token(4), 0);
   }
+}
+
+// An earlier dataset is never written over: its .bin was emptied when the .idx could not be
+// written (a folder of that name), leaving half a dataset and a message naming no file.
+TEST_F(IndexedDatasetTest, WriterKeepsEarlierFilesAndLeavesNothingHalfWritten) {
+  const std::string p = prefix("keep");
+  write_indexed_dataset(p, {{1, 2, 3}});
+  const auto bin_size = std::filesystem::file_size(p + ".bin");
+  std::filesystem::remove(p + ".idx");
+  std::filesystem::create_directory(p + ".idx");
+  const auto refused = [](const std::string& q, const std::string& what) {
+    try {
+      write_indexed_dataset(q, {{4, 5}});
+      ADD_FAILURE() << q << " written";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused(p, p + ".bin already exists");
+  EXPECT_EQ(std::filesystem::file_size(p + ".bin"), bin_size);
+  std::filesystem::remove(p + ".bin");
+  refused(p, p + ".idx already exists");
+  EXPECT_FALSE(std::filesystem::exists(p + ".bin"));
+  refused("/nonexistent-dlperf/t", "/nonexistent-dlperf/t.bin: cannot write: No such file or directory");
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  std::filesystem::remove(p + ".idx");
 }
 
 TEST_F(IndexedDatasetTest, MalformedInputsAreOneLineUsageErrors) {
