@@ -132,8 +132,18 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   if (s.time.empty()) r.fail("time", "must be set (a Slurm time limit such as 01:00:00)");
   s.cpus_per_task = r.integer("cpus_per_task", base.cpus_per_task, 1, 1024);
   s.extra_sbatch = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
-  for (const auto& o : s.extra_sbatch)
+  for (const auto& o : s.extra_sbatch) {
     if (o.rfind("--", 0) != 0) r.fail("sbatch", "takes long sbatch options such as --exclusive --mem=0 (got '" + o + "')");
+    // A later #SBATCH line wins: "--nodes=3" made a 1n1g job ask for 3 nodes, "--requeue" undid
+    // --no-requeue, "--signal=USR1@1" bypassed the signal_seconds check.
+    const std::string name = o.substr(0, o.find('='));
+    for (const char* own : {"--nodes", "--ntasks", "--ntasks-per-node", "--cpus-per-task", "--gpus-per-node", "--threads-per-core",
+                            "--time", "--signal", "--requeue", "--no-requeue", "--output", "--job-name", "--partition", "--account",
+                            "--qos", "--constraint"})
+      if (name == own)
+        r.fail("sbatch", "'" + o + "' is set by the scripts themselves (from the matrix's scales and the profile's keys: partition, "
+                         "account, qos, constraint, time, cpus_per_task, signal_seconds)");
+  }
   s.srun = r.has("srun") ? r.list("srun", "") : base.srun;
   for (const auto& o : s.srun) {
     if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)

@@ -296,6 +296,13 @@ TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --mpi=pmi2");
   EXPECT_NE(profile_error(text).find("is set by the scripts themselves"), std::string::npos) << profile_error(text);
+  // A later #SBATCH line wins: a 1n1g job asked for 3 nodes, --requeue undid --no-requeue.
+  for (const char* own : {"--nodes=3", "--time=1", "--signal=USR1@1", "--requeue", "--job-name=x", "--ntasks-per-node=7"}) {
+    text = kProfile;
+    text.replace(text.find("sbatch = --exclusive"), 20, std::string("sbatch = --exclusive ") + own);
+    EXPECT_NE(profile_error(text).find(std::string("'") + own + "' is set by the scripts themselves"), std::string::npos)
+        << profile_error(text);
+  }
 }
 
 TEST(Jobs, SignalMustComeBeforeTheTimeLimit) {
