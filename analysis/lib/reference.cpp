@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/parse_number.h"
 
 namespace dlperf::analysis {
@@ -49,11 +50,15 @@ ReferenceTable load_reference(const std::string& csv_path) {
                       "to check against earlier results use --compare " + csv_path);
   in.clear();
   in.seekg(0);
+  constexpr size_t kMaxBytes = 16 << 20;  // the shipped table is a few KiB
+  const std::optional<std::string> text = read_at_most(in, kMaxBytes);
+  if (!text) throw_usage_error("--reference " + csv_path + ": larger than 16 MiB: not the published-figures CSV");
+  std::istringstream lines(*text);
   ReferenceTable t;
   std::string line;
   bool header = true;
   int line_no = 0;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;

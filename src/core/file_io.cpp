@@ -113,6 +113,17 @@ std::string describe_filesystem(const std::string& path) {
   return best_point + " (" + best_type + ")";
 }
 
+std::optional<std::string> read_at_most(std::istream& in, size_t limit) {
+  std::string out;
+  char buf[65536];
+  while (in) {
+    in.read(buf, sizeof buf);
+    out.append(buf, static_cast<size_t>(in.gcount()));
+    if (out.size() > limit) return std::nullopt;
+  }
+  return out;
+}
+
 std::string human_bytes(unsigned long long bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <compare>
+#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ std::string resolve_symlinks(const std::string& path);
 // "/scratch (lustre)": mount point and type of the file system holding `path` (or, when it
 // does not exist, its directory). "" when /proc/self/mountinfo cannot say.
 std::string describe_filesystem(const std::string& path);
+
+// All of `in` when it holds at most `limit` bytes; nothing when it holds more (or never ends:
+// /dev/zero given as a profile read for ever, its memory growing), so the caller refuses it.
+std::optional<std::string> read_at_most(std::istream& in, size_t limit);
 
 // "812 KiB", "3.2 GiB": sizes in messages.
 std::string human_bytes(unsigned long long bytes);

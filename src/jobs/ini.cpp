@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace dlperf::jobs {
 namespace {
@@ -81,10 +82,11 @@ IniFile read_ini(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw_bad_input(path + ": is a directory: give the INI file itself (e.g. jobs/profiles/generic.ini, jobs/matrix.ini)");
   std::ifstream in(path);
   if (!in) throw_bad_input(path + ": cannot read this file: check the path");
-  std::ostringstream text;
-  text << in.rdbuf();
+  constexpr size_t kMaxBytes = 1 << 20;  // profiles and matrices are a few KiB
+  const std::optional<std::string> text = read_at_most(in, kMaxBytes);
+  if (!text) throw_bad_input(path + ": larger than 1 MiB: not a dlperf-jobs INI file");
   if (in.bad()) throw_bad_input(path + ": cannot read this file: check the path");
-  return parse_ini(text.str(), path);
+  return parse_ini(*text, path);
 }
 
 }  // namespace dlperf::jobs

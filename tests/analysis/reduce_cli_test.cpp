@@ -248,6 +248,7 @@ TEST(ReduceCli, ReferenceMustBeThePublishedFiguresCsv) {
   std::ofstream(dir.file("header_only.csv")) << "system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup\n";
   expect_one_line_error(run_reduce_cli(trace + " --reference " + trace, dir), 2, "is an HDF5 results file", "--reference a.h5");
   expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.path(), dir), 2, "is a directory", "--reference DIR");
+  expect_one_line_error(run_reduce_cli(trace + " --reference /dev/zero", dir), 2, "larger than 16 MiB", "--reference /dev/zero");  // read for ever before
   expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("junk.csv"), dir), 2, "--reference", "junk");
   expect_one_line_error(run_reduce_cli(trace + " --reference " + dir.file("header_only.csv"), dir), 2, "no reference figures",
                         "header only");

@@ -65,6 +65,8 @@ expect_bad "m10.ini:21: extra_args is refused by dlperf-train for rn50 with real
   --profile "$profile" --matrix "$(edited m10.ini "$matrix" 's/^real_data = yes$/real_data = yes\nextra_args = --variant mine/')"
 expect_bad "is a directory: give the INI file itself" --profile "$src/jobs/profiles" --matrix "$matrix"
 expect_bad "is a directory: give the INI file itself" --profile "$profile" --matrix "$src/jobs"
+# A file that never ends was read for ever, its memory growing without a word.
+expect_bad "larger than 1 MiB: not a dlperf-jobs INI file" --profile /dev/zero --matrix "$matrix"
 # A model's section while the model is out of [matrix] models: still checked.
 expect_bad "unknown key 'bogus_key'" --profile "$profile" \
   --matrix "$(edited mu1.ini "$matrix" 's/^models = .*/models = rn50/; s/^cpu_batch_per_device = 32$/cpu_batch_per_device = 32\nbogus_key = 1/')"
