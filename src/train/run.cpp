@@ -309,7 +309,11 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     }
     const int spare = share && uses_image_files(o) ? std::max(o.loader_threads, 1) : 0;
     const PinPlan plan = pin_local_ranks(world, w, share ? 0 : o.threads, spare, near);
-    if (share) o.threads = static_cast<int>(plan.pus[static_cast<size_t>(w.local_rank)].size());
+    if (share) {
+      o.threads = static_cast<int>(plan.pus[static_cast<size_t>(w.local_rank)].size());
+      for (auto& [name, value] : o.settings)  // the trace records the count the run used
+        if (name == "threads") value = std::to_string(o.threads);
+    }
     note_compute_pinning(plan);
     pinning = plan.how;
   }

@@ -88,9 +88,10 @@ else fail "data_fingerprint: copy $copy, folder ${fingerprint[folder]}, tar ${fi
 cores=$(lscpu -p=CORE 2>/dev/null | grep -v '^#' | sort -u | wc -l)
 want=$((cores > 1 ? cores - 1 : 1))
 env -u OMP_NUM_THREADS "$train" --model resnet50 --resnet-blocks 1,1,1,1 --resnet-width 16 --image-size 32 --num-classes 4 \
-  --batch-size 4 --print-every 0 --iterations 3 --warmup 1 --data "$dir/ds" --pin-threads >"$dir/out" 2>"$dir/err"; rc=$?
+  --batch-size 4 --print-every 0 --iterations 3 --warmup 1 --data "$dir/ds" --pin-threads --output "$dir/pin.h5" >"$dir/out" 2>"$dir/err"; rc=$?
 if [ $rc -eq 0 ] && grep -q "^pinned: 1 rank x $want cores\?, .*(--threads 0: equal shares)" "$dir/out" &&
-   grep -q "^backend: cpu, .*, $want threads\?$" "$dir/out"; then
+   grep -q "^backend: cpu, .*, $want threads\?$" "$dir/out" && h5dump -d /runs/run_000001/settings "$dir/pin.h5" | grep -q "\"threads=$want\"" &&
+   h5dump -a /runs/run_000001/threads_per_rank "$dir/pin.h5" | grep -q "(0): $want\b"; then
   echo "ok   --pin-threads --threads 0 with images: $want compute thread(s) of $cores cores, one left to the loader"
 else fail "--pin-threads --threads 0 --data: exit $rc, expected $want compute threads"; cat "$dir/out" "$dir/err"; fi
 
