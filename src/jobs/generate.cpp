@@ -45,6 +45,7 @@ void write_files(const std::string& dir, const std::vector<GeneratedFile>& files
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw_io(dir + ": cannot create the output directory: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_io(dir + ": cannot write into the output directory: " + std::strerror(errno));
   // Every file goes to a temporary name first; only when all are written are they renamed.
   // A target that is a folder (or anything not a file) would fail its rename after others were
   // renamed: a half-replaced set of scripts. Refused before anything is written.
@@ -62,12 +63,17 @@ void write_files(const std::string& dir, const std::vector<GeneratedFile>& files
   for (const auto& f : files) {
     const fs::path tmp = fs::path(dir) / ("." + f.name + ".tmp" + std::to_string(::getpid()));
     temps.push_back(tmp);
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << f.text;
-    out.close();
-    if (!out) {
+    int err = out ? 0 : errno;  // the open's reason, before anything else can change errno
+    if (out) {
+      out << f.text;
+      out.close();
+      err = out ? 0 : (errno ? errno : EIO);
+    }
+    if (err != 0) {
       cleanup();
-      throw_io(tmp.string() + ": cannot write: " + std::strerror(errno));
+      throw_io(tmp.string() + ": cannot write: " + std::strerror(err));
     }
     fs::permissions(tmp, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec,
                     ec);

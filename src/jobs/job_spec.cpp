@@ -131,18 +131,32 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   s.time = r.time("time", base.time);
   if (s.time.empty()) r.fail("time", "must be set (a Slurm time limit such as 01:00:00)");
   s.cpus_per_task = r.integer("cpus_per_task", base.cpus_per_task, 1, 1024);
-  s.extra_sbatch = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
-  for (const auto& o : s.extra_sbatch) {
+  const std::vector<std::string> words = r.has("sbatch") ? r.list("sbatch", "") : base.extra_sbatch;
+  s.gres = r.has("sbatch") ? "" : base.gres;
+  for (const auto& o : words) {
     if (o.rfind("--", 0) != 0) r.fail("sbatch", "takes long sbatch options such as --exclusive --mem=0 (got '" + o + "')");
-    // A later #SBATCH line wins: "--nodes=3" made a 1n1g job ask for 3 nodes, "--requeue" undid
-    // --no-requeue, "--signal=USR1@1" bypassed the signal_seconds check.
     const std::string name = o.substr(0, o.find('='));
-    for (const char* own : {"--nodes", "--ntasks", "--ntasks-per-node", "--cpus-per-task", "--gpus-per-node", "--threads-per-core",
-                            "--time", "--signal", "--requeue", "--no-requeue", "--output", "--job-name", "--partition", "--account",
-                            "--qos", "--constraint"})
+    for (const char* own : kScriptSbatchOptions)
       if (name == own)
         r.fail("sbatch", "'" + o + "' is set by the scripts themselves (from the matrix's scales and the profile's keys: partition, "
-                         "account, qos, constraint, time, cpus_per_task, signal_seconds)");
+                         "account, qos, constraint, time, cpus_per_task, signal_seconds, gpu_request, gpu_type)");
+    if (name != "--gres") {
+      s.extra_sbatch.push_back(o);
+      continue;
+    }
+    // Slurm keeps the last --gres line only: a GPU job's gpu:G and nvme:1 on two lines left it
+    // without GPUs. Every entry goes on one line; GPUs come from the configurations.
+    if (o.size() <= name.size() + 1) r.fail("sbatch", "'" + o + "' names no generic resource (such as --gres=nvme:1)");
+    for (size_t from = name.size() + 1; from <= o.size();) {
+      const size_t comma = std::min(o.find(',', from), o.size());
+      const std::string entry = o.substr(from, comma - from);
+      from = comma + 1;
+      if (entry.empty()) r.fail("sbatch", "'" + o + "' has an empty entry");
+      if (entry == "gpu" || entry.rfind("gpu:", 0) == 0)
+        r.fail("sbatch", "'" + o + "' asks for GPUs, which the scripts do from the matrix's configurations (gpu_request, gpu_type); "
+                         "other generic resources such as --gres=nvme:1 are kept");
+      s.gres += (s.gres.empty() ? "" : ",") + entry;
+    }
   }
   s.srun = r.has("srun") ? r.list("srun", "") : base.srun;
   for (const auto& o : s.srun) {
@@ -219,29 +233,33 @@ Profile load_profile(const IniFile& f) {
   // those that ask for or bind GPUs (on a node without GPUs, srun --gpus-per-task=1 fails with
   // "Invalid generic resource (gres) specification"), unless [cpu] sets its own.
   SlurmSettings cpu_base = p.gpu;
-  const auto without_gpus = [](std::vector<std::string>& options) {
+  // "nvme:1,gpu:4" -> "nvme:1": the entries of a --gres or --tres-per-* list that are GPUs
+  // (shared as shard or mps too).
+  const auto other_entries = [](const std::string& list) {
+    std::string rest;
+    for (size_t from = 0; from <= list.size();) {
+      const size_t comma = std::min(list.find(',', from), list.size());
+      const std::string entry = list.substr(from, comma - from);
+      from = comma + 1;
+      bool gpu_entry = false;
+      for (const char* g : {"gpu", "shard", "mps", "gres/gpu", "gres/shard", "gres/mps"})
+        gpu_entry = gpu_entry || entry.rfind(g, 0) == 0;
+      if (!entry.empty() && !gpu_entry) rest += (rest.empty() ? "" : ",") + entry;
+    }
+    return rest;
+  };
+  const auto without_gpus = [&](std::vector<std::string>& options) {
     std::vector<std::string> kept;
     for (const std::string& o : options) {
       bool gpu = false;
       for (const char* prefix : {"--gpu", "--mem-per-gpu", "--cpus-per-gpu", "--ntasks-per-gpu", "--tres-bind=gres/gpu"})
         gpu = gpu || o.rfind(prefix, 0) == 0;
       if (gpu) continue;
-      // --gres=nvme:1,gpu:4 and --tres-per-task=cpu=2,gres/gpu=1: only the GPU entries go (GPUs
-      // shared as shard or mps too).
+      // srun --gres=nvme:1,gpu:1 and --tres-per-task=cpu=2,gres/gpu=1: only the GPU entries go.
       const size_t eq = o.find('=');
       const std::string name = o.substr(0, eq);
       if (eq != std::string::npos && (name == "--gres" || name == "--tres-per-task" || name == "--tres-per-node")) {
-        std::string rest;
-        for (size_t from = eq + 1; from <= o.size();) {
-          const size_t comma = std::min(o.find(',', from), o.size());
-          const std::string entry = o.substr(from, comma - from);
-          from = comma + 1;
-          bool gpu_entry = false;
-          for (const char* g : {"gpu", "shard", "mps", "gres/gpu", "gres/shard", "gres/mps"})
-            gpu_entry = gpu_entry || entry.rfind(g, 0) == 0;
-          if (!entry.empty() && !gpu_entry) rest += (rest.empty() ? "" : ",") + entry;
-        }
-        if (!rest.empty()) kept.push_back(name + "=" + rest);
+        if (const std::string rest = other_entries(o.substr(eq + 1)); !rest.empty()) kept.push_back(name + "=" + rest);
         continue;
       }
       kept.push_back(o);
@@ -250,6 +268,7 @@ Profile load_profile(const IniFile& f) {
   };
   without_gpus(cpu_base.srun);
   without_gpus(cpu_base.extra_sbatch);
+  cpu_base.gres = other_entries(cpu_base.gres);
   p.cpu = read_slurm(cpu, cpu_base);
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});

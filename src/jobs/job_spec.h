@@ -17,13 +17,25 @@ enum class Backend { cuda, cpu };
 enum class GpuRequest { gpus_per_node, gres };  // #SBATCH --gpus-per-node=G or --gres=gpu[:type]:G
 enum class EnvLoader { none, module, spack };    // how the script puts dlperf on PATH
 
+// The #SBATCH options the generated scripts write themselves, and those that would change the
+// GPU count they ask for: a profile's `sbatch` words may not name them, since a later #SBATCH
+// line wins (--nodes=3 made a 1n1g job ask for 3 nodes, --requeue undid --no-requeue).
+// JobsUnit's Script.EveryOwnSbatchLineIsGuarded checks every line the scripts write against it.
+inline constexpr const char* kScriptSbatchOptions[] = {
+    "--nodes",  "--ntasks",         "--ntasks-per-node", "--cpus-per-task", "--gpus-per-node", "--gpus",      "--gpus-per-task",
+    "--gpus-per-socket", "--ntasks-per-gpu", "--threads-per-core", "--time", "--signal", "--requeue", "--no-requeue",
+    "--output", "--job-name", "--partition", "--account", "--qos", "--constraint"};
+
 // #SBATCH settings shared by every job of one backend (profile [slurm] for GPU jobs, [cpu]
 // for CPU-backend jobs, which inherits what it does not set).
 struct SlurmSettings {
   std::string partition, account, qos, constraint;  // "" = not written
   std::string time = "01:00:00";                      // Slurm time limit
   int cpus_per_task = 1;
-  std::vector<std::string> extra_sbatch;              // further options, one #SBATCH line each
+  std::vector<std::string> extra_sbatch;              // further options, one #SBATCH line each (not --gres)
+  // The profile's --gres entries other than GPUs (nvme:1), every --gres word merged: Slurm keeps
+  // only the last --gres line, so a GPU job asking by gres writes them on its gpu:G line.
+  std::string gres;
   // srun options that place and bind the ranks (issue 27 item 1): without them Slurm's default
   // distribution may put a rank on the socket far from the GPU dlperf picks by local rank.
   std::vector<std::string> srun = {"--cpu-bind=cores", "--gpu-bind=closest", "--distribution=block:block"};

@@ -13,6 +13,21 @@ std::string header(const std::string& file, const Provenance& from) {
          "(jobs/README.md).\n";
 }
 
+// The job's size: nodes, tasks and, for GPU jobs, the GPUs per node. Slurm keeps only the last
+// --gres line, so a GPU request by gres carries the profile's other generic resources with it.
+void sbatch_resources(std::ostream& o, const Profile& p, const std::string& name, const Configuration& c, const SlurmSettings& s) {
+  const bool gpu = c.backend == Backend::cuda;
+  const std::string gpus = (p.gpu_type.empty() ? "" : p.gpu_type + ":") + std::to_string(c.per_node);
+  o << "#SBATCH --job-name=dlperf_" << name << '\n'
+    << "#SBATCH --nodes=" << c.nodes << '\n'
+    << "#SBATCH --ntasks-per-node=" << c.per_node << '\n';
+  if (gpu && p.gpu_request == GpuRequest::gres) o << "#SBATCH --gres=gpu:" << gpus << (s.gres.empty() ? "" : "," + s.gres) << '\n';
+  else if (!s.gres.empty()) o << "#SBATCH --gres=" << s.gres << '\n';
+  if (gpu && p.gpu_request == GpuRequest::gpus_per_node) o << "#SBATCH --gpus-per-node=" << gpus << '\n';
+  o << "#SBATCH --cpus-per-task=" << s.cpus_per_task << '\n'
+    << "#SBATCH --time=" << s.time << '\n';
+}
+
 void sbatch_common(std::ostream& o, const SlurmSettings& s) {
   if (!s.partition.empty()) o << "#SBATCH --partition=" << s.partition << '\n';
   if (!s.account.empty()) o << "#SBATCH --account=" << s.account << '\n';
@@ -85,18 +100,8 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "# written to results.d/" << j.name << "_<job id>.h5 (one file per job: no two jobs, and so no two nodes,\n"
     << "# ever write one file). --signal: dlperf-train stops at an iteration boundary " << p.signal_seconds << " s before\n"
     << "# the time limit, flushes and records the run as partial.\n";
-  o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
-    << "#SBATCH --nodes=" << j.config.nodes << '\n'
-    << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
-  if (gpu) {
-    if (p.gpu_request == GpuRequest::gpus_per_node)
-      o << "#SBATCH --gpus-per-node=" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
-    else
-      o << "#SBATCH --gres=gpu:" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
-  }
-  o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
-    << "#SBATCH --time=" << j.slurm.time << '\n'
-    << "#SBATCH --signal=USR1@" << p.signal_seconds << '\n'
+  sbatch_resources(o, p, j.name, j.config, j.slurm);
+  o << "#SBATCH --signal=USR1@" << p.signal_seconds << '\n'
     // A requeued job would repeat its runs at another time on other nodes: another measurement.
     << "#SBATCH --no-requeue\n"
     << "#SBATCH --output=%x_%j.out\n";
@@ -193,16 +198,8 @@ std::string render_comm_sbatch(const Profile& p, const Matrix& m, const CommJob&
     << (j.config.nodes > 1 ? "across nodes: the NICs and switches" : gpu ? "within one node: NVLink/PCIe" : "within one node: shared memory")
     << ". One record per op goes to results.d/" << j.name << "_<op>_<job id>.comm,\n"
     << "# which dlperf-reduce tabulates beside the training runs against the profile's [fabric] link rate.\n";
-  o << "#SBATCH --job-name=dlperf_" << j.name << '\n'
-    << "#SBATCH --nodes=" << j.config.nodes << '\n'
-    << "#SBATCH --ntasks-per-node=" << j.config.per_node << '\n';
-  if (gpu && p.gpu_request == GpuRequest::gpus_per_node)
-    o << "#SBATCH --gpus-per-node=" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
-  else if (gpu)
-    o << "#SBATCH --gres=gpu:" << (p.gpu_type.empty() ? "" : p.gpu_type + ":") << j.config.per_node << '\n';
-  o << "#SBATCH --cpus-per-task=" << j.slurm.cpus_per_task << '\n'
-    << "#SBATCH --time=" << j.slurm.time << '\n'
-    << "#SBATCH --no-requeue\n"
+  sbatch_resources(o, p, j.name, j.config, j.slurm);
+  o << "#SBATCH --no-requeue\n"
     << "#SBATCH --output=%x_%j.out\n";
   sbatch_common(o, j.slurm);
   o << "set -uo pipefail\n\n";

@@ -122,5 +122,22 @@ if [ $rc -ne 2 ] || ! grep -q "half/reduce.sh exists and is not a file" "$tmp/st
   echo "FAIL: a folder named reduce.sh: exit $rc, $(cat "$tmp/stderr"), files: $(find "$tmp/half" -type f | head -3)" >&2; exit 1
 fi
 echo "ok: $(cat "$tmp/stderr")"
+# A folder the user may not write: one line with the reason, exit 3, nothing written (it named
+# a temporary file and said "No such file or directory"). Root writes anywhere, so this runs as
+# nobody, where the build tree lets nobody run the program.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$gen" --version >/dev/null 2>&1; then
+  chmod 755 "$tmp" && mkdir "$tmp/locked" && cp "$profile" "$matrix" "$tmp/" && chmod 644 "$tmp"/*.ini
+  rc=0
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$gen" --profile "$tmp/generic.ini" --matrix "$tmp/matrix.ini" \
+    --output-dir "$tmp/locked" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  if [ $rc -ne 3 ] || [ "$(wc -l <"$tmp/stderr")" -ne 1 ] ||
+    ! grep -q "locked: cannot write into the output directory: Permission denied" "$tmp/stderr" || [ -n "$(ls -A "$tmp/locked")" ]; then
+    echo "FAIL: an unwritable --output-dir: exit $rc, $(cat "$tmp/stderr")" >&2; exit 1
+  fi
+  echo "ok: $(cat "$tmp/stderr")"
+else
+  echo "skip: an unwritable --output-dir needs root and setpriv, and a build tree that uid 65534 may run"
+fi
 "$gen" --version | grep -q '^dlperf-jobs '
 echo "bad input ok"

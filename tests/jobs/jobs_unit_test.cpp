@@ -285,10 +285,12 @@ TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   // on a node without GPUs.
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20,
-               "sbatch = --exclusive --gres=gpu:4 --mem-per-gpu=80G --gres=nvme:1,gpu:4\nsrun = --cpu-bind=cores --gpus-per-task=1 "
-               "--gpu-bind=closest --tres-bind=gres/gpu:closest --ntasks-per-gpu=1 --tres-per-task=cpu=2,gres/gpu=1");
-  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=cores", "--tres-per-task=cpu=2"}));
-  EXPECT_EQ(profile(text).cpu.extra_sbatch, (std::vector<std::string>{"--exclusive", "--gres=nvme:1"}));
+               "sbatch = --exclusive --mem-per-gpu=80G --gres=nvme:1,shard:2\nsrun = --cpu-bind=cores --gpus-per-task=1 "
+               "--gpu-bind=closest --tres-bind=gres/gpu:closest --ntasks-per-gpu=1 --tres-per-task=cpu=2,gres/gpu=1 --gres=gpu:1,nvme:1");
+  EXPECT_EQ(profile(text).cpu.srun, (std::vector<std::string>{"--cpu-bind=cores", "--tres-per-task=cpu=2", "--gres=nvme:1"}));
+  EXPECT_EQ(profile(text).cpu.extra_sbatch, (std::vector<std::string>{"--exclusive"}));
+  EXPECT_EQ(profile(text).cpu.gres, "nvme:1");
+  EXPECT_EQ(profile(text).gpu.gres, "nvme:1,shard:2");
   text = kProfile;
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = -c 4");
   EXPECT_NE(profile_error(text).find("p.ini:10: srun takes long srun options in the --opt=value form"), std::string::npos)
@@ -297,11 +299,78 @@ TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive\nsrun = --mpi=pmi2");
   EXPECT_NE(profile_error(text).find("is set by the scripts themselves"), std::string::npos) << profile_error(text);
   // A later #SBATCH line wins: a 1n1g job asked for 3 nodes, --requeue undid --no-requeue.
-  for (const char* own : {"--nodes=3", "--time=1", "--signal=USR1@1", "--requeue", "--job-name=x", "--ntasks-per-node=7"}) {
+  for (const char* own : {"--nodes=3", "--time=1", "--signal=USR1@1", "--requeue", "--job-name=x", "--ntasks-per-node=7", "--gpus=16"}) {
     text = kProfile;
     text.replace(text.find("sbatch = --exclusive"), 20, std::string("sbatch = --exclusive ") + own);
     EXPECT_NE(profile_error(text).find(std::string("'") + own + "' is set by the scripts themselves"), std::string::npos)
         << profile_error(text);
+  }
+}
+
+// Slurm keeps the last --gres line only: a gres GPU request and the profile's nvme:1 on two
+// lines gave the GPU jobs no GPUs. Every entry goes on one line; GPUs come from the matrix.
+TEST(Script, GenericResourcesShareOneGresLine) {
+  std::string text = kProfile;
+  text.replace(text.find("signal_seconds"), 0, "gpu_request = gres\ngpu_type = h100\n");
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive --gres=nvme:1 --gres=tmpfs:10G,shard:2");
+  Profile p = profile(text);
+  const auto jobs = expand_jobs(p, matrix());
+  const auto gres_lines = [](const std::string& script) {
+    std::vector<std::string> lines;
+    for (size_t at = script.find("#SBATCH --gres"); at != std::string::npos; at = script.find("#SBATCH --gres", at + 1))
+      lines.push_back(script.substr(at, script.find('\n', at) - at));
+    return lines;
+  };
+  EXPECT_EQ(gres_lines(render_sbatch(p, jobs[1], {"p.ini", "m.ini"})),  // rn50_4n8g
+            (std::vector<std::string>{"#SBATCH --gres=gpu:h100:8,nvme:1,tmpfs:10G,shard:2"}));
+  EXPECT_EQ(gres_lines(render_sbatch(p, jobs[4], {"p.ini", "m.ini"})),  // rn50_cpu_2n2r: no GPU entries
+            (std::vector<std::string>{"#SBATCH --gres=nvme:1,tmpfs:10G"}));
+  const Matrix m = matrix(std::string(kMatrix) + "[comm]\nconfigurations = 1n2g\n");
+  EXPECT_EQ(gres_lines(render_comm_sbatch(p, m, expand_comm_jobs(p, m).at(0), {"p.ini", "m.ini"})),
+            (std::vector<std::string>{"#SBATCH --gres=gpu:h100:2,nvme:1,tmpfs:10G,shard:2"}));
+  // Asked for by --gpus-per-node, the GPUs keep their own line beside the one --gres line.
+  p.gpu_request = GpuRequest::gpus_per_node;
+  const std::string g = render_sbatch(p, jobs[1], {"p.ini", "m.ini"});
+  EXPECT_EQ(gres_lines(g), (std::vector<std::string>{"#SBATCH --gres=nvme:1,tmpfs:10G,shard:2"}));
+  EXPECT_NE(g.find("#SBATCH --gpus-per-node=h100:8\n"), std::string::npos);
+  // A GPU entry would replace the count the configuration asks for.
+  for (const char* gpus : {"--gres=gpu:4", "--gres=nvme:1,gpu:a100:4", "--gres=gpu"}) {
+    text = kProfile;
+    text.replace(text.find("sbatch = --exclusive"), 20, std::string("sbatch = --exclusive ") + gpus);
+    EXPECT_NE(profile_error(text).find(std::string("p.ini:9: sbatch '") + gpus + "' asks for GPUs, which the scripts do"),
+              std::string::npos)
+        << profile_error(text);
+  }
+  text = kProfile;
+  text.replace(text.find("sbatch = --exclusive"), 20, "sbatch = --exclusive --gres=nvme:1,,x:1");
+  EXPECT_NE(profile_error(text).find("has an empty entry"), std::string::npos) << profile_error(text);
+}
+
+// Every option the scripts write on an #SBATCH line is one a profile may not set again (a later
+// line would win), or --gres, whose entries the scripts merge onto their own line.
+TEST(Script, EveryOwnSbatchLineIsGuarded) {
+  for (const char* request : {"gpus-per-node", "gres"}) {
+    std::string text = kProfile;
+    text.replace(text.find("signal_seconds"), 0, std::string("gpu_request = ") + request + "\naccount = a\nqos = q\nconstraint = c\n");
+    text.replace(text.find("sbatch = --exclusive"), 20, "");
+    const Profile p = profile(text);
+    const Matrix m = matrix(std::string(kMatrix) + "[comm]\nconfigurations = 1n2g 2n8g\ncpu_configurations = 2n2r\n");
+    ASSERT_EQ(expand_comm_jobs(p, m).size(), 3u);
+    std::vector<std::string> scripts;
+    for (const auto& j : expand_jobs(p, m)) scripts.push_back(render_sbatch(p, j, {"p.ini", "m.ini"}));
+    for (const auto& j : expand_comm_jobs(p, m)) scripts.push_back(render_comm_sbatch(p, m, j, {"p.ini", "m.ini"}));
+    scripts.push_back(render_reduce(p, m, {"p.ini", "m.ini"}));
+    int seen = 0;
+    for (const std::string& s : scripts)
+      for (size_t at = s.find("#SBATCH "); at != std::string::npos; at = s.find("#SBATCH ", at + 1)) {
+        const std::string line = s.substr(at + 8, s.find('\n', at) - at - 8);
+        const std::string name = line.substr(0, line.find('='));
+        bool guarded = name == "--gres";
+        for (const char* own : kScriptSbatchOptions) guarded = guarded || name == own;
+        EXPECT_TRUE(guarded) << request << ": #SBATCH " << line << " could be overridden by a profile's sbatch words";
+        ++seen;
+      }
+    EXPECT_GT(seen, 50);
   }
 }
 
