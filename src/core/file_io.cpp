@@ -246,10 +246,20 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   }
 }
 
+std::string write_protection(const std::string& path, const struct stat& st) {
+  if ((st.st_mode & 0222) != 0 && ::access(path.c_str(), W_OK) == 0) return "";
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return std::string("is write-protected (mode ") + mode + ")";
+}
+
 std::string output_file_problem(const std::string& path) {
   const std::string target = resolve_symlinks(path);
   struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return "exists and is not a regular file";
+  if (::stat(target.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return "exists and is not a regular file";
+    if (const std::string p = write_protection(target, st); !p.empty()) return p + ": make it writable (chmod u+w) or choose another name";
+  }
   const fs::path parent = fs::path(target).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
   if (::stat(dir.c_str(), &st) != 0) return "its folder " + dir + " does not exist";

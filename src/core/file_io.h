@@ -65,9 +65,16 @@ void write_new_file(const std::string& path, std::string_view data, const std::s
 // killed writers on this host left for the same file are removed first.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// "is write-protected (mode 0444)" for an existing file nobody may write or the caller may not
+// (stat'ed as `st`), else "". Files are replaced by rename, which needs only the folder's
+// permission: without this check a file its owner made read-only would be rewritten all the
+// same. Root is refused too when no write bit is set (as rm asks before removing one).
+std::string write_protection(const std::string& path, const struct stat& st);
+
 // Why write_file_atomically(path) would fail before writing a byte, or "" when it would not
-// (as far as can be told in advance): the target exists and is not a regular file, or its
-// folder is missing or not writable. Checked for every output first, so that a bad one among
+// (as far as can be told in advance): the target exists and is not a regular file or is
+// write-protected (no write permission; refused for root too), or its folder is missing or not
+// writable. Checked for every output first, so that a bad one among
 // several leaves none of them written.
 std::string output_file_problem(const std::string& path);
 

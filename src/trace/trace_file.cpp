@@ -99,6 +99,13 @@ struct TempFile {
   }
 };
 
+// A results file dlperf may replace: a regular file its owner has not made read-only.
+void check_replaceable(const std::string& target, const struct stat& st, const std::string& named) {
+  if (!S_ISREG(st.st_mode)) throw_usage_error(named + ": not a regular file");
+  if (const std::string p = write_protection(target, st); !p.empty())
+    throw_usage_error(named + " " + p + ": adding a run replaces the file; make it writable (chmod u+w) or choose another --output");
+}
+
 }  // namespace
 
 h5::Handle open_trace_readonly(const std::string& path) {
@@ -121,6 +128,13 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
   // A symlinked results file: replace what it points to, so the link and its target stay one file.
   const std::string target = resolve_symlinks(path);
   const std::string named = fs::absolute(path).lexically_normal() == fs::path(target) ? path : path + " (-> " + target + ")";
+  // What can be refused without the lock is refused before "<file>.lock" is created, so a
+  // refused --output (a folder, a text file, a read-only trace) leaves nothing behind. The
+  // checks are repeated under the lock: the file may have changed in between.
+  if (struct stat early {}; ::stat(target.c_str(), &early) == 0) {
+    check_replaceable(target, early, named);
+    trace_schema::check_root(open_trace_readonly(target), named);
+  }
   FileLock lock(target + ".lock", opt.lock);
   test_fault_point("lock");  // test-only: a writer stopped or killed while it holds the lock
   // Only the lock holder writes the temporary, so one found now was left by a killed writer.
@@ -128,7 +142,7 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
   ::unlink(tmp.path.c_str());
   struct stat st {};
   const bool exists = ::stat(target.c_str(), &st) == 0;
-  if (exists && !S_ISREG(st.st_mode)) throw_usage_error(named + ": not a regular file");
+  if (exists) check_replaceable(target, st, named);
   if (exists && st.st_nlink > 1)
     throw_usage_error(named + " has " + std::to_string(st.st_nlink) +
                       " hard links: appending replaces the file, which would leave the other names on the old copy; "

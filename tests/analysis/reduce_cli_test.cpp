@@ -197,6 +197,12 @@ TEST(ReduceCli, ABadOutputAmongSeveralLeavesNoneWritten) {
                         "--json " + dir.file("no/x.json") + ": its folder " + dir.file("no") + " does not exist", "missing folder");
   EXPECT_FALSE(std::filesystem::exists(csv));
   EXPECT_FALSE(std::filesystem::exists(svg));
+  // A report its owner made read-only is not replaced behind their back (rename ignores the mode).
+  std::ofstream(dir.file("kept.json")) << "{}\n";
+  std::filesystem::permissions(dir.file("kept.json"), std::filesystem::perms::owner_read | std::filesystem::perms::group_read);
+  expect_one_line_error(run_reduce_cli(trace + " --csv " + csv + " --json " + dir.file("kept.json"), dir), 2,
+                        "--json " + dir.file("kept.json") + ": is write-protected (mode 0440)", "read-only");
+  EXPECT_FALSE(std::filesystem::exists(csv));
 }
 
 // A rate that prints a 60-digit % of link, or text read as 0 (which means "no link given").

@@ -75,6 +75,35 @@ TEST(TraceFileSafety, HardLinkedResultsFileIsRefused) {
   EXPECT_EQ(read_runs(dir.file("other-name.h5")).size(), 1u);
 }
 
+// Appending replaces the file, which needs only the folder's permission: a trace its owner made
+// read-only was rewritten all the same. Refused with the mode, for root too; nothing changes.
+TEST(TraceFileSafety, ReadOnlyResultsFileIsRefused) {
+  test::TempDir dir;
+  const std::string path = dir.file("r.h5");
+  append_runs(path, {test::small_run()});
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  const std::string before = bytes_of(path);
+  const std::string w = usage_error_of([&] { append_runs(path, {test::small_run()}); });
+  EXPECT_NE(w.find("r.h5 is write-protected (mode 0444): adding a run replaces the file"), std::string::npos) << w;
+  EXPECT_EQ(bytes_of(path), before);
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);  // made writable again, it takes the run
+  append_runs(path, {test::small_run()});
+  EXPECT_EQ(read_runs(path).size(), 2u);
+}
+
+// A refused --output (a text file, a folder) leaves no "<file>.lock" beside it: the checks that
+// need no lock come before the lock file is created.
+TEST(TraceFileSafety, ARefusedTargetGetsNoLockFile) {
+  test::TempDir dir;
+  std::ofstream(dir.file("notes.txt")) << "my notes\n";
+  fs::create_directories(dir.file("folder.h5"));
+  for (const char* name : {"notes.txt", "folder.h5"}) {
+    usage_error_of([&] { append_runs(dir.file(name), {test::small_run()}); });
+    EXPECT_FALSE(fs::exists(dir.file(name) + ".lock")) << name;
+  }
+  EXPECT_EQ(bytes_of(dir.file("notes.txt")), "my notes\n");
+}
+
 TEST(TraceFileSafety, ModeGroupAndAclSurviveAnAppend) {
   test::TempDir dir;
   const std::string path = dir.file("r.h5");
