@@ -5,12 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <ostream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "format.h"
 #include "json_strict.h"
 
@@ -85,10 +86,13 @@ std::vector<BaselinePoint> baseline_from_reduction(const Reduction& r) {
 std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_usage_error(path + ": cannot read baseline");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) throw_usage_error(path + ": cannot read baseline (is it a directory?)");
-  const nlohmann::json root = parse_json_strict(ss.str(), path);
+  // dlperf-reduce --json of a large sweep is some hundred KiB; a file given by mistake is not
+  // read into memory whole.
+  constexpr size_t kMaxBytes = 64 << 20;
+  const std::optional<std::string> contents = read_at_most(in, kMaxBytes);
+  if (!contents) throw_usage_error(path + ": larger than 64 MiB: not a baseline written by dlperf-reduce --json");
+  if (in.bad()) throw_usage_error(path + ": cannot read baseline (is it a directory?)");
+  const nlohmann::json root = parse_json_strict(*contents, path);
   if (!root.is_object()) throw_usage_error(path + ": baseline JSON is not an object of models");
   std::vector<BaselinePoint> out;
   for (const auto& [key, points] : root.items()) {

@@ -46,7 +46,8 @@ nlohmann::json parse_json_strict(const std::string& text, const std::string& wha
   } catch (const Rejected& r) {
     throw_usage_error(what + ": invalid JSON: " + r.why);
   } catch (const nlohmann::json::exception& e) {
-    throw_usage_error(what + ": invalid JSON: " + plain(e.what()));
+    // nlohmann quotes the bytes it last read ("last read: '\xff'"): raw, they garble the line.
+    throw_usage_error(what + ": invalid JSON: " + printable(plain(e.what())));
   }
 }
 

@@ -17,6 +17,7 @@ std::string error_of(const std::string& text) {
     const std::string w = e.what();
     EXPECT_EQ(w.rfind("base.json: invalid JSON: ", 0), 0u) << w;
     EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    EXPECT_EQ(w, printable(w)) << "raw bytes in the message: " << printable(w);
     return w;
   }
   ADD_FAILURE() << "accepted: " << text;
@@ -28,6 +29,12 @@ TEST(JsonStrict, RejectsWhatRfc8259Rejects) {
                           R"({"a": 1e400})", R"({"a": 01})", R"({"a": 1,})", R"({'a': 1})", R"({"a": 1} // c)",
                           R"({"a": "\ud800"})", "{\"a\": \"\xff\"}", R"({"a": [1, 2)", ""})
     error_of(bad);
+}
+
+// nlohmann quotes what it last read; a binary file's bytes are shown escaped, not raw.
+TEST(JsonStrict, TheBytesQuotedInAnErrorArePrintable) {
+  EXPECT_NE(error_of("\xff\xfe{").find("\\xff"), std::string::npos) << error_of("\xff\xfe{");
+  error_of("{\"a\": \"\x01\"}");
 }
 
 TEST(JsonStrict, DuplicateKeysAreAnErrorAtAnyDepth) {
