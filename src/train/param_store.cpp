@@ -75,4 +75,20 @@ uint64_t ParamStore::checksum() const {
   return h.value();
 }
 
+uint64_t ParamStore::layout_signature() {
+  Fnv1a h;
+  h.number(values_->size(), 8);
+  std::vector<float> probe, image;
+  for (const auto& e : entries_) {
+    h.number(e.offset, 8).number(e.elems, 8);
+    probe.resize(static_cast<size_t>(product(e.layer->params()[e.index].dims)));
+    for (size_t i = 0; i < probe.size(); ++i) probe[i] = static_cast<float>(i % (1u << 24) + 1);  // exact in f32
+    e.layer->write_param(e.index, probe);
+    image.resize(e.elems);
+    values_->read(image, e.offset);
+    h.bytes(image.data(), image.size() * sizeof(float));
+  }
+  return h.value();
+}
+
 }  // namespace dlperf

@@ -46,6 +46,11 @@ class ParamStore {
   // equal on two replicas exactly when their parameters are bit-identical (barring a
   // 2^-64 collision), whatever the backend's internal layout.
   uint64_t checksum() const;
+  // FNV-1a over where every parameter element sits in the flat buffers: each entry's offset and
+  // storage size, and the storage image of a probe written in canonical order. Equal on two
+  // ranks exactly when their gradients can be averaged element by element (a backend may block
+  // a weight differently per ISA). Overwrites the values: call it before init_params.
+  uint64_t layout_signature();
 
  private:
   std::vector<ParamEntry> entries_;

@@ -396,12 +396,16 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     s.parameter_count = store.parameter_count();
     return s;
   }
-  init_stack(stack, o, w, dataset);
-  DataSource& data = *stack.data;
   {
+    // Before init_params: the layout probe overwrites the values. A GPU backend keeps its
+    // parameters in the canonical layout; oneDNN blocks them as the rank's ISA prefers.
+    const uint64_t layout = w.size > 1 && o.backend == BackendKind::cpu ? store.layout_signature() : 0;
     auto phase = watch.collective("params", Watchdog::kNoBound);  // ranks arrive after building (and autotuning) alone
     check_parameter_counts_agree(world, store.parameter_count());
+    check_parameter_layouts_agree(world, layout, be.isa());
   }
+  init_stack(stack, o, w, dataset);
+  DataSource& data = *stack.data;
   // A rank on another CPU model (a mixed partition) or ISA (ONEDNN_MAX_CPU_ISA set on some ranks
   // only) runs other kernels at another speed: the trace says so per rank, not rank 0's alone.
   std::vector<std::string> cpus, isas, data_prints;

@@ -105,4 +105,25 @@ void check_parameter_counts_agree(MPI_Comm comm, int64_t parameters) {
                         ": the ranks run different model code (mixed dlperf builds?)");
 }
 
+void check_parameter_layouts_agree(MPI_Comm comm, uint64_t signature, const std::string& isa) {
+  int size = 1;
+  DLPERF_CHECK_MPI(MPI_Comm_size(comm, &size));
+  if (size == 1) return;
+  struct Entry {
+    uint64_t signature;
+    char isa[56];
+  } mine{signature, {}};
+  isa.copy(mine.isa, sizeof mine.isa - 1);
+  std::vector<Entry> all(static_cast<size_t>(size));
+  DLPERF_CHECK_MPI(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));
+  for (int r = 1; r < size; ++r) {
+    const Entry& e = all[static_cast<size_t>(r)];
+    if (e.signature == all[0].signature) continue;
+    throw_usage_error("rank " + std::to_string(r) + " keeps the parameters in another layout than rank 0 (its kernels: " +
+                      std::string(e.isa) + "; rank 0's: " + all[0].isa +
+                      "), so their gradients cannot be averaged: run every rank on one ISA (ONEDNN_MAX_CPU_ISA set to the "
+                      "oldest the nodes share)");
+  }
+}
+
 }  // namespace dlperf

@@ -24,4 +24,10 @@ void check_ranks_agree(MPI_Comm comm, const Settings& settings);
 // Compares the parameter count of the model each rank built.
 void check_parameter_counts_agree(MPI_Comm comm, int64_t parameters);
 
+// Compares where each rank keeps each parameter element (ParamStore::layout_signature): the
+// gradients are averaged element by element, so ranks whose backends block the weights
+// differently (oneDNN on AVX-512 and on SSE4.1: 16- and 8-wide blocks) cannot train together.
+// `isa` names each rank's kernels in the message.
+void check_parameter_layouts_agree(MPI_Comm comm, uint64_t signature, const std::string& isa);
+
 }  // namespace dlperf
