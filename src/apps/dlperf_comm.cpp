@@ -18,6 +18,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "comm/allreduce_bench.h"
 #include "comm/make_communicator.h"
@@ -25,6 +26,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/fnv.h"
 #include "core/given_options.h"
 #include "core/parse_number.h"
 #if defined(DLPERF_WITH_CUDA)
@@ -133,6 +135,14 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   if (c.bench.max_bytes < c.bench.min_bytes) dlperf::throw_usage_error("--max-bytes (-e) must be >= --min-bytes (-b)");
   if (!(c.bench.factor > 1.0 && std::isfinite(c.bench.factor)) && c.bench.max_bytes != c.bench.min_bytes)
     dlperf::throw_usage_error("--factor (-f) must be greater than 1 and finite");
+  // A factor a hair above 1 measured sizes for ever (8 bytes x 1.000000000001 per step).
+  if (c.bench.max_bytes != c.bench.min_bytes &&
+      !(std::log(static_cast<double>(c.bench.max_bytes) / static_cast<double>(c.bench.min_bytes)) / std::log(c.bench.factor) <= 4096))
+  {
+    char f[40];
+    std::snprintf(f, sizeof f, "%.17g", c.bench.factor);
+    dlperf::throw_usage_error("--factor (-f) " + std::string(f) + " gives more than 4096 sizes from --min-bytes to --max-bytes: use a larger factor");
+  }
   if (c.bench.iters < 1) dlperf::throw_usage_error("--iters (-n) must be at least 1");
   if (c.bench.warmup < 0) dlperf::throw_usage_error("--warmup (-w) must be >= 0");
   // Bounded as dlperf-train's --lock-timeout: 1e10 s overflowed the watchdog's clock and aborted
@@ -150,16 +160,71 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   if (c.backend == dlperf::CommBackend::mpi && (c.bench.type == dlperf::DataType::float16 || c.bench.type == dlperf::DataType::bfloat16))
     dlperf::throw_usage_error("--datatype (-d) " + type + ": MPI has no such type; use --backend nccl, or float");
   // dlperf-reduce picks records out of a results directory by this suffix.
-  if (!c.output.empty() && (c.output.size() < 6 || c.output.compare(c.output.size() - 5, 5, ".comm") != 0))
-    dlperf::throw_usage_error("--output (-o) '" + c.output + "' must end in .comm (dlperf-reduce reads *.comm records beside *.h5 traces)");
+  // The name a link points to counts: a link named x.comm to results.h5 replaced the trace.
+  if (!c.output.empty())
+    for (const std::string& name : {c.output, dlperf::resolve_symlinks(c.output)}) {
+      const std::string file = name.substr(name.find_last_of('/') + 1);
+      if (file.size() < 6 || file.compare(file.size() - 5, 5, ".comm") != 0)
+        dlperf::throw_usage_error("--output (-o) '" + dlperf::printable(name) +
+                                  "' must be a file named *.comm (dlperf-reduce reads *.comm records beside *.h5 traces)");
+    }
   check_fits_memory(c);
   return true;
+}
+
+// Every rank reads its own command line: one rank's bad input, --help or other options (an
+// MPMD launch, a script that differs per node) left the others waiting in the first collective
+// for ever, before any timeout is armed, or measured with mismatched buffers. Every rank ends
+// alike, exit 2, rank 0 printing the first bad rank's message or the first that differs.
+bool parse_agreed(const dlperf::WorldInfo& world, MPI_Comm comm, int argc, char** argv, Config& config) {
+  std::string why;
+  bool proceed = false;
+  try {
+    proceed = parse(argc, argv, world.rank == 0, config);
+  } catch (const dlperf::Error& e) {
+    if (e.kind() != dlperf::ErrorKind::usage) throw;
+    why = e.what();
+  }
+  if (world.size == 1) {
+    if (!why.empty()) dlperf::throw_usage_error(why);
+    return proceed;
+  }
+  dlperf::Fnv1a args;
+  for (int i = 1; i < argc; ++i) args.text(argv[i]);
+  struct {
+    uint64_t args;
+    int bad;
+  } mine{args.value(), why.empty() ? 0 : 1};
+  std::vector<decltype(mine)> all(static_cast<size_t>(world.size));
+  DLPERF_CHECK_MPI(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));
+  int culprit = -1;
+  for (int r = 0; r < world.size && culprit < 0; ++r)
+    if (all[static_cast<size_t>(r)].bad) culprit = r;
+  if (culprit < 0) {
+    for (int r = 1; r < world.size; ++r)
+      if (all[static_cast<size_t>(r)].args != all[0].args)
+        dlperf::throw_usage_error("rank " + std::to_string(r) +
+                                  " was started with other options than rank 0: every rank of a job must run the same measurement");
+    return proceed;
+  }
+  constexpr int kTag = 93;
+  if (culprit > 0 && world.rank == culprit) DLPERF_CHECK_MPI(MPI_Send(why.data(), static_cast<int>(why.size()), MPI_CHAR, 0, kTag, comm));
+  if (culprit > 0 && world.rank == 0) {
+    MPI_Status st;
+    DLPERF_CHECK_MPI(MPI_Probe(culprit, kTag, comm, &st));
+    int n = 0;
+    DLPERF_CHECK_MPI(MPI_Get_count(&st, MPI_CHAR, &n));
+    why.assign(static_cast<size_t>(n), '\0');
+    DLPERF_CHECK_MPI(MPI_Recv(why.data(), n, MPI_CHAR, culprit, kTag, comm, MPI_STATUS_IGNORE));
+    why = "rank " + std::to_string(culprit) + ": " + why;
+  }
+  dlperf::throw_usage_error(why.empty() ? "another rank's options were refused (rank 0 says why)" : why);  // printed by rank 0
 }
 
 int run(dlperf::MpiSession& session, int argc, char** argv) {
   const dlperf::WorldInfo& world = session.world();
   Config config;
-  if (!parse(argc, argv, world.rank == 0, config)) return 0;
+  if (!parse_agreed(world, session.world_comm(), argc, argv, config)) return 0;
   // Rank 0 writes the record: a place it cannot write is found now, not after the whole
   // measurement (exit 3 then, the measurement lost). Every rank learns it and stops alike.
   {

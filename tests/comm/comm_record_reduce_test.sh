@@ -98,7 +98,34 @@ inconsistent 'sizes=7 but 6 rows' 's/ sizes=6 / sizes=7 /'
 inconsistent 'status=MAYBE is not PASS, FAIL or NO_PEERS' 's/status=PASS$/status=MAYBE/'
 "$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
 rc=$?
-[ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must end in .comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
+[ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must be a file named \*.comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
+# The name a link points to counts: a link x.comm to a training trace replaced the trace.
+printf 'HDF5 stand-in\n' >"$tmp/train.h5" && ln -s train.h5 "$tmp/link.comm" && mkdir "$tmp/odir"
+for o in "$tmp/link.comm" "$tmp/odir/.comm"; do
+  "$comm" -e 1K -o "$o" >/dev/null 2>"$tmp/link.err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/link.err")" -eq 1 ] && grep -q 'must be a file named \*.comm' "$tmp/link.err" || fail "-o $o: rc=$rc"
+done
+[ "$(cat "$tmp/train.h5")" = "HDF5 stand-in" ] && [ -z "$(ls -A "$tmp/odir")" ] || fail "a refused -o wrote"
+# Bad input on one rank only (a script that differs per node), or other options: every rank ends
+# with one line, exit 2 (the good rank waited in its first collective for ever).
+{
+  echo '#!/usr/bin/env bash'
+  echo 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then exec "$1" -e 1K -n 2 -w 1 --timeout 10; fi'
+  echo 'c=$1; shift; exec "$c" -e 1K --timeout 10 "$@"'
+} >"$tmp/mpmd.sh"
+for case in "-n 0|rank 1: --iters (-n) must be at least 1" "-n 2 -w 1 -d int8|rank 1 was started with other options than rank 0" \
+  "-h|rank 1 was started with other options than rank 0"; do
+  # shellcheck disable=SC2086  # the options are words
+  timeout 60 "$mpiexec" -np 2 --oversubscribe bash "$tmp/mpmd.sh" "$comm" ${case%%|*} >/dev/null 2>"$tmp/mpmd.err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(grep -c '^dlperf-comm' "$tmp/mpmd.err")" -eq 1 ] && grep -qF "dlperf-comm: ${case#*|}" "$tmp/mpmd.err" ||
+    { cat "$tmp/mpmd.err"; fail "rank 1 given ${case%%|*}: rc=$rc"; }
+  echo "ok   rank 1 given ${case%%|*}: $(grep '^dlperf-comm' "$tmp/mpmd.err")"
+done
+"$comm" -b 8 -e 16 -f 1.000000000001 >/dev/null 2>"$tmp/factor.err"  # measured sizes for ever
+rc=$?
+[ $rc -eq 2 ] && grep -q 'gives more than 4096 sizes' "$tmp/factor.err" || fail "-f 1.000000000001: rc=$rc"
 "$comm" -e 1K -o '' >/dev/null 2>"$tmp/empty.err"  # an unset variable: refused, not a run that records nothing
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/empty.err")" -eq 1 ] && grep -q 'was given an empty value' "$tmp/empty.err" || fail "-o '': rc=$rc"
