@@ -116,9 +116,18 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.plan_ranks < 0) throw_usage_error("--plan-ranks must be 0 (the job's ranks) or positive");
   if (o.plan_ranks > 0 && !o.plan_only) throw_usage_error("--plan-ranks plans memory for --plan-only; add --plan-only");
   if (o.memory_limit_mb < 0) throw_usage_error("--memory-limit-mb must be 0 (none) or positive");
+  // A limit above the node's memory bounds nothing (--find-max-batch doubled until the kernel's
+  // OOM killer), and past 2^43 MiB its byte count overflowed.
+  if (const double node = physical_memory_bytes(); o.memory_limit_mb > 0 && !o.plan_only &&
+                                                    (o.memory_limit_mb > (int64_t{1} << 40) || (node > 0 && o.memory_limit_mb * 1048576.0 > node)))
+    throw_usage_error("--memory-limit-mb " + std::to_string(o.memory_limit_mb) + " is above this node's memory (" +
+                      std::to_string(static_cast<int64_t>(node / 1048576)) + " MiB): it would limit nothing");
   if (o.memory_limit_mb > 0 && cuda) throw_usage_error("--memory-limit-mb is for the cpu backend; a GPU's memory is its limit");
   if (o.find_max_batch && !cuda && o.memory_limit_mb == 0)
     throw_usage_error("--find-max-batch on the cpu backend needs --memory-limit-mb (a CPU has no fixed memory to fill)");
+  if (o.find_max_batch && !o.output.empty())
+    throw_usage_error("--find-max-batch prints the largest batch and writes no trace: drop --output (then train at that batch with it)");
+  if (o.find_max_batch && o.plan_only) throw_usage_error("--find-max-batch trains to find the batch; --plan-only trains nothing: use one");
   if (o.data_on_device && !o.data.empty()) throw_usage_error("--data-on-device keeps a synthetic batch; it cannot be used with --data");
   if (o.find_max_batch && !o.data.empty()) throw_usage_error("--find-max-batch trains synthetic batches; drop --data");
 }
@@ -445,6 +454,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   require_positive("batch-size", o.batch_size);
   require_positive("iterations", o.iterations);
   require_positive("num-classes", o.num_classes);
+  if (o.num_classes < 2) throw_usage_error("--num-classes must be at least 2 (one class gives a loss of 0 and learns nothing)");
   require_positive("image-size", o.image_size);
   require_positive("resnet-width", o.resnet_width);
   if (o.threads < 0 || o.threads > kMaxThreads)

@@ -128,6 +128,7 @@ expect_usage_error "vgg16 has no blocks" --model vgg16 --recompute block
 expect_usage_error "--plan-ranks" --plan-ranks 4
 # A model far beyond the memory is refused before anything is allocated (was "out of memory", exit 3)
 expect_usage_error "the run needs at least" --num-classes 1000000 --memory-limit-mb 4096
+expect_usage_error "--num-classes must be at least 2" --num-classes 1  # a loss of 0 that learns nothing
 expect_usage_error "--memory-limit-mb" --memory-limit-mb 100 --resnet-width 64 --image-size 64 --batch-size 2 --iterations 2 --warmup 1
 
 # --help and --version succeed and list every option with its default

@@ -33,6 +33,8 @@ expect_usage_error --profile-ops --iterations 6 --warmup 2 --profile-ops 5
 expect_usage_error --profile-ops --profile-ops -1
 expect_usage_error --memory-limit-mb --find-max-batch
 expect_usage_error --memory-limit-mb --memory-limit-mb -3
+expect_usage_error "above this node's memory" --memory-limit-mb 9223372036854775807  # its byte count overflowed
+expect_usage_error "drop --output" --memory-limit-mb 64 --find-max-batch  # the trace it was given was never written
 expect_usage_error --data-on-device --model bert_base --data-on-device --data /nonexistent
 
 # ---- per-op profile, --ops, --timeline ----

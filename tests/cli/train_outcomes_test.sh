@@ -32,6 +32,15 @@ tail -3 "$dir/term.log"
 grep -q 'recorded as partial' "$dir/term.log" || bad "SIGTERM: no partial note"
 [ "$(status_of "$dir/term.h5" 1 status)" = partial ] || bad "SIGTERM: status $(status_of "$dir/term.h5" 1 status), want partial"
 
+echo "== 1a. SIGHUP (the ssh session that started it closed): stopped and recorded as partial, not killed"
+"$train" "${small[@]}" --image-size 32 --iterations 100000 --warmup 2 --print-every 1 --output "$dir/hup.h5" >"$dir/hup.log" 2>&1 &
+job=$!
+for _ in $(seq 300); do grep -q '^iter ' "$dir/hup.log" && break; sleep 0.1; done
+kill -HUP "$job"
+wait "$job"; rc=$?
+[ "$rc" -eq 4 ] || bad "SIGHUP: exit $rc, want 4 (129: killed by the signal)"
+[ "$(status_of "$dir/hup.h5" 1 status)" = partial ] || bad "SIGHUP: status $(status_of "$dir/hup.h5" 1 status), want partial"
+
 echo "== 1b. SIGUSR1 during start-up (Slurm's --signal can come that early): a clean stop, not a kill"
 "$train" "${small[@]}" --image-size 32 --iterations 100000 --warmup 2 --print-every 0 --output "$dir/early.h5" \
   >"$dir/early.log" 2>&1 &

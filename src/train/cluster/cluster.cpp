@@ -278,6 +278,7 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);  // `sbatch --signal=USR1@60`: an early warning before SIGTERM
+  sigaction(SIGHUP, &sa, nullptr);   // the ssh session or terminal that started it closed
 }
 
 const std::atomic<bool>& stop_requested() { return g_stop; }

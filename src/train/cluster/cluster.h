@@ -44,7 +44,7 @@ std::string cpu_model();
 // Nothing changes for a backend without a device (its facts are empty).
 void add_device_facts(RunInfo& info, const DeviceFacts& facts);
 
-// SIGTERM / SIGINT set a flag instead of killing the process (Slurm sends SIGTERM before
+// SIGTERM / SIGINT / SIGUSR1 / SIGHUP set a flag instead of killing the process (Slurm sends SIGTERM before
 // the time limit: the run stops at an iteration boundary, writes what it measured as
 // partial, and exits). Installing is idempotent.
 void install_stop_handlers();
