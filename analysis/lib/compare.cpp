@@ -125,7 +125,6 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
   std::vector<Comparison> rows;
   for (const auto& c : measured.configs)
     for (const auto& p : c.points) {
-      if (p.stats.runs == 0) continue;
       const std::string name = point_name(c.key.backend, p.nodes, p.devices_per_node);
       const BaselinePoint* match = nullptr;
       std::vector<const BaselinePoint*> work;  // baseline configurations of the same work
@@ -153,6 +152,13 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
                    (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
             match = &b;
         }
+      // A point whose runs all failed or stopped early: a gate passed while the scale point
+      // crashed. Where the baseline measured it, it is a regression; elsewhere it is not a row.
+      if (p.stats.runs == 0) {
+        if (match && match->median > 0)
+          rows.push_back({c.label, name, 0, match->median, 0, true, true, "no measured run (failed or partial)"});
+        continue;
+      }
       if (!match || !(match->median > 0)) {
         rows.push_back({c.label, name, p.stats.median, 0, 0, false, false, why_not});
         continue;
@@ -168,10 +174,14 @@ void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, dou
   os << "\n## Comparison with baseline (regression when measured/baseline < " << fixed(tolerance, 3) << ")\n\n"
      << "| config | point | measured samples/s | baseline samples/s | ratio | verdict |\n|---|---|---|---|---|---|\n";
   for (const auto& r : rows)
-    if (r.matched)
+    if (r.matched) {
+      // Rounded to 3 digits, a ratio just under the tolerance (0.94995) read as the tolerance
+      // itself beside REGRESSION: more digits until it shows below.
+      int digits = 3;
+      while (r.regression && digits < 8 && std::stod(fixed(r.ratio, digits)) >= tolerance) ++digits;
       os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | " << fixed(r.baseline, 2) << " | "
-         << fixed(r.ratio, 3) << " | " << (r.regression ? "REGRESSION" : "ok") << " |\n";
-    else
+         << fixed(r.ratio, digits) << " | " << (r.regression ? "REGRESSION" : "ok") << (r.why_not.empty() ? "" : ": " + r.why_not) << " |\n";
+    } else
       os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | n/a | n/a | " << r.why_not << " |\n";
 }
 

@@ -34,7 +34,8 @@ struct Comparison {
   double measured = 0, baseline = 0, ratio = 0;
   bool regression = false;
   bool matched = true;  // false: the baseline has no such point (shown as such, never a pass)
-  std::string why_not;  // when not matched: "not in the baseline", or why the match is ambiguous
+  std::string why_not;  // when not matched: "not in the baseline", or why the match is ambiguous;
+                        // matched: why a regression has no ratio ("no measured run (failed or partial)")
 };
 
 // A baseline with configurations matches on everything that sets the work (model, precision,
@@ -43,7 +44,8 @@ struct Comparison {
 // configurations match, the one of the same machine and build wins, else none does. A DLPerf
 // JSON (bare model names) matches by model family (model_family) with an equal (or unstated)
 // batch; a label of dlperf's own without its configuration matches only itself.
-// Every measured point gets a row, in order; one the baseline lacks has matched = false.
+// Every measured point gets a row, in order; one the baseline lacks has matched = false. A point
+// whose runs all failed or stopped early is a regression where the baseline has it, else no row.
 std::vector<Comparison> compare(const Reduction& measured, const std::vector<BaselinePoint>& baseline, double tolerance);
 void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, double tolerance);
 

@@ -132,6 +132,26 @@ TEST(ReduceOutputs, CompareFlagsRegressionsBelowTolerance) {
   std::ostringstream os;
   write_comparison(os, rows, 0.95);
   EXPECT_NE(os.str().find("| 1n2r | 610.00 | n/a | n/a | not in the baseline |"), std::string::npos) << os.str();
+  // A point whose runs all failed, which the baseline measured, is a regression: a CI gate
+  // passed (exit 0) while that scale point crashed.
+  base.push_back({"resnet50", "1n2r", 700, 32});
+  r.configs[0].points[1].stats = {};
+  rows = compare(r, base, 0.95);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[1].matched);
+  EXPECT_TRUE(rows[1].regression);
+  std::ostringstream failed;
+  write_comparison(failed, rows, 0.95);
+  EXPECT_NE(failed.str().find("| 1n2r | 0.00 | 700.00 | 0.000 | REGRESSION: no measured run (failed or partial) |"), std::string::npos)
+      << failed.str();
+  // A ratio just under the tolerance is not shown rounded up to it beside REGRESSION.
+  const std::vector<Comparison> near = {{"c", "1n1r", 640, 673.72, 640 / 673.72, true, true, ""}};
+  std::ostringstream near_text;
+  write_comparison(near_text, near, 0.95);
+  EXPECT_NE(near_text.str().find("| 640.00 | 673.72 | 0.9499 | REGRESSION |"), std::string::npos) << near_text.str();
+  // Without the point in the baseline it is no row (a sweep may be re-run in part).
+  base.pop_back();
+  EXPECT_EQ(compare(r, base, 0.95).size(), 1u);
 }
 
 TEST(ReduceOutputs, ABaselineThroughputThatIsNoneIsRefused) {
