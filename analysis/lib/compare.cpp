@@ -179,10 +179,10 @@ void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, dou
       // itself beside REGRESSION: more digits until it shows below.
       int digits = 3;
       while (r.regression && digits < 8 && std::stod(fixed(r.ratio, digits)) >= tolerance) ++digits;
-      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | " << fixed(r.baseline, 2) << " | "
+      os << "| " << r.config << " | " << r.point << " | " << rate(r.measured) << " | " << rate(r.baseline) << " | "
          << fixed(r.ratio, digits) << " | " << (r.regression ? "REGRESSION" : "ok") << (r.why_not.empty() ? "" : ": " + r.why_not) << " |\n";
     } else
-      os << "| " << r.config << " | " << r.point << " | " << fixed(r.measured, 2) << " | n/a | n/a | " << r.why_not << " |\n";
+      os << "| " << r.config << " | " << r.point << " | " << rate(r.measured) << " | n/a | n/a | " << r.why_not << " |\n";
 }
 
 }  // namespace dlperf::analysis

@@ -14,6 +14,14 @@ inline std::string fixed(double v, int digits) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+// Samples/s in tables: 2 decimals, but 3 significant digits below 1 (a Llama step of minutes on
+// a CPU is 0.0025 samples/s, which 2 decimals showed as 0.00, and a 25% regression as equal).
+inline std::string rate(double v) {
+  if (!(v > 0 && v < 1)) return fixed(v, 2);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 inline std::string fixed_or(const std::optional<double>& v, int digits, const std::string& empty) {
   return v ? fixed(*v, digits) : empty;
 }

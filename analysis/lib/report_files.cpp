@@ -1,6 +1,7 @@
 // Machine-readable outputs: CSV (one row per configuration x scale point, every statistic)
 // and JSON in the shape of DLPerf's result files, keyed by configuration label then "NnMg"
 // ("NnMr" for CPU-backend ranks).
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 
@@ -62,6 +63,10 @@ void write_csv(std::ostream& os, const Reduction& r) {
   }
 }
 
+// JSON has no inf or nan: a non-finite figure (an absurd FLOP count recorded per token) is null,
+// not a token that makes the whole file unreadable.
+std::string json_number(double v) { return std::isfinite(v) ? exact(v) : "null"; }
+
 void write_json(std::ostream& os, const Reduction& r) {
   os << "{";
   bool first_cfg = true;
@@ -72,16 +77,16 @@ void write_json(std::ostream& os, const Reduction& r) {
     for (const auto& p : c.points) {
       if (p.stats.runs == 0) continue;
       os << (first ? "\n    " : ",\n    ") << json_string(point_name(c.key.backend, p.nodes, p.devices_per_node))
-         << ": {\"average_speed\": " << exact(p.stats.mean) << ", \"median_speed\": " << exact(p.stats.median)
+         << ": {\"average_speed\": " << json_number(p.stats.mean) << ", \"median_speed\": " << json_number(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
-         << ", \"speedup\": " << (p.speedup ? exact(*p.speedup) : "null")
-         << ", \"efficiency\": " << (p.efficiency ? exact(*p.efficiency) : "null") << ", \"runs\": " << p.stats.runs
-         << ", \"cv\": " << exact(p.stats.cv)
+         << ", \"speedup\": " << (p.speedup ? json_number(*p.speedup) : "null")
+         << ", \"efficiency\": " << (p.efficiency ? json_number(*p.efficiency) : "null") << ", \"runs\": " << p.stats.runs
+         << ", \"cv\": " << json_number(p.stats.cv)
          << ", \"memory_plan_bytes\": " << p.memory_plan_bytes << ", \"allocated_peak_bytes\": " << p.allocated_peak_bytes
          << ", \"peak_memory_bytes\": " << p.peak_memory_bytes;
       if (const auto l = llm_point(c, p))
-        os << ", \"tokens_per_s\": " << exact(l->tokens_per_s) << ", \"tflops_per_device\": " << exact(l->tflops_per_device)
-           << ", \"mfu\": " << (l->mfu ? exact(*l->mfu) : "null");
+        os << ", \"tokens_per_s\": " << json_number(l->tokens_per_s) << ", \"tflops_per_device\": " << json_number(l->tflops_per_device)
+           << ", \"mfu\": " << (l->mfu ? json_number(*l->mfu) : "null");
       // The whole configuration, so that --compare against this file matches the same work
       // (a label names only what differed within its own set of runs).
       os << ", \"config\": {\"model\": " << json_string(c.key.model) << ", \"precision\": " << json_string(c.key.precision)

@@ -57,7 +57,12 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
   table_header(os, cols);
   for (const auto& p : c.points) {
     if (p.stats.runs == 0) continue;
-    os << "| " << p.nodes << " | " << p.devices() << " | " << c.key.batch_per_device << " | " << fixed(p.stats.median, 2)
+    // Above 100% is no scaling result: the 1-device runs were slowed (a warm-up left in the
+    // window, another window) or the point was not the same work.
+    if (p.efficiency && *p.efficiency > 1.05)
+      notes.push_back("warning: superlinear " + c.label + " " + point_of(c, p) + ": scaling efficiency " + percent(*p.efficiency) +
+                      " is above 100%: check the 1-device runs (warm-up, window) before reading it as a speedup");
+    os << "| " << p.nodes << " | " << p.devices() << " | " << c.key.batch_per_device << " | " << rate(p.stats.median)
        << " | " << fixed_or(p.speedup, 2, "") << " | " << (p.efficiency ? percent(*p.efficiency) : "") << " |";
     if (reference) {
       auto ref = match_reference(*opt.reference, c.key, p.nodes, p.devices_per_node);
@@ -105,8 +110,8 @@ void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& 
     const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
     os << "| " << p.nodes << " | " << p.devices() << " | " << p.stats.runs << " | ";
     if (p.stats.runs > 0)
-      os << fixed(p.stats.median, 2) << " | " << fixed(p.stats.mean, 2) << " | " << fixed(p.stats.min, 2) << " | "
-         << fixed(p.stats.max, 2) << " | " << percent(p.stats.cv, 2);
+      os << rate(p.stats.median) << " | " << rate(p.stats.mean) << " | " << rate(p.stats.min) << " | " << rate(p.stats.max) << " | "
+         << percent(p.stats.cv, 2);
     else
       os << " |  |  |  | ";
     os << " | " << excluded << " |\n";

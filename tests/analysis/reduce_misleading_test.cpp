@@ -207,6 +207,24 @@ TEST(ReduceMisleading, MfuUsesEachPointsPeakAndSaysWhenItIsImpossible) {
   EXPECT_NE(md.find("trains a reduced network (llama-layers 2 (benchmark: the model's))"), std::string::npos) << md;
 }
 
+// Three ways a table read wrong: a Llama step of a minute on a CPU (0.5 samples/s) printed as
+// 0.00; a 2-rank point at 200% efficiency (1-device runs slowed) passed without a word; an
+// absurd FLOP count per token wrote "inf" into the JSON, which no reader accepts.
+TEST(ReduceMisleading, SlowRatesSuperlinearPointsAndInfiniteFlops) {
+  const Reduction r = reduce_runs({run_at("resnet50", 1, 1, 64.0), run_at("resnet50", 1, 2, 32.0)}, MethodOptions{});
+  const std::string md = markdown(r);
+  EXPECT_NE(md.find("| 1 | 1 | 32 | 0.5 | 1.00 | 100.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("warning: superlinear resnet50_fp32_b32_cpu 1n2r: scaling efficiency 200.0% is above 100%"), std::string::npos) << md;
+  RunRecord llama = run_at("llama3_2_1b", 1, 1, 0.1);
+  llama.info.seq_len = 8192;
+  llama.info.model_flops_per_token = 1e308;
+  llama.info.peak_tflops_per_device = 989;
+  std::ostringstream json;
+  write_json(json, reduce_runs({llama}, MethodOptions{}));
+  EXPECT_EQ(json.str().find("inf"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"tflops_per_device\": null"), std::string::npos) << json.str();
+}
+
 // fp16 whose loss scale overflowed every step: no update ran, yet its samples/s were averaged in
 // as training. A few skipped steps (the scale settling) are normal and not named.
 TEST(ReduceMisleading, RunsThatSkippedTheirUpdatesAreNamed) {
