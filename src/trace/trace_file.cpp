@@ -128,10 +128,12 @@ void update_trace_file(const std::string& path, const std::function<void(hid_t f
   // A symlinked results file: replace what it points to, so the link and its target stay one file.
   const std::string target = resolve_symlinks(path);
   const std::string named = fs::absolute(path).lexically_normal() == fs::path(target) ? path : path + " (-> " + target + ")";
-  // What can be refused without the lock is refused before "<file>.lock" is created, so a
-  // refused --output (a folder, a text file, a read-only trace) leaves nothing behind. The
-  // checks are repeated under the lock: the file may have changed in between.
-  if (struct stat early {}; ::stat(target.c_str(), &early) == 0) {
+  // Where "<file>.lock" does not exist yet, what can be refused without the lock is refused
+  // before it is created, so a refused --output (a folder, a text file, a read-only trace)
+  // leaves nothing behind. The checks are repeated under the lock (the file may have changed
+  // in between); once the lock exists (every later flush of a run) they run there only.
+  struct stat early {};
+  if (::access((target + ".lock").c_str(), F_OK) != 0 && ::stat(target.c_str(), &early) == 0) {
     check_replaceable(target, early, named);
     trace_schema::check_root(open_trace_readonly(target), named);
   }
