@@ -122,6 +122,17 @@ void reject_unknown_sections(const IniFile& f, const std::vector<std::string>& k
     }
 }
 
+// "nvme:1,,gpu:4" -> {"nvme:1", "", "gpu:4"}: the entries of a --gres or --tres-per-* value.
+std::vector<std::string> comma_entries(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t from = 0; from <= list.size();) {
+    const size_t comma = std::min(list.find(',', from), list.size());
+    out.push_back(list.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
+
 SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   SlurmSettings s;
   s.partition = r.word("partition", base.partition);
@@ -147,10 +158,7 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
     // Slurm keeps the last --gres line only: a GPU job's gpu:G and nvme:1 on two lines left it
     // without GPUs. Every entry goes on one line; GPUs come from the configurations.
     if (o.size() <= name.size() + 1) r.fail("sbatch", "'" + o + "' names no generic resource (such as --gres=nvme:1)");
-    for (size_t from = name.size() + 1; from <= o.size();) {
-      const size_t comma = std::min(o.find(',', from), o.size());
-      const std::string entry = o.substr(from, comma - from);
-      from = comma + 1;
+    for (const std::string& entry : comma_entries(o.substr(name.size() + 1))) {
       if (entry.empty()) r.fail("sbatch", "'" + o + "' has an empty entry");
       if (entry == "gpu" || entry.rfind("gpu:", 0) == 0)
         r.fail("sbatch", "'" + o + "' asks for GPUs, which the scripts do from the matrix's configurations (gpu_request, gpu_type); "
@@ -237,10 +245,7 @@ Profile load_profile(const IniFile& f) {
   // (shared as shard or mps too).
   const auto other_entries = [](const std::string& list) {
     std::string rest;
-    for (size_t from = 0; from <= list.size();) {
-      const size_t comma = std::min(list.find(',', from), list.size());
-      const std::string entry = list.substr(from, comma - from);
-      from = comma + 1;
+    for (const std::string& entry : comma_entries(list)) {
       bool gpu_entry = false;
       for (const char* g : {"gpu", "shard", "mps", "gres/gpu", "gres/shard", "gres/mps"})
         gpu_entry = gpu_entry || entry.rfind(g, 0) == 0;
