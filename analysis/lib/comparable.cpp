@@ -56,6 +56,27 @@ std::vector<std::pair<std::string, std::string>> nonstandard_settings(const Conf
   return out;
 }
 
+bool is_published_workload(const ConfigResult& c) {
+  for (const auto& [name, v] : c.nonstandard)
+    if (name != "data") return false;
+  return true;
+}
+
+std::string differences(const ConfigResult& c, bool network) {
+  std::string s;
+  for (const auto& [name, v] : c.nonstandard)
+    if (is_network_size(name) == network) {
+      const std::string standard = standard_value(c.key.model, name);
+      s += (s.empty() ? "" : ", ") + name + " " + v + " (benchmark: " + (standard == "-1" ? std::string("the model's") : standard) + ")";
+    }
+  return s;
+}
+
+std::string differences(const ConfigResult& c) {
+  const std::string net = differences(c, true), rest = differences(c, false);
+  return net + (net.empty() || rest.empty() ? "" : ", ") + rest;
+}
+
 bool is_reference_kernel(const KernelRecord& k, const std::string& precision) {
   const std::string& i = k.impl;
   if (i.rfind("ref", 0) == 0 || i.find(":ref") != std::string::npos || i.find("_ref") != std::string::npos) return true;

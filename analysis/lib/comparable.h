@@ -17,6 +17,16 @@ namespace dlperf::analysis {
 // (name, value), by name. Details a trace did not record are not judged.
 std::vector<std::pair<std::string, std::string>> nonstandard_settings(const ConfigKey& key);
 
+// Whether published figures (DLPerf's V100 table, a DLPerf result file) may stand beside this
+// configuration: the benchmark's image size or sequence length and full network. The data
+// source is not judged (DLPerf's runs read ImageNet; synthetic data is the usual stand-in).
+bool is_published_workload(const ConfigResult& c);
+// "image-size 128 (benchmark: 224), resnet-width 8 (64)": what keeps a configuration from
+// being the benchmark its model names. `network`: only the network-size settings, or the rest.
+std::string differences(const ConfigResult& c, bool network);
+// Both kinds, network sizes first.
+std::string differences(const ConfigResult& c);
+
 // A setting that shrinks the network itself (--resnet-width, --bert-layers, ...).
 bool is_network_size(const std::string& name);
 // The setting's benchmark value for `model` ("" when it has none).

@@ -4,16 +4,19 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <ostream>
 
+#include "comparable.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "format.h"
 #include "json_strict.h"
+#include "reference.h"
 
 namespace dlperf::analysis {
 
@@ -23,7 +26,7 @@ std::string model_family(const std::string& name) {
     if (std::isalnum(static_cast<unsigned char>(ch))) n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   // DLPerf's result files key the model as "rn50", "r50", "resnet50", "resnet50v1.5",
   // "bert-base-adam-training", "vgg16"; dlperf's as resnet50, bert_base, vgg16.
-  if (n == "rn50" || n == "r50" || n.rfind("resnet50", 0) == 0) return "resnet50";
+  if (n.rfind("rn50", 0) == 0 || n == "r50" || n.rfind("resnet50", 0) == 0) return "resnet50";  // "rn50_amp" too
   if (n.rfind("vgg16", 0) == 0) return "vgg16";
   if (n.rfind("bert", 0) == 0 && n.find("large") == std::string::npos) return "bert_base";
   return name;
@@ -72,6 +75,26 @@ bool is_dlperf_label(const std::string& key) {
   return false;
 }
 
+// The precision a DLPerf name states in one of its parts ("rn50_fp16_b256", "resnet50_amp_result"):
+// "" when it states none, or two of different classes.
+std::string stated_precision(const std::string& name) {
+  std::string found, token;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    const unsigned char ch = i < name.size() ? static_cast<unsigned char>(name[i]) : '_';
+    if (std::isalnum(ch)) {
+      token += static_cast<char>(std::tolower(ch));
+      continue;
+    }
+    for (const char* p : {"fp32", "tf32", "fp16", "bf16", "amp", "mixed"})
+      if (token == p) {
+        if (!found.empty() && precision_class(found) != precision_class(token)) return "";
+        if (found.empty()) found = token;
+      }
+    token.clear();
+  }
+  return found;
+}
+
 }  // namespace
 
 std::vector<BaselinePoint> baseline_from_reduction(const Reduction& r) {
@@ -95,8 +118,10 @@ std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
   const nlohmann::json root = parse_json_strict(*contents, path);
   if (!root.is_object()) throw_usage_error(path + ": baseline JSON is not an object of models");
   std::vector<BaselinePoint> out;
+  const std::string file_precision = stated_precision(std::filesystem::path(path).filename().string());
   for (const auto& [key, points] : root.items()) {
     if (!points.is_object()) continue;
+    const std::string key_precision = stated_precision(key);
     for (const auto& [name, v] : points.items()) {
       if (!v.is_object()) continue;
       auto median = v.find("median_speed");
@@ -113,7 +138,10 @@ std::vector<BaselinePoint> baseline_from_json(const std::string& path) {
       BaselinePoint b{key, name, speed, 0, std::nullopt};
       auto batch = v.find("batch_size_per_device");
       if (batch != v.end() && batch->is_number()) b.batch_per_device = static_cast<int64_t>(batch->get<double>());
-      if (const auto cfg = v.find("config"); cfg != v.end() && cfg->is_object()) b.config = config_from_json(*cfg, path + ": " + key + " " + name);
+      if (const auto cfg = v.find("config"); cfg != v.end() && cfg->is_object())
+        b.config = config_from_json(*cfg, path + ": " + key + " " + name);
+      else
+        b.precision = key_precision.empty() ? file_precision : key_precision;
       out.push_back(b);
     }
   }
@@ -143,14 +171,28 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
         for (const auto& d : differ) why_not += " " + d;
         why_not += ")";
       }
+      bool dlperf_figure = false;  // matched a DLPerf result file's figure
       if (!match && work.empty())
         for (const auto& b : baseline) {
           if (b.point != name || b.config) continue;
-          if (b.key == c.label) match = &b;  // a label of dlperf's, from a JSON without configurations
-          // A DLPerf result file: the model's name in any of DLPerf's spellings, same batch.
-          else if (!match && !is_dlperf_label(b.key) && model_family(b.key) == model_family(c.key.model) &&
-                   (b.batch_per_device == 0 || b.batch_per_device == c.key.batch_per_device))
+          if (b.key == c.label) {  // a label of dlperf's, from a JSON without configurations
             match = &b;
+            dlperf_figure = false;
+            continue;
+          }
+          // A DLPerf result file: the model's name in any of DLPerf's spellings, same batch, the
+          // same precision where it says one, and only beside the workload it published.
+          if (match || is_dlperf_label(b.key) || model_family(b.key) != model_family(c.key.model) ||
+              (b.batch_per_device != 0 && b.batch_per_device != c.key.batch_per_device))
+            continue;
+          if (!is_published_workload(c))
+            why_not = "not the published workload (" + differences(c) + "), which the baseline's " + b.key + " figures are";
+          else if (!b.precision.empty() && precision_class(b.precision) != precision_class(c.key.precision))
+            why_not = "the baseline's " + b.key + " is " + b.precision + " (its name says), this is " + c.key.precision;
+          else {
+            match = &b;
+            dlperf_figure = true;
+          }
         }
       // A point whose runs all failed or stopped early: a gate passed while the scale point
       // crashed. Where the baseline measured it, it is a regression; elsewhere it is not a row.
@@ -165,6 +207,7 @@ std::vector<Comparison> compare(const Reduction& measured, const std::vector<Bas
       }
       Comparison row{c.label, name, p.stats.median, match->median, p.stats.median / match->median, false, true, ""};
       row.regression = row.ratio < tolerance;
+      if (dlperf_figure && match->precision.empty()) row.why_not = "the baseline names no precision: compared as " + c.key.precision;
       rows.push_back(row);
     }
   return rows;
@@ -179,10 +222,10 @@ void write_comparison(std::ostream& os, const std::vector<Comparison>& rows, dou
       // itself beside REGRESSION: more digits until it shows below.
       int digits = 3;
       while (r.regression && digits < 8 && std::stod(fixed(r.ratio, digits)) >= tolerance) ++digits;
-      os << "| " << r.config << " | " << r.point << " | " << rate(r.measured) << " | " << rate(r.baseline) << " | "
-         << fixed(r.ratio, digits) << " | " << (r.regression ? "REGRESSION" : "ok") << (r.why_not.empty() ? "" : ": " + r.why_not) << " |\n";
+      os << "| " << cell(r.config) << " | " << r.point << " | " << rate(r.measured) << " | " << rate(r.baseline) << " | "
+         << fixed(r.ratio, digits) << " | " << (r.regression ? "REGRESSION" : "ok") << (r.why_not.empty() ? "" : ": " + cell(r.why_not)) << " |\n";
     } else
-      os << "| " << r.config << " | " << r.point << " | " << rate(r.measured) << " | n/a | n/a | " << r.why_not << " |\n";
+      os << "| " << cell(r.config) << " | " << r.point << " | " << rate(r.measured) << " | n/a | n/a | " << cell(r.why_not) << " |\n";
 }
 
 }  // namespace dlperf::analysis

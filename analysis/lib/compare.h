@@ -20,6 +20,9 @@ struct BaselinePoint {
   // The whole configuration: from a results file, or dlperf-reduce's JSON ("config"); empty in
   // DLPerf's own JSON. A label alone is not enough: it names only what differed within its set.
   std::optional<ConfigKey> config;
+  // A DLPerf JSON (no config): the precision its model key or else its file name states
+  // ("rn50_fp16", "resnet50_amp_result.json"); "" when neither does.
+  std::string precision;
 };
 
 // "resnet50" for any of DLPerf's names of ResNet-50 v1.5 (rn50, r50, resnet50v1.5), "vgg16",
@@ -43,7 +46,9 @@ struct Comparison {
 // is compared, another image size or dataset layout is not. When several baseline
 // configurations match, the one of the same machine and build wins, else none does. A DLPerf
 // JSON (bare model names) matches by model family (model_family) with an equal (or unstated)
-// batch; a label of dlperf's own without its configuration matches only itself.
+// batch, the same precision class (fp32/tf32 or mixed) where the baseline states one, and only
+// the published workload (comparable.h: no reduced network, the benchmark's image size or
+// sequence length); a label of dlperf's own without its configuration matches only itself.
 // Every measured point gets a row, in order; one the baseline lacks has matched = false. A point
 // whose runs all failed or stopped early is a regression where the baseline has it, else no row.
 std::vector<Comparison> compare(const Reduction& measured, const std::vector<BaselinePoint>& baseline, double tolerance);

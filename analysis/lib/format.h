@@ -26,6 +26,12 @@ inline std::string fixed_or(const std::optional<double>& v, int digits, const st
   return v ? fixed(*v, digits) : empty;
 }
 inline std::string percent(double fraction, int digits = 1) { return fixed(100 * fraction, digits) + "%"; }
+// Text in a markdown table cell: a '|' (a --variant, a file name) would split the row.
+inline std::string cell(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch == '\n' || ch == '\r' ? ' ' : ch);
+  return out;
+}
 // Full precision for machine-read files (CSV, JSON): round trips a double.
 inline std::string exact(double v) {
   char buf[64];

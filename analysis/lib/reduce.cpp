@@ -114,6 +114,20 @@ void name_configs(std::vector<ConfigResult>& configs) {
       c.title += " · " + name + " " + v;
     }
   }
+  // Folding (label_value) can give two configurations one label (older traces' data paths "run 1"
+  // and "run-1"): the JSON would hold a key twice and the CSV two configurations under one name.
+  // A later one gets the first free "_2", "_3", ...
+  std::set<std::string> taken, originals;
+  for (const auto& c : configs) originals.insert(c.label);
+  for (auto& c : configs) {
+    if (taken.count(c.label)) {
+      int n = 2;
+      while (taken.count(c.label + "_" + std::to_string(n)) || originals.count(c.label + "_" + std::to_string(n))) ++n;
+      c.label += "_" + std::to_string(n);
+      c.title += " · (" + std::to_string(n) + ")";
+    }
+    taken.insert(c.label);
+  }
 }
 
 }  // namespace
@@ -313,6 +327,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
       }
     const RunWindow w = run_window(run, opt);
     out.windows.insert(w);
+    acc.point.windows.insert(w);
     {
       int64_t skipped = 0;  // rank 0's record: every rank takes the same gated step
       for (int64_t k = w.warmup; k < w.warmup + w.window; ++k) skipped += run.ranks[0].iterations[static_cast<size_t>(k)].skipped ? 1 : 0;

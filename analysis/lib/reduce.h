@@ -93,6 +93,7 @@ struct PhaseBreakdown {
 
 struct ScalePoint {
   int64_t nodes = 1, devices_per_node = 1;
+  std::set<RunWindow> windows;  // the windows its included runs were measured by
   int64_t devices() const { return nodes * devices_per_node; }
   std::vector<double> throughputs;  // included runs, in file order
   RepeatStats stats;                // of throughputs (runs = 0: every run excluded)

@@ -29,13 +29,13 @@ std::string family(const std::string& model) {
   return model;
 }
 
-// TF32 is what FP32 training runs on since Ampere (cuDNN/cuBLAS's default math for fp32 tensors):
-// it sits beside DLPerf's FP32 rows, not its mixed-precision (AMP) ones.
-std::string precision_class(const std::string& p) { return p == "fp32" || p == "tf32" ? "fp32" : "mixed"; }
-
 constexpr const char* kHeader = "system,model,precision,batch_per_device,variant,nodes,gpus_per_node,samples_per_s,speedup";
 
 }  // namespace
+
+// TF32 is what FP32 training runs on since Ampere (cuDNN/cuBLAS's default math for fp32 tensors):
+// it sits beside DLPerf's FP32 rows, not its mixed-precision (AMP) ones.
+std::string precision_class(const std::string& p) { return p == "fp32" || p == "tf32" ? "fp32" : "mixed"; }
 
 ReferenceTable load_reference(const std::string& csv_path) {
   std::error_code ec;

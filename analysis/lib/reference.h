@@ -19,6 +19,10 @@ struct ReferenceRow {
 };
 using ReferenceTable = std::vector<ReferenceRow>;
 
+// "fp32" for fp32 and tf32 (TF32 is how fp32 trains since Ampere), "mixed" for fp16, bf16 and
+// DLPerf's "amp".
+std::string precision_class(const std::string& precision);
+
 ReferenceTable load_reference(const std::string& csv_path);  // throws Error(usage) on a bad file
 
 // The published row for the same model family (resnet50*, vgg16, bert*), precision class

@@ -51,7 +51,7 @@ void write_csv(std::ostream& os, const Reduction& r) {
          << ',' << p.stats.runs << ',' << excluded;
       if (p.stats.runs > 0)
         os << ',' << exact(p.stats.median) << ',' << exact(p.stats.mean) << ',' << exact(p.stats.min) << ','
-           << exact(p.stats.max) << ',' << exact(p.stats.cv);
+           << exact(p.stats.max) << ',' << (p.stats.runs > 1 ? exact(p.stats.cv) : "");  // one run: no spread
       else
         os << ",,,,,";
       os << ',' << (p.speedup ? exact(*p.speedup) : "") << ',' << (p.efficiency ? exact(*p.efficiency) : "") << ','
@@ -81,7 +81,7 @@ void write_json(std::ostream& os, const Reduction& r) {
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
          << ", \"speedup\": " << (p.speedup ? json_number(*p.speedup) : "null")
          << ", \"efficiency\": " << (p.efficiency ? json_number(*p.efficiency) : "null") << ", \"runs\": " << p.stats.runs
-         << ", \"cv\": " << json_number(p.stats.cv)
+         << ", \"cv\": " << (p.stats.runs > 1 ? json_number(p.stats.cv) : "null")
          << ", \"memory_plan_bytes\": " << p.memory_plan_bytes << ", \"allocated_peak_bytes\": " << p.allocated_peak_bytes
          << ", \"peak_memory_bytes\": " << p.peak_memory_bytes;
       if (const auto l = llm_point(c, p))

@@ -3,6 +3,7 @@
 // then repeat statistics and the phase breakdown; after all configurations, stragglers and
 // notes on excluded runs.
 #include <ostream>
+#include <set>
 
 #include "comparable.h"
 #include "format.h"
@@ -24,33 +25,12 @@ std::string device_column(const ConfigResult& c) { return c.key.backend == "cpu"
 
 std::string point_of(const ConfigResult& c, const ScalePoint& p) { return point_name(c.key.backend, p.nodes, p.devices_per_node); }
 
-// "image-size 128 (benchmark: 224), resnet-width 8 (64)": what keeps a configuration from
-// being the benchmark its model names. `network`: only the network-size settings, or the rest.
-std::string differences(const ConfigResult& c, bool network) {
-  std::string s;
-  for (const auto& [name, v] : c.nonstandard)
-    if (is_network_size(name) == network)
-      s += (s.empty() ? "" : ", ") + name + " " + v + " (benchmark: " +
-           (standard_value(c.key.model, name) == "-1" ? std::string("the model's") : standard_value(c.key.model, name)) + ")";
-  return s;
-}
-
-// The published figures are set only beside the same workload: model and precision (matched
-// by match_reference), the benchmark's image size / sequence length and full network. The
-// data source is not judged (DLPerf's runs read ImageNet; synthetic data is the usual stand-in).
-bool comparable_with_reference(const ConfigResult& c) {
-  for (const auto& [name, v] : c.nonstandard)
-    if (name != "data") return false;
-  return true;
-}
-
 void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& opt, std::vector<std::string>& notes) {
   std::vector<std::string> cols = {"node_num", device_column(c), "batch_size_per_device", "samples/s", "speedup", "efficiency"};
-  const bool reference = opt.reference && comparable_with_reference(c);
+  const bool reference = opt.reference && is_published_workload(c);
   if (opt.reference && !reference)
     notes.push_back("note: --reference: no published DLPerf figure beside " + c.label + ": not the published workload (" +
-                    differences(c, true) + (differences(c, true).empty() || differences(c, false).empty() ? "" : ", ") +
-                    differences(c, false) + ")");
+                    differences(c) + ")");
   if (reference) cols.insert(cols.end(), {"V100 samples/s (DLPerf)", "V100 speedup", "measured/V100"});
   const bool llm = c.llm.flops_per_token > 0;  // LLM runs: tokens/s and MFU too (docs/llm.md)
   if (llm) cols.insert(cols.end(), {"tokens/s", "TFLOP/s/device", "MFU"});
@@ -71,7 +51,7 @@ void main_table(std::ostream& os, const ConfigResult& c, const ReportOptions& op
         if (ref->batch_per_device != c.key.batch_per_device)
           source += ref->batch_per_device ? ", bs " + std::to_string(ref->batch_per_device) : ", bs n/a";
         if (!ref->variant.empty()) source += ", " + ref->variant;
-        os << ' ' << fixed(ref->samples_per_s, 2) << " (" << source << ") | " << fixed_or(ref->speedup, 2, "") << " | "
+        os << ' ' << fixed(ref->samples_per_s, 2) << " (" << cell(source) << ") | " << fixed_or(ref->speedup, 2, "") << " | "
            << fixed(p.stats.median / ref->samples_per_s, 2) << " |";
       } else {
         os << "  |  |  |";
@@ -109,9 +89,9 @@ void repeat_table(std::ostream& os, const ConfigResult& c, const ReportOptions& 
   for (const auto& p : c.points) {
     const int excluded = p.excluded_partial + p.excluded_failed + p.excluded_short;
     os << "| " << p.nodes << " | " << p.devices() << " | " << p.stats.runs << " | ";
-    if (p.stats.runs > 0)
+    if (p.stats.runs > 0)  // one run has no spread to show: n/a, not 0.00%
       os << rate(p.stats.median) << " | " << rate(p.stats.mean) << " | " << rate(p.stats.min) << " | " << rate(p.stats.max) << " | "
-         << percent(p.stats.cv, 2);
+         << (p.stats.runs > 1 ? percent(p.stats.cv, 2) : "n/a");
     else
       os << " |  |  |  | ";
     os << " | " << excluded << " |\n";
@@ -229,6 +209,24 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
       notes.push_back("warning: " + c.label + ": " + std::to_string(c.runs_mostly_skipped) + " measured run(s) skipped the optimizer update in more than " +
                       percent(kSkippedShare, 0) + " of their measured iterations (up to " + percent(c.most_skipped) +
                       "; fp16 loss scaling found inf/nan gradients): a skipped step trains nothing, so their samples/s flatter the machine");
+    // Runs measured over different windows (a --warmup 0 run beside a --warmup 20 one, a short
+    // trial run) pooled into one median, or one point's runs against another's in a speedup.
+    std::set<RunWindow> config_windows;
+    std::string by_point;
+    for (const auto& p : c.points) {
+      if (p.windows.empty()) continue;
+      config_windows.insert(p.windows.begin(), p.windows.end());
+      by_point += (by_point.empty() ? "" : "; ") + point_of(c, p) + " iterations";
+      std::string sep = " ";
+      for (const RunWindow& w : p.windows) {
+        by_point += sep + std::to_string(w.warmup + 1) + "-" + std::to_string(w.warmup + w.window);
+        sep = ", ";
+      }
+    }
+    if (config_windows.size() > 1)
+      notes.push_back("warning: " + c.label + ": its runs were measured over different windows (" + by_point +
+                      "): a median or speedup over them mixes warm-up with steady state or short runs with long ones; "
+                      "dlperf-reduce --warmup N --window M measures every run alike");
     if (!c.has_single_device_baseline)
       notes.push_back("note: " + c.label + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
   }
@@ -239,7 +237,7 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
   } else {
     table_header(os, {"run", "rank", "host", "slow iterations", "mean excess compute"});
     for (const auto& s : r.stragglers)
-      os << "| " << s.run << " | " << s.rank << " | " << s.host << " | " << percent(s.slow_fraction) << " | "
+      os << "| " << cell(s.run) << " | " << s.rank << " | " << cell(s.host) << " | " << percent(s.slow_fraction) << " | "
          << percent(s.excess) << " |\n";
   }
   if (r.excluded_uneven > 0)

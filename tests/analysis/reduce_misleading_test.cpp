@@ -252,5 +252,82 @@ TEST(ReduceMisleading, IncludedPartialRunsAreNamed) {
       << markdown(r);
 }
 
+// A DLPerf result file names no configuration: its ResNet-50 figures were compared with a
+// reduced network's and with another precision's (the key or file name says fp16) without a word.
+TEST(ReduceMisleading, DlperfFiguresOnlyBesideTheirPrecisionAndWorkload) {
+  test::TempDir dir;
+  const auto dlperf_file = [&](const std::string& name, const std::string& key) {
+    std::ofstream(dir.file(name)) << "{\"" << key << "\": {\"1n1r\": {\"median_speed\": 300, \"batch_size_per_device\": 32}}}";
+    return baseline_from_json(dir.file(name));
+  };
+  RunRecord fp32 = run_at("resnet50", 1, 1, 0.1), bf16 = run_at("resnet50", 1, 1, 0.1);
+  bf16.info.precision = "bf16";
+  const RunRecord narrow = with_setting(run_at("resnet50", 1, 1, 0.1), "resnet-width=8");
+  auto rows = compare(reduce_runs({fp32}, MethodOptions{}), dlperf_file("resnet50_fp16_result.json", "rn50"), 0.95);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].matched);
+  EXPECT_EQ(rows[0].why_not, "the baseline's rn50 is fp16 (its name says), this is fp32");
+  rows = compare(reduce_runs({bf16}, MethodOptions{}), dlperf_file("a.json", "rn50_amp"), 0.95);
+  EXPECT_TRUE(rows[0].matched);  // both mixed precision
+  EXPECT_EQ(rows[0].why_not, "");
+  rows = compare(reduce_runs({narrow}, MethodOptions{}), dlperf_file("b.json", "rn50_fp32"), 0.95);
+  EXPECT_FALSE(rows[0].matched);
+  EXPECT_EQ(rows[0].why_not, "not the published workload (resnet-width 8 (benchmark: 64)), which the baseline's rn50_fp32 figures are");
+  rows = compare(reduce_runs({fp32}, MethodOptions{}), dlperf_file("c.json", "resnet50"), 0.95);
+  EXPECT_TRUE(rows[0].matched);
+  EXPECT_EQ(rows[0].why_not, "the baseline names no precision: compared as fp32");
+  // Two precisions of different classes in one name say nothing.
+  rows = compare(reduce_runs({fp32}, MethodOptions{}), dlperf_file("fp16_vs_fp32.json", "rn50"), 0.95);
+  EXPECT_EQ(rows[0].why_not, "the baseline names no precision: compared as fp32");
+}
+
+// One run at --warmup 0 beside runs at the default: their median mixed warm-up into steady state,
+// and the only sign was the global list of windows.
+TEST(ReduceMisleading, RunsOfDifferentWindowsAreNamed) {
+  const Reduction same = reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 2, 0.1)}, MethodOptions{});
+  EXPECT_EQ(markdown(same).find("different windows"), std::string::npos) << markdown(same);
+  RunRecord cold = run_at("resnet50", 1, 2, 0.1);
+  cold.info.warmup = 0;
+  const Reduction mixed = reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 2, 0.1), cold}, MethodOptions{});
+  EXPECT_NE(markdown(mixed).find("warning: resnet50_fp32_b32_cpu: its runs were measured over different windows (1n1r iterations "
+                                 "21-120; 1n2r iterations 1-120, 21-120)"),
+            std::string::npos)
+      << markdown(mixed);
+}
+
+// A single run has no spread: its cv showed 0.00%, as if perfectly repeatable.
+TEST(ReduceMisleading, OneRunHasNoCoefficientOfVariation) {
+  const Reduction r = reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 2, 0.1), run_at("resnet50", 1, 2, 0.1)},
+                                  MethodOptions{});
+  EXPECT_NE(markdown(r).find("| 1 | 1 | 1 | 320.00 | 320.00 | 320.00 | 320.00 | n/a | 0 |"), std::string::npos) << markdown(r);
+  EXPECT_NE(markdown(r).find("| 1 | 2 | 2 | 640.00 | 640.00 | 640.00 | 640.00 | 0.00% | 0 |"), std::string::npos) << markdown(r);
+  std::ostringstream json, csv;
+  write_json(json, r);
+  write_csv(csv, r);
+  EXPECT_NE(json.str().find("\"runs\": 1, \"cv\": null"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"runs\": 2, \"cv\": 0,"), std::string::npos) << json.str();
+  EXPECT_NE(csv.str().find(",320,320,320,320,,1,"), std::string::npos) << csv.str();
+}
+
+// Two older traces' data paths "run 1" and "run-1" fold to one label: the JSON held one key twice.
+// A '|' in --variant split the comparison table's rows.
+TEST(ReduceMisleading, LabelsAreUniqueAndTablesKeepTheirColumns) {
+  RunRecord a = with_setting(run_at("resnet50", 1, 1, 0.1), "data=run 1"), b = with_setting(run_at("resnet50", 1, 1, 0.2), "data=run-1");
+  const Reduction r = reduce_runs({a, b}, MethodOptions{});
+  ASSERT_EQ(r.configs.size(), 2u);
+  EXPECT_NE(r.configs[0].label, r.configs[1].label);
+  std::ostringstream json;
+  write_json(json, r);
+  EXPECT_NE(json.str().find("\"resnet50_fp32_b32_cpu_data-path=run-1\": {"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"resnet50_fp32_b32_cpu_data-path=run-1_2\": {"), std::string::npos) << json.str();
+  RunRecord v = run_at("resnet50", 1, 1, 0.1);
+  v.info.variant = "a|b";
+  const Reduction rv = reduce_runs({v}, MethodOptions{});
+  std::ostringstream table;
+  write_comparison(table, compare(rv, {}, 0.95), 0.95);
+  EXPECT_NE(table.str().find("| resnet50_fp32_b32_cpu_a\\|b | 1n1r | 320.00 | n/a | n/a | not in the baseline |"), std::string::npos)
+      << table.str();
+}
+
 }  // namespace
 }  // namespace dlperf::analysis
