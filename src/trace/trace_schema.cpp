@@ -160,25 +160,60 @@ void check_root(hid_t file, const std::string& path) {
   if (!h5::has_link(file, kRunsGroup)) throw_usage_error(path + ": dlperf trace without a /runs group");
 }
 
+namespace {
+
+// HDF5 keeps an attribute in its object's header, 64 KiB at most, and failed the whole run's
+// record (exit 3) on a longer one: a SLURM_JOB_NODELIST of thousands of uncompressed names, the
+// distinct hosts of a machine-wide job. Text attributes are told, not measured by: one longer
+// than this keeps its head and says how long it was; the exact per-rank hosts are the rank_host
+// dataset and the settings a dataset too.
+constexpr size_t kMaxAttrText = 16384;
+
+std::string fit_attr(const std::string& v) {
+  if (v.size() <= kMaxAttrText) return v;
+  const std::string marker = " ... [" + std::to_string(v.size()) + " bytes in all, cut to fit an HDF5 attribute]";
+  std::string head = v.substr(0, kMaxAttrText - marker.size());
+  // Not in the middle of a UTF-8 sequence: the reader refuses invalid text.
+  size_t cut = head.size();
+  while (cut > 0 && (static_cast<unsigned char>(head[cut - 1]) & 0xC0) == 0x80) --cut;
+  if (cut > 0 && static_cast<unsigned char>(head[cut - 1]) >= 0xC0) head.resize(cut - 1);
+  return head + marker;
+}
+
+// A list stored at its longest entry's width: as many entries as fit 2 x kMaxAttrText, then one
+// that says how many there were.
+std::vector<std::string> fit_attr(std::vector<std::string> v, const std::string& what) {
+  size_t width = 0;
+  for (const auto& s : v) width = std::max(width, s.size() + 1);
+  if (width * v.size() <= 2 * kMaxAttrText) return v;
+  const std::string marker = "... (" + std::to_string(v.size()) + " " + what + " in all)";
+  width = std::max(width, marker.size() + 1);
+  v.resize(std::max<size_t>(2 * kMaxAttrText / width, 1) - 1);
+  v.push_back(marker);
+  return v;
+}
+
+}  // namespace
+
 void write_run_group(hid_t group, const RunRecord& record, RunStatus status, const std::string& reason) {
   const RunInfo& info = record.info;
-  for (const auto& f : kStringFields) h5::write_attr(group, f.name, info.*f.member);
+  for (const auto& f : kStringFields) h5::write_attr(group, f.name, fit_attr(info.*f.member));
   for (const auto& f : kIntFields) h5::write_attr(group, f.name, info.*f.member);
   h5::write_attr(group, "status", std::string(to_string(status)));
-  h5::write_attr(group, "status_reason", reason);
+  h5::write_attr(group, "status_reason", fit_attr(reason));
   h5::write_attr(group, "phase_names", phase_names());
-  for (const auto& [key, value] : info.versions) h5::write_attr(group, (kVersionPrefix + key).c_str(), value);
+  for (const auto& [key, value] : info.versions) h5::write_attr(group, (kVersionPrefix + key).c_str(), fit_attr(value));
 
   const size_t R = record.ranks.size();
   std::vector<std::string> rank_host(R);
   for (size_t r = 0; r < R; ++r)
     rank_host[r] = !record.ranks[r].host.empty() ? record.ranks[r].host : (r < info.hosts.size() ? info.hosts[r] : "");
-  // Distinct hosts in rank order: short enough for an attribute at any scale (per-rank list is a dataset).
+  // Distinct hosts in rank order, for people (the per-rank list is the rank_host dataset).
   std::vector<std::string> distinct;
   std::set<std::string> seen;
   for (const auto& h : (R > 0 ? rank_host : info.hosts))
     if (seen.insert(h).second) distinct.push_back(h);
-  h5::write_attr(group, "hosts", distinct);
+  h5::write_attr(group, "hosts", fit_attr(std::move(distinct), "hosts"));
   write_kernels(group, record.kernels);
   write_step_fields(group, record);
   write_llm_fields(group, record.info);

@@ -119,6 +119,31 @@ TEST(TraceRoundTrip, EveryFieldSurvives) {
   }
 }
 
+// HDF5 keeps an attribute in its object header (64 KiB at most): a 100 kB SLURM_JOB_NODELIST, or
+// the distinct hosts of a 4,000-node job, failed the run's whole record with an HDF5 error (exit 3).
+TEST(TraceRoundTrip, TextTooLongForAnAttributeIsCutAndSaysSo) {
+  test::TempDir dir;
+  const std::string path = dir.file("results.h5");
+  RunRecord in = test::small_run(4000, 3);
+  in.info.slurm_nodelist = std::string(99998, 'n') + "\xc3\xa9";  // ends in a two-byte character
+  for (size_t k = 0; k < in.ranks.size(); ++k) in.ranks[k].host = "nid" + std::string(40, '0') + std::to_string(k);
+  TraceWriter w(path, in.info);
+  w.finish(in, RunStatus::complete);
+  const auto runs = read_runs(path);
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string& nodelist = runs[0].info.slurm_nodelist;
+  EXPECT_LE(nodelist.size(), 16384u);
+  EXPECT_EQ(nodelist.substr(0, 5), "nnnnn");
+  EXPECT_NE(nodelist.find(" ... [100000 bytes in all, cut to fit an HDF5 attribute]"), std::string::npos) << nodelist.substr(16000);
+  ASSERT_EQ(runs[0].ranks.size(), 4000u);
+  EXPECT_EQ(runs[0].ranks[3999].host, in.ranks[3999].host);  // every rank's host, from its dataset
+  // A short one is kept whole.
+  RunRecord small = test::small_run(2, 3, 1);
+  small.info.slurm_nodelist = "node[0-1]";
+  append_runs(path, {small});
+  EXPECT_EQ(read_runs(path)[1].info.slurm_nodelist, "node[0-1]");
+}
+
 TEST(TraceRoundTrip, RunsAppendInOrder) {
   test::TempDir dir;
   const std::string path = dir.file("results.h5");
