@@ -253,7 +253,16 @@ std::string write_protection(const std::string& path, const struct stat& st) {
   return std::string("is write-protected (mode ") + mode + ")";
 }
 
+std::string file_name_problem(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  if (name.empty()) return "names a folder, not a file";
+  if (printable(path) != path) return "holds a control character or invalid UTF-8";
+  if (name.find_first_not_of(" \t") == std::string::npos) return "has a blank file name";
+  return "";
+}
+
 std::string output_file_problem(const std::string& path) {
+  if (const std::string why = file_name_problem(path); !why.empty()) return why;
   const std::string target = resolve_symlinks(path);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0) {

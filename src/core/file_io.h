@@ -71,8 +71,13 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 // same. Root is refused too when no write bit is set (as rm asks before removing one).
 std::string write_protection(const std::string& path, const struct stat& st);
 
+// Why `path` cannot name an output file, or "": its last part is empty (a trailing '/'), only
+// blanks, or holds a control character or invalid UTF-8 (a newline in a results file's name
+// breaks every script and job log that lists it).
+std::string file_name_problem(const std::string& path);
+
 // Why write_file_atomically(path) would fail before writing a byte, or "" when it would not
-// (as far as can be told in advance): the target exists and is not a regular file or is
+// (as far as can be told in advance): file_name_problem, the target exists and is not a regular file or is
 // write-protected (no write permission; refused for root too), or its folder is missing or not
 // writable. Checked for every output first, so that a bad one among
 // several leaves none of them written.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/given_options.h"
 #include "core/parse_number.h"
 #include "dlperf_version.h"
@@ -35,14 +36,19 @@ namespace {
 // set: srun -c 8 gives 8 of a 128-core node, not 128).
 // Sets o.threads and o.threads_from_omp.
 void automatic_threads(TrainOptions& o) {
-  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) {
     std::string first(env);
     first = first.substr(0, first.find(','));
+    first.erase(0, first.find_first_not_of(" \t"));  // libgomp allows blanks around the number
+    first.erase(first.find_last_not_of(" \t") + 1);
     if (const auto n = parse_uint64(first); n && *n >= 1 && *n <= static_cast<uint64_t>(kMaxThreads)) {
       o.threads = static_cast<int>(*n);
       o.threads_from_omp = true;
       return;
     }
+    // libgomp only warns and runs on; the run then took every CPU, not the count a module meant.
+    throw_usage_error("OMP_NUM_THREADS='" + printable(env) + "' is not a thread count from 1 to " + std::to_string(kMaxThreads) +
+                      " (--threads 0 reads it): set a number such as 8 (or 8,2), unset it, or give --threads");
   }
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -100,6 +106,10 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
     throw_usage_error("--attention '" + o.attention + "' is unknown: use auto, fused or unfused");
   if (o.attention != "auto" && !cuda)
     throw_usage_error("--attention " + o.attention + " needs --backend cuda (the cpu backend runs its own blocked online softmax)");
+  // They choose among cuDNN's engines: on the cpu backend they did nothing, said nothing, and
+  // the trace recorded a setting that had not applied.
+  if (o.conv_autotune && !cuda) throw_usage_error("--conv-autotune needs --backend cuda (it times cuDNN's engines)");
+  if (o.deterministic && !cuda) throw_usage_error("--deterministic needs --backend cuda (it limits cuDNN's engines)");
   if (o.cuda_graph) {
     if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
     if (o.profile_ops > 0) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
@@ -492,6 +502,8 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   require_positive("flush-every", o.flush_every);
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
   if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");
+  if (const std::string why = o.output.empty() ? "" : file_name_problem(o.output); !why.empty())
+    throw_usage_error("--output '" + printable(o.output) + "' " + why);
   // The tag heads a report's section and names an HDF5 attribute: one short line. A newline split
   // the markdown heading; 70,000 characters failed in HDF5 after the run had started.
   if (o.variant.size() > kMaxVariantBytes)

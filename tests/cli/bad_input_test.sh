@@ -2,7 +2,7 @@
 # Bad input to dlperf-train: one line on stderr naming the flag, exit code 2, no output file.
 # Usage: bad_input_test.sh DLPERF_TRAIN
 set -u
-train=$1
+train=$(realpath "$1")
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
@@ -130,6 +130,38 @@ expect_usage_error "--plan-ranks" --plan-ranks 4
 expect_usage_error "the run needs at least" --num-classes 1000000 --memory-limit-mb 4096
 expect_usage_error "--num-classes must be at least 2" --num-classes 1  # a loss of 0 that learns nothing
 expect_usage_error "--memory-limit-mb" --memory-limit-mb 100 --resnet-width 64 --image-size 64 --batch-size 2 --iterations 2 --warmup 1
+# Options of cuDNN's engines did nothing on the cpu backend, and the trace recorded them.
+expect_usage_error "--conv-autotune needs --backend cuda" --conv-autotune
+expect_usage_error "--deterministic needs --backend cuda" --deterministic
+# A count libgomp cannot read: it warned and the run took every CPU, not what the module meant.
+# (libgomp's own warning comes first, printed as the library loads: our line is the last.)
+for omp in abc 0 2000; do
+  OMP_NUM_THREADS=$omp "$train" --iterations 3 --warmup 1 --output "$dir/omp.h5" >"$dir/stdout" 2>"$dir/stderr"
+  rc=$?
+  if [ "$rc" -ne 2 ] || ! tail -n 1 "$dir/stderr" | grep -q "^dlperf-train: OMP_NUM_THREADS='$omp' is not a thread count from 1 to 1024" ||
+    [ -e "$dir/omp.h5" ]; then
+    echo "FAIL (OMP_NUM_THREADS=$omp): exit $rc, expected 2 naming it:"; cat "$dir/stderr"; failures=$((failures + 1))
+  else
+    echo "ok   (OMP_NUM_THREADS=$omp): $(tail -n 1 "$dir/stderr")"
+  fi
+done
+# --threads given: OMP_NUM_THREADS is not read.
+OMP_NUM_THREADS=abc "$train" --threads 1 --resnet-blocks 1,1,1,1 --resnet-width 8 --image-size 32 --batch-size 2 --plan-only \
+  >/dev/null 2>&1 || { echo "FAIL: OMP_NUM_THREADS refused with --threads 1"; failures=$((failures + 1)); }
+
+# A results file whose name holds a newline, is only blanks or is a folder: no script lists it.
+for name in "$(printf 'a\nb.h5')" ' ' "sub/"; do
+  mkdir -p "$dir/names/sub"
+  (cd "$dir/names" && "$train" --iterations 3 --warmup 1 --output "$name" >"$dir/stdout" 2>"$dir/stderr")
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(wc -l <"$dir/stderr")" -ne 1 ] || ! grep -q -- "--output '" "$dir/stderr" ||
+    [ "$(find "$dir/names" -mindepth 1 ! -name sub | wc -l)" -ne 0 ]; then
+    echo "FAIL (--output '$name'): exit $rc, expected 2 with one line and no file:"; cat "$dir/stderr"; ls -la "$dir/names"
+    failures=$((failures + 1))
+  else
+    echo "ok   (--output '$name'): $(cat "$dir/stderr")"
+  fi
+done
 
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
