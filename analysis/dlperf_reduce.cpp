@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/given_options.h"
+#include "dlperf_version.h"
 #include "reduce_app.h"
 
 namespace po = boost::program_options;
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
       "4 report written but unreadable files or runs were skipped (named on stderr; see --skip-bad).\n\nOptions");
   opts.add_options()
       ("help,h", "print this help")
+      ("version", "print the version")
       ("warmup", po::value<int64_t>(), "iterations dropped at the start of every run (default: each run's own recorded --warmup)")
       ("window", po::value<int64_t>(), "iterations measured after the warm-up (default: each run's own recorded --iterations minus "
                                        "its warm-up)")
@@ -73,7 +76,11 @@ int main(int argc, char** argv) {
     dlperf::check_given_texts(parsed, vm);
     if (vm.count("help")) {
       std::cout << opts << '\n';
-      return 0;
+      return dlperf::exit_after_printing("dlperf-reduce");
+    }
+    if (vm.count("version")) {
+      std::cout << "dlperf-reduce " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
+      return dlperf::exit_after_printing("dlperf-reduce");
     }
     po::notify(vm);
     if (vm.count("warmup")) cfg.method.warmup = vm["warmup"].as<int64_t>();

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/fnv.h"
+#include "dlperf_version.h"
 #include "core/given_options.h"
 #include "core/parse_number.h"
 #if defined(DLPERF_WITH_CUDA)
@@ -85,12 +86,12 @@ void check_fits_memory(const Config& c) {
   }
 }
 
-// Returns false when --help was printed.
+// Returns false when --help or --version was printed.
 bool parse(int argc, char** argv, bool print, Config& c) {
   std::string min_b = "8", max_b = "32M", backend = "mpi", type = "float", op = "allreduce";
   double timeout_s = 60;
   po::options_description visible("dlperf-comm options (the one-letter ones are nccl-tests')");
-  visible.add_options()("help,h", "print this help")
+  visible.add_options()("help,h", "print this help")("version", "print the version")
       ("op", po::value(&op)->default_value(op), "allreduce, reduce_scatter or all_gather (float)")
       ("min-bytes,b", po::value(&min_b)->default_value(min_b), "smallest message (bytes; K, M, G suffixes)")
       ("max-bytes,e", po::value(&max_b)->default_value(max_b), "largest message")
@@ -115,8 +116,9 @@ bool parse(int argc, char** argv, bool print, Config& c) {
   } catch (const po::error& e) {
     dlperf::throw_usage_error(e.what());
   }
-  if (vm.count("help")) {
-    if (print) std::cout << visible << '\n';
+  if (vm.count("help") || vm.count("version")) {
+    if (print && vm.count("help")) std::cout << visible << '\n';
+    else if (print) std::cout << "dlperf-comm " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
     return false;
   }
   if (op == "allreduce") c.bench.op = dlperf::CommOp::allreduce_sum;
@@ -224,7 +226,8 @@ bool parse_agreed(const dlperf::WorldInfo& world, MPI_Comm comm, int argc, char*
 int run(dlperf::MpiSession& session, int argc, char** argv) {
   const dlperf::WorldInfo& world = session.world();
   Config config;
-  if (!parse_agreed(world, session.world_comm(), argc, argv, config)) return 0;
+  if (!parse_agreed(world, session.world_comm(), argc, argv, config))  // --help or --version: printed by rank 0
+    return world.rank == 0 ? dlperf::exit_after_printing("dlperf-comm") : 0;
   // Rank 0 writes the record: a place it cannot write is found now, not after the whole
   // measurement (exit 3 then, the measurement lost). Every rank learns it and stops alike.
   {

@@ -35,11 +35,11 @@ int main(int argc, char** argv) {
     dlperf::check_given_texts(parsed, vm);  // --profile "$PROFILE" with it unset
     if (vm.count("help")) {
       std::cout << opts << '\n';
-      return 0;
+      return dlperf::exit_after_printing("dlperf-jobs");
     }
     if (vm.count("version")) {
       std::cout << "dlperf-jobs " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
-      return 0;
+      return dlperf::exit_after_printing("dlperf-jobs");
     }
     po::notify(vm);
     const auto files = generate_files(cfg);

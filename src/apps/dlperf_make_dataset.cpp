@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     }
     if (vm.count("version")) {
       std::cout << "dlperf-make-dataset " << DLPERF_VERSION << " (" << DLPERF_GIT_REVISION << ")\n";
+      if (const std::string why = flush_stdout_error(); !why.empty()) throw Error(ErrorKind::fault, why);
       return 0;
     }
     if (const auto v = parse_uint64(seed)) s.seed = *v;

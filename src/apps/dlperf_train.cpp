@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   // Options are checked before MPI starts: bad input never starts a job or creates a file.
   TrainOptions options;
   try {
-    if (parse_train_options(argc, argv, options, std::cout) == ParseOutcome::exit_ok) return check_stdout(0, "");
+    if (parse_train_options(argc, argv, options, std::cout) == ParseOutcome::exit_ok) return exit_after_printing("dlperf-train");
     // Host memory bounds the CPU backend's activations (a GPU's is checked per tensor only);
     // --plan-only allocates none of them.
     if (options.backend == BackendKind::cpu && !options.plan_only) check_activation_sizes(options, physical_memory_bytes());

@@ -277,6 +277,13 @@ std::string output_file_problem(const std::string& path) {
   return "";
 }
 
+int exit_after_printing(const char* program) {
+  const std::string why = flush_stdout_error();
+  if (why.empty()) return 0;
+  std::cerr << program << ": " << why << '\n';
+  return 3;
+}
+
 std::string flush_stdout_error() {
   errno = 0;
   std::cout.flush();

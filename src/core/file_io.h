@@ -87,5 +87,8 @@ std::string output_file_problem(const std::string& path);
 // reason ("cannot write to standard output: No space left on device"). Programs whose printed
 // output is a result (a table, a list of files) turn that into exit 3 (issue 27 item 11).
 std::string flush_stdout_error();
+// For --help and --version: 0 when what was printed reached standard output, else the reason
+// on stderr as "PROGRAM: ..." and 3 (`dlperf-x --help > /dev/full` exited 0 having printed nothing).
+int exit_after_printing(const char* program);
 
 }  // namespace dlperf

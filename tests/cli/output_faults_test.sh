@@ -4,10 +4,12 @@
 #    dlperf-train (without --output its summary is the run's only record), dlperf-comm,
 #    dlperf-make-dataset and dlperf-jobs --list, as dlperf-reduce already did;
 #  * a stray positional word is refused (exit 2, one line) by each;
-#  * dlperf-comm -e that overflows 64 bits, or that no node could hold, is one line, exit 2.
-# Usage: output_faults_test.sh DLPERF_TRAIN DLPERF_COMM DLPERF_MAKE_DATASET DLPERF_JOBS SOURCE_DIR
+#  * dlperf-comm -e that overflows 64 bits, or that no node could hold, is one line, exit 2;
+#  * every program's --help and --version: exit 0, or 3 with one line when nothing reached
+#    standard output (dlperf-comm, dlperf-reduce and dlperf-jobs exited 0 on /dev/full).
+# Usage: output_faults_test.sh DLPERF_TRAIN DLPERF_COMM DLPERF_MAKE_DATASET DLPERF_JOBS SOURCE_DIR DLPERF_REDUCE
 set -u
-train=$1 comm=$2 make=$3 jobs=$4 src=$5
+train=$1 comm=$2 make=$3 jobs=$4 src=$5 reduce=$6
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
@@ -46,7 +48,17 @@ if [ ! -w /dev/full ]; then echo "no /dev/full here: skipped the full-device che
   expect_full 3 "cannot write to standard output: No space left on device (the dataset was written)" \
     "$make" --output "$dir/ds" --classes 2 --images-per-class 2 --width 32 --height 32 --threads 1
   expect_full 3 "cannot write to standard output" "$jobs" --profile "$src/jobs/profiles/generic.ini" --matrix "$src/jobs/matrix.ini" --list
+  for prog in "$train" "$comm" "$make" "$jobs" "$reduce"; do
+    for opt in --help --version; do expect_full 3 "$(basename "$prog"): cannot write to standard output" "$prog" "$opt"; done
+  done
 fi
+for prog in "$train" "$comm" "$make" "$jobs" "$reduce"; do
+  name=$(basename "$prog")
+  "$prog" --version >"$dir/version" 2>&1 || fail "$name --version: exit $?"
+  grep -q "^$name [0-9]" "$dir/version" || fail "$name --version printed: $(head -c 200 "$dir/version")"
+  "$prog" --help >"$dir/help" 2>&1 || fail "$name --help: exit $?"
+  grep -q -- "--version" "$dir/help" || fail "$name --help does not list --version"
+done
 
 expect 2 "unexpected argument 'extra-word'" "$train" --iterations 2 extra-word
 expect 2 "too many positional options" "$comm" -b 8 extra-word
