@@ -51,6 +51,13 @@ TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
             std::string::npos)
       << os.str();
   EXPECT_NE(os.str().find("| 1 | 1 | 32 | 640.00 |"), std::string::npos) << os.str();
+  // The machine-read files say it too: 640 samples/s of 32 per micro-batch, two per step.
+  std::ostringstream csv, json;
+  write_csv(csv, reduce_runs({r}, MethodOptions{}));
+  write_json(json, reduce_runs({r}, MethodOptions{}));
+  EXPECT_NE(csv.str().find(",tflops_per_device,mfu,grad_accum,zero\n"), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find(",,,,2,1\n"), std::string::npos) << csv.str();
+  EXPECT_NE(json.str().find("\"batch_size_per_device\": 32, \"grad_accum\": 2, \"zero\": 1,"), std::string::npos) << json.str();
   // A trace from before --zero-gather waited at the step's end; --zero 0 all-gathers nothing.
   r.info.settings = {"zero=2", "grad-accum=1"};
   std::ostringstream older;
