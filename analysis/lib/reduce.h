@@ -29,6 +29,8 @@ namespace dlperf::analysis {
 // DLPerf's fixed warm-up and window, used for a trace that recorded neither (before schema 1.0's
 // iterations/warmup attributes were filled in).
 inline constexpr int64_t kDefaultWarmup = 20, kDefaultWindow = 100;
+// The fewest repeats of a point DLPerf's method takes the median of (it runs 5 to 7).
+inline constexpr size_t kMethodRepeats = 5;
 
 struct MethodOptions {
   // Empty: each run's own recorded warm-up and length (runs of different lengths are each

@@ -230,6 +230,19 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
     if (!c.has_single_device_baseline)
       notes.push_back("note: " + c.label + " has no complete 1 node x 1 device run; speedup and efficiency left empty");
   }
+  // DLPerf's method takes the median of 5 to 7 repeats; fewer is still a figure, but a median of
+  // one or two runs is not the method's, and the report says so once.
+  std::string few;
+  size_t few_points = 0;
+  for (const auto& c : r.configs)
+    for (const auto& p : c.points)
+      if (p.stats.runs > 0 && p.stats.runs < kMethodRepeats) {
+        if (++few_points <= 4) few += (few.empty() ? "" : ", ") + c.label + " " + point_of(c, p) + " (" + std::to_string(p.stats.runs) + ")";
+      }
+  if (few_points > 4) few += ", and " + std::to_string(few_points - 4) + " more";
+  if (few_points > 0)
+    notes.push_back("note: " + std::to_string(few_points) + " point(s) have fewer than " + std::to_string(kMethodRepeats) +
+                    " measured runs, where DLPerf's method takes the median of 5-7 repeats: " + few);
   os << "\n## Stragglers\n\n";
   if (r.stragglers.empty()) {
     os << "No rank's compute time exceeded its iteration's median by more than "

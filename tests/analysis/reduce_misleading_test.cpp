@@ -295,6 +295,20 @@ TEST(ReduceMisleading, RunsOfDifferentWindowsAreNamed) {
       << markdown(mixed);
 }
 
+// Two runs' median passed for the method's (5-7 repeats) without a word.
+TEST(ReduceMisleading, PointsWithFewerRepeatsThanTheMethodAreNamed) {
+  std::vector<RunRecord> runs;
+  for (int k = 0; k < 5; ++k) runs.push_back(run_at("resnet50", 1, 1, 0.1));
+  EXPECT_EQ(markdown(reduce_runs(runs, MethodOptions{})).find("fewer than 5 measured runs"), std::string::npos);
+  runs.push_back(run_at("resnet50", 1, 2, 0.1));
+  runs.push_back(run_at("resnet50", 1, 2, 0.1));
+  const std::string md = markdown(reduce_runs(runs, MethodOptions{}));
+  EXPECT_NE(md.find("note: 1 point(s) have fewer than 5 measured runs, where DLPerf's method takes the median of 5-7 repeats: "
+                    "resnet50_fp32_b32_cpu 1n2r (2)"),
+            std::string::npos)
+      << md;
+}
+
 // A single run has no spread: its cv showed 0.00%, as if perfectly repeatable.
 TEST(ReduceMisleading, OneRunHasNoCoefficientOfVariation) {
   const Reduction r = reduce_runs({run_at("resnet50", 1, 1, 0.1), run_at("resnet50", 1, 2, 0.1), run_at("resnet50", 1, 2, 0.1)},
