@@ -499,6 +499,9 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
     throw_usage_error("--bucket-mb must be from " + float_text(kMinBucketMb) + " (1 KiB) to " + float_text(kMaxBucketMb) + " (got " +
                       float_text(o.bucket_mb) + ")");
   require_positive("timeout", o.timeout_s);
+  // A wait of decades is no bound: a hung rank would hold the job to its Slurm limit (as dlperf-comm).
+  if (o.timeout_s > 7 * 86400)
+    throw_usage_error("--timeout must be 1 to 604800 seconds (7 days; got " + std::to_string(o.timeout_s) + ")");
   require_positive("flush-every", o.flush_every);
   if (o.repeat_index < 0) throw_usage_error("--repeat-index must be 0 or more");
   if (vm.count("output") && o.output.empty()) throw_usage_error("--output needs a file name");

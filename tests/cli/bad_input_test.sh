@@ -93,6 +93,7 @@ expect_usage_error --image-size --model bert_base --image-size 32
 expect_usage_error --resnet-width --model vgg16 --resnet-width 8
 expect_usage_error --momentum --model bert_base --momentum 0.9
 expect_usage_error --lock-timeout --lock-timeout -1
+expect_usage_error "--timeout must be 1 to 604800 seconds (7 days; got 2147483647)" --timeout 2147483647
 expect_usage_error --max-loss-growth --max-loss-growth 0.5
 # Strict numbers and lists, the class not the case (issue 27 item 11): trailing text, a fifth
 # stage, an empty part, a wrapped negative, an overflow, a stray positional word.
