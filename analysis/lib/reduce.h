@@ -52,6 +52,11 @@ struct ConfigKey {
   // library versions; is_identity_detail below).
   std::map<std::string, std::string> details;
   auto operator<=>(const ConfigKey&) const = default;
+  // A detail's recorded value, or `otherwise` (a trace from before it was recorded).
+  std::string detail(const std::string& name, const std::string& otherwise) const {
+    const auto it = details.find(name);
+    return it == details.end() ? otherwise : it->second;
+  }
   std::string label() const;  // "resnet50_fp32_b128_cpu[_variant]": the JSON and CSV key
   std::string title() const;  // "resnet50 · fp32 · batch 128/device · cpu"
 };

@@ -33,12 +33,6 @@ std::string json_string(const std::string& s) {
   return q + "\"";
 }
 
-// A detail's recorded value, or the default of traces from before it was recorded.
-std::string detail_or(const ConfigResult& c, const char* name, const char* otherwise) {
-  const auto it = c.key.details.find(name);
-  return it == c.key.details.end() ? otherwise : it->second;
-}
-
 // A recorded count as a JSON number; text if a trace recorded something else.
 std::string json_count(const std::string& v) {
   const bool digits = !v.empty() && v.size() < 10 && v.find_first_not_of("0123456789") == std::string::npos;
@@ -73,7 +67,7 @@ void write_csv(std::ostream& os, const Reduction& r) {
       os << ',' << (l ? exact(l->tokens_per_s) : "") << ',' << (l ? exact(l->tflops_per_device) : "") << ','
          << (l && l->mfu ? exact(*l->mfu) : "") << ',';
       // Samples/s count every micro-batch: a step of grad_accum x batch_size_per_device per device.
-      os << csv_field(detail_or(c, "grad-accum", "1")) << ',' << csv_field(detail_or(c, "zero", "0")) << '\n';
+      os << csv_field(c.key.detail("grad-accum", "1")) << ',' << csv_field(c.key.detail("zero", "0")) << '\n';
     }
   }
 }
@@ -94,7 +88,7 @@ void write_json(std::ostream& os, const Reduction& r) {
       os << (first ? "\n    " : ",\n    ") << json_string(point_name(c.key.backend, p.nodes, p.devices_per_node))
          << ": {\"average_speed\": " << json_number(p.stats.mean) << ", \"median_speed\": " << json_number(p.stats.median)
          << ", \"batch_size_per_device\": " << c.key.batch_per_device
-         << ", \"grad_accum\": " << json_count(detail_or(c, "grad-accum", "1")) << ", \"zero\": " << json_count(detail_or(c, "zero", "0"))
+         << ", \"grad_accum\": " << json_count(c.key.detail("grad-accum", "1")) << ", \"zero\": " << json_count(c.key.detail("zero", "0"))
          << ", \"speedup\": " << (p.speedup ? json_number(*p.speedup) : "null")
          << ", \"efficiency\": " << (p.efficiency ? json_number(*p.efficiency) : "null") << ", \"runs\": " << p.stats.runs
          << ", \"cv\": " << (p.stats.runs > 1 ? json_number(p.stats.cv) : "null")

@@ -181,10 +181,7 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
     // How the data parallelism ran (issue 25): the optimizer's sharding, where its all-gathers
     // were waited for, the accumulation and the recompute; the exposed communication is the
     // phase table's "comm exposed" column. Older traces lack some: their defaults.
-    const auto detail = [&](const char* name, const char* otherwise) {
-      const auto it = c.key.details.find(name);
-      return it == c.key.details.end() ? std::string(otherwise) : it->second;
-    };
+    const auto detail = [&](const char* name, const char* otherwise) { return c.key.detail(name, otherwise); };
     if (!detail("zero", "").empty() || !detail("grad-accum", "").empty()) {
       const std::string zero = detail("zero", "0"), gather = detail("zero-gather", "step");
       os << "Data parallelism: zero stage " << zero;
