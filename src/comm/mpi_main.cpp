@@ -18,6 +18,11 @@ int run_mpi_program(int& argc, char**& argv, const char* program, const std::fun
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return kExitError;
   }
+  // Each lone rank says so and stops before any work or output (exit 2): nothing to wait for.
+  if (const std::string why = lone_rank_problem(session->world().size); !why.empty()) {
+    std::fprintf(stderr, "%s: %s\n", program, why.c_str());
+    return kExitUsage;
+  }
   try {
     return body(*session);
   } catch (const Error& e) {

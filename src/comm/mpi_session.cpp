@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/job_abort.h"
 #include "comm/mpi_comm_handle.h"
@@ -63,6 +66,21 @@ void keep_freed_heap_memory() {
 }
 
 }  // namespace
+
+std::string lone_rank_problem(int world_size) {
+  if (world_size != 1) return "";
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const char* v = std::getenv(name);
+    if (!v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || n <= 1) return "";  // the launcher started this one process
+    return "MPI started this process as a job of its own (1 rank), but its launcher started " + std::to_string(n) + " (" + name +
+           "): every task would run alone. The launcher and this MPI library do not speak the same process-management "
+           "interface (srun --mpi=list shows srun's; Open MPI 5 speaks pmix, not pmi2; an mpiexec of another MPI)";
+  }
+  return "";
+}
 
 WorldInfo discover_world(MPI_Comm world) {
   WorldInfo w;

@@ -33,6 +33,14 @@ struct WorldInfo {
 // Collective over `world`: every rank must call it.
 WorldInfo discover_world(MPI_Comm world);
 
+// A process that MPI started as a job of its own (world size 1) while its launcher started
+// more: one line saying so, else "". The launcher's count is Open MPI mpirun's
+// OMPI_COMM_WORLD_SIZE, else PMI_SIZE (MPICH's and Intel MPI's hydra, Slurm's pmi2 plugin), else
+// srun's SLURM_STEP_NUM_TASKS (a batch script's own step sets none of them). An srun --mpi plugin
+// the MPI library does not speak (pmi2 with Open MPI 5, a PMIx mismatch) starts every task as a
+// lone rank: each would train alone on its node's first GPU and add a one-device run to the results.
+std::string lone_rank_problem(int world_size);
+
 class MpiSession {
  public:
   // Throws Error(library) when MPI cannot give MPI_THREAD_MULTIPLE.

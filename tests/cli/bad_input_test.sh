@@ -131,6 +131,16 @@ expect_usage_error "--plan-ranks" --plan-ranks 4
 expect_usage_error "the run needs at least" --num-classes 1000000 --memory-limit-mb 4096
 expect_usage_error "--num-classes must be at least 2" --num-classes 1  # a loss of 0 that learns nothing
 expect_usage_error "--memory-limit-mb" --memory-limit-mb 100 --resnet-width 64 --image-size 64 --batch-size 2 --iterations 2 --warmup 1
+# srun with an --mpi plugin the MPI library does not speak starts every task as a lone rank:
+# each trained alone and added a one-device run to the results.
+SLURM_STEP_NUM_TASKS=8 expect_usage_error "MPI started this process as a job of its own (1 rank), but its launcher started 8 (SLURM_STEP_NUM_TASKS)" \
+  --iterations 3 --warmup 1
+PMI_SIZE=2 expect_usage_error "but its launcher started 2 (PMI_SIZE)" --iterations 3 --warmup 1
+# Open MPI's mpirun -np 1 inside a larger srun step (its daemons' step): the launcher says 1.
+OMPI_COMM_WORLD_SIZE=1 SLURM_STEP_NUM_TASKS=4 "$train" --threads 1 --resnet-blocks 1,1,1,1 --resnet-width 8 --image-size 32 \
+  --batch-size 2 --iterations 2 --warmup 1 --print-every 0 >/dev/null 2>"$dir/stderr" ||
+  { echo "FAIL: mpirun -np 1 inside an srun step refused: $(cat "$dir/stderr")"; failures=$((failures + 1)); }
+
 # Options of cuDNN's engines did nothing on the cpu backend, and the trace recorded them.
 expect_usage_error "--conv-autotune needs --backend cuda" --conv-autotune
 expect_usage_error "--deterministic needs --backend cuda" --deterministic

@@ -77,5 +77,8 @@ expect 2 "unknown unit 'KB'" "$comm" -e 5KB
 expect 2 "--timeout must be 1 to 604800 seconds (got 1e+10)" "$comm" -e 1K --timeout 1e10
 expect 2 "--factor (-f) must be greater than 1 and finite" "$comm" -b 8 -e 1K -f inf
 expect 2 "--output (-o) $dir/nodir/x.comm: its folder $dir/nodir does not exist" "$comm" -e 1K -o "$dir/nodir/x.comm"
+# Every task of an srun whose --mpi plugin this MPI does not speak is a lone rank.
+expect 2 "dlperf-comm: MPI started this process as a job of its own (1 rank), but its launcher started 4" \
+  env SLURM_STEP_NUM_TASKS=4 "$comm" -e 1K
 
 if [ "$failures" -eq 0 ]; then echo "all output-fault checks passed"; else echo "$failures failed"; exit 1; fi
