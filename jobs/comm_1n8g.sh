@@ -54,7 +54,7 @@ worst=0
 records=()
 for op in allreduce reduce_scatter all_gather; do
   record=$results_dir/comm_1n8g_${op}_$SLURM_JOB_ID.comm
-  srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-comm --backend nccl --op "$op" \
+  srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=none --distribution=block:block dlperf-comm --backend nccl --op "$op" \
         -b 8 -e 1G -f 2 -n 20 -w 5 --output "$record"
   rc=$?
   [ $rc -ne 0 ] && echo "comm_1n8g.sh: dlperf-comm --op $op exited $rc" >&2

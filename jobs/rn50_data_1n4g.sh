@@ -69,9 +69,11 @@ seconds_left() {
   echo $((days * 86400 + s))
 }
 
-# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,
-# --cpu-bind=cores gives each rank cores of its own, --gpu-bind=closest the GPU nearest them;
-# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.
+# Placement and binding: the profile's srun options. --distribution=block:block with
+# --cpu-bind=cores gives local rank i the i-th block of cores, filling a socket before the next;
+# --gpu-bind=none shows every rank all of the node's GPUs, and dlperf-train takes local rank i's
+# GPU i. With cpus_per_task = the node's cores / its GPUs, rank, cores and GPU share a socket
+# (dlperf-train warns per rank when they do not, and refuses two ranks on one GPU).
 # srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's
 # watchdog runs) ends the whole step at once, instead of leaving the others waiting for it
 # until the time limit.
@@ -83,7 +85,7 @@ for ((i = 0; i < repeats; i++)); do
     break
   fi
   echo "dlperf: repeat $i of $repeats"
-  srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train --model resnet50 --backend cuda --precision fp16 \
+  srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=none --distribution=block:block dlperf-train --model resnet50 --backend cuda --precision fp16 \
       --batch-size 256 --iterations 120 --warmup 20 \
       --data "$DLPERF_DATA" --variant real_data --loader-threads "$SLURM_CPUS_PER_TASK" \
       --output "$results" --repeat-index "$i"

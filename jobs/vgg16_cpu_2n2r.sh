@@ -63,9 +63,8 @@ seconds_left() {
   echo $((days * 86400 + s))
 }
 
-# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,
-# --cpu-bind=cores gives each rank cores of its own;
-# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.
+# Placement and binding: the profile's srun options. --distribution=block:block with
+# --cpu-bind=cores gives local rank i the i-th block of cores, filling a socket before the next.
 # srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's
 # watchdog runs) ends the whole step at once, instead of leaving the others waiting for it
 # until the time limit.

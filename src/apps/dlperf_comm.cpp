@@ -239,7 +239,7 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
   }
   if (config.backend == dlperf::CommBackend::nccl) {
 #if defined(DLPERF_WITH_CUDA)
-    dlperf::select_device_by_local_rank(world);
+    dlperf::select_device_by_local_rank(world, session.world_comm());
 #else
     dlperf::throw_usage_error("--backend nccl: this dlperf was built without CUDA/NCCL; use --backend mpi");
 #endif

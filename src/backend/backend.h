@@ -185,8 +185,8 @@ struct BackendOptions {
   Precision precision = Precision::fp32;
   int threads = 0;       // CPU: compute threads per rank (0 = library default)
   // CUDA: the local rank; the device used is device % (devices this process sees), so sites
-  // that show each rank only its own GPU (--gpus-per-task, --gpu-bind) and sites that show all
-  // of a node's GPUs both work.
+  // that show each rank only its own GPU (--gpus-per-task) and sites that show all of a node's
+  // GPUs (--gpu-bind=none) both work; --gpu-bind=closest, which shows a rank several, may not.
   int device = 0;
   // CPU: the bytes of tensors and buffers the backend may hold at once (--memory-limit-mb), as a
   // GPU's fixed memory; an allocation past it throws OutOfMemoryError. 0: no limit.

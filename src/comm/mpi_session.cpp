@@ -82,6 +82,29 @@ std::string lone_rank_problem(int world_size) {
   return "";
 }
 
+std::string shared_gpu(MPI_Comm comm, const WorldInfo& w, const std::string& gpu_bus_id, int visible_gpus) {
+  struct Entry {
+    char gpu[48];
+    int visible;
+  } mine{};
+  gpu_bus_id.copy(mine.gpu, sizeof mine.gpu - 1);
+  mine.visible = visible_gpus;
+  std::vector<Entry> all(static_cast<size_t>(w.size));
+  DLPERF_CHECK_MPI(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm));
+  std::map<std::pair<std::string, std::string>, int> first;  // (host, GPU) -> the lowest rank using it
+  for (int r = 0; r < w.size; ++r) {
+    const Entry& e = all[static_cast<size_t>(r)];
+    if (e.gpu[0] == '\0') continue;
+    const auto [it, fresh] = first.emplace(std::make_pair(w.hosts[static_cast<size_t>(r)], std::string(e.gpu)), r);
+    if (fresh) continue;
+    return "ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " on " + it->first.first + " both use GPU " +
+           e.gpu + ": each rank sees " + std::to_string(e.visible) + " GPU(s) and takes its local rank modulo that count; show each "
+           "rank all of its node's GPUs with one rank per GPU (srun --gpu-bind=none) or exactly one (srun --gpus-per-task=1): "
+           "--gpu-bind=closest shows a rank every GPU of its socket";
+  }
+  return "";
+}
+
 WorldInfo discover_world(MPI_Comm world) {
   WorldInfo w;
   DLPERF_CHECK_MPI(MPI_Comm_rank(world, &w.rank));

@@ -41,6 +41,14 @@ WorldInfo discover_world(MPI_Comm world);
 // lone rank: each would train alone on its node's first GPU and add a one-device run to the results.
 std::string lone_rank_problem(int world_size);
 
+// Collective over `comm`: the first two ranks on one host whose GPU (PCI bus id; "" for none)
+// is the same, as one line naming them and why it happens, or "" (every rank returns the same).
+// dlperf takes a rank's GPU as its local rank modulo the GPUs it sees, which is one per rank only
+// when each rank sees all of the node's GPUs or exactly one; Slurm's --gpu-bind=closest shows a
+// rank every GPU of its socket, and more ranks than GPUs on a socket then pair up. NCCL refuses
+// two ranks on one GPU; MPI through host memory runs them, each with part of the GPU.
+std::string shared_gpu(MPI_Comm comm, const WorldInfo& w, const std::string& gpu_bus_id, int visible_gpus);
+
 class MpiSession {
  public:
   // Throws Error(library) when MPI cannot give MPI_THREAD_MULTIPLE.

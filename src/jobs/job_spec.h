@@ -38,7 +38,9 @@ struct SlurmSettings {
   std::string gres;
   // srun options that place and bind the ranks (issue 27 item 1): without them Slurm's default
   // distribution may put a rank on the socket far from the GPU dlperf picks by local rank.
-  std::vector<std::string> srun = {"--cpu-bind=cores", "--gpu-bind=closest", "--distribution=block:block"};
+  // Every rank sees all of its node's GPUs and dlperf takes its local rank's (--gpu-bind=closest
+  // showed a rank every GPU of its socket, and ranks past a socket's GPU count shared one).
+  std::vector<std::string> srun = {"--cpu-bind=cores", "--gpu-bind=none", "--distribution=block:block"};
 };
 
 struct Profile {

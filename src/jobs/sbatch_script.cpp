@@ -1,5 +1,6 @@
 #include "jobs/sbatch_script.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "jobs/train_args.h"
@@ -142,10 +143,19 @@ std::string render_sbatch(const Profile& p, const JobSpec& j, const Provenance& 
     << "  for x in \"${part[@]}\"; do s=$((s * 60 + 10#$x)); done\n"
     << "  echo $((days * 86400 + s))\n"
     << "}\n\n";
-  if (!j.slurm.srun.empty())
-    o << "# Placement and binding (profile srun): --distribution=block:block fills a node socket by socket,\n"
-      << "# --cpu-bind=cores gives each rank cores of its own" << (gpu ? ", --gpu-bind=closest the GPU nearest them" : "")
-      << ";\n# dlperf-train picks the GPU by local rank, so rank, cores and GPU stay together.\n";
+  if (!j.slurm.srun.empty()) {
+    const auto has = [&](const char* opt) { return std::find(j.slurm.srun.begin(), j.slurm.srun.end(), std::string(opt)) != j.slurm.srun.end(); };
+    const bool blocks = has("--distribution=block:block") && has("--cpu-bind=cores"), all_gpus = gpu && has("--gpu-bind=none");
+    o << "# Placement and binding: the profile's srun options.";
+    if (blocks)
+      o << " --distribution=block:block with\n# --cpu-bind=cores gives local rank i the i-th block of cores, filling a socket before the next"
+        << (all_gpus ? ";" : ".");
+    if (all_gpus)
+      o << "\n# --gpu-bind=none shows every rank all of the node's GPUs, and dlperf-train takes local rank i's\n"
+        << "# GPU i. With cpus_per_task = the node's cores / its GPUs, rank, cores and GPU share a socket\n"
+        << "# (dlperf-train warns per rank when they do not, and refuses two ranks on one GPU).";
+    o << "\n";
+  }
   o << "# srun --kill-on-bad-exit=1: a rank that dies (even inside MPI start-up, before dlperf's\n"
     << "# watchdog runs) ends the whole step at once, instead of leaving the others waiting for it\n"
     << "# until the time limit.\n"

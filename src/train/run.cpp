@@ -342,13 +342,24 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   std::vector<std::string> bindings;
   {
     std::string gpu;
+    int visible = 0;
     if (o.backend == BackendKind::cuda)
-      if (const auto ids = cuda_pci_bus_ids(); !ids.empty()) gpu = ids[static_cast<size_t>(w.local_rank) % ids.size()];
+      if (const auto ids = cuda_pci_bus_ids(); !ids.empty()) {
+        gpu = ids[static_cast<size_t>(w.local_rank) % ids.size()];  // as the backend picks it
+        visible = static_cast<int>(ids.size());
+      }
     const RankBinding mine = read_rank_binding(current_cpus(), gpu);
     if (const std::string warn = binding_warning(mine, w.rank, w.this_host); !warn.empty())
       std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
     auto phase = watch.collective("binding");
     bindings = gather_strings(world, to_string(mine));
+    // Two ranks on one GPU: NCCL ends the job at its set-up ("Duplicate GPU detected") after the
+    // model is built; here it is one line before. Through host memory they run, each on part of it.
+    if (o.backend == BackendKind::cuda && w.size > 1)
+      if (const std::string shared = shared_gpu(world, w, gpu, visible); !shared.empty()) {
+        if (o.comm == CommBackend::nccl) throw_usage_error(shared);
+        if (root) std::cerr << "dlperf-train: WARNING: " << shared << " (--comm mpi runs them, each with part of the GPU)\n" << std::flush;
+      }
     // A default that took far fewer threads than the node has (mpirun binds each of 1-2 ranks to
     // one core by default; a module's OMP_NUM_THREADS=1) is said, not left to be found in the figures.
     const unsigned machine = std::thread::hardware_concurrency();

@@ -50,6 +50,24 @@ TEST(World, LayoutIsConsistent) {
   }
 }
 
+// Slurm's --gpu-bind=closest shows a rank every GPU of its socket; with more ranks on a socket
+// than GPUs, local rank modulo the count paired two ranks on one GPU, and NCCL ended the job at
+// its set-up, after the model was built. Every rank gets the same answer, so all stop alike.
+TEST(World, RanksSharingAGpuAreNamed) {
+  const WorldInfo& w = world();
+  if (w.node_count != 1) GTEST_SKIP() << "the ranks are on several hosts";
+  const std::string shared = shared_gpu(MPI_COMM_WORLD, w, "0000:17:00.0", 4);
+  EXPECT_EQ(shared.rfind("ranks 0 and 1 on " + w.this_host + " both use GPU 0000:17:00.0: each rank sees 4 GPU(s) and takes its local rank "
+                         "modulo that count; show each rank all of its node's GPUs with one rank per GPU (srun --gpu-bind=none)",
+                         0),
+            0u)
+      << shared;
+  char own[32];
+  std::snprintf(own, sizeof own, "0000:%02x:00.0", 0x17 + w.rank);
+  EXPECT_EQ(shared_gpu(MPI_COMM_WORLD, w, own, 8), "");
+  EXPECT_EQ(shared_gpu(MPI_COMM_WORLD, w, "", 0), "");  // the CPU backend: no GPU to share
+}
+
 TEST(MpiCommunicator, BroadcastIsBitIdentical) {
   MpiCommunicator comm(MPI_COMM_WORLD, world(), fast_options());
   const size_t n = 100'003;

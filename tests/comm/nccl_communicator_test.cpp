@@ -19,7 +19,7 @@ bool enough_gpus() {
 
 TEST(NcclCommunicator, AllreduceBroadcastAndCorruptCheck) {
   if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per local rank";
-  select_device_by_local_rank(test::world());
+  select_device_by_local_rank(test::world(), MPI_COMM_WORLD);
   NcclCommunicator comm(MPI_COMM_WORLD, test::world(), nullptr, test::fast_options());
 
   const size_t n = 100'003;
@@ -64,7 +64,7 @@ TEST(NcclCommunicator, AllreduceBroadcastAndCorruptCheck) {
 // and unequal ones (grouped ncclReduce/ncclBroadcast), all-gather in place and out of place.
 TEST(NcclCommunicator, ReduceScatterAndAllGatherAreExact) {
   if (!enough_gpus()) GTEST_SKIP() << "needs one GPU per local rank";
-  select_device_by_local_rank(test::world());
+  select_device_by_local_rank(test::world(), MPI_COMM_WORLD);
   NcclCommunicator comm(MPI_COMM_WORLD, test::world(), nullptr, test::fast_options());
   const auto ranks = static_cast<size_t>(comm.size()), me = static_cast<size_t>(comm.rank());
   std::vector<std::vector<size_t>> layouts{std::vector<size_t>(ranks, 4096), {}};

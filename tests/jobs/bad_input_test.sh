@@ -32,7 +32,7 @@ expect_bad "--profile is required" --matrix "$matrix"
 expect_bad "--profile was given an empty value" --profile "" --matrix "$matrix"
 expect_bad "no-such.ini: cannot read this file" --profile "$tmp/no-such.ini" --matrix "$matrix"
 expect_bad "unrecognised option '--profle'" --profle "$profile" --matrix "$matrix"
-expect_bad "p1.ini:16: cpus_per_task must be an integer" --profile "$(edited p1.ini "$profile" 's/^cpus_per_task = 8$/cpus_per_task = 0/')" --matrix "$matrix"
+expect_bad "p1.ini:18: cpus_per_task must be an integer" --profile "$(edited p1.ini "$profile" 's/^cpus_per_task = 8$/cpus_per_task = 0/')" --matrix "$matrix"
 expect_bad "time '2h' is not a Slurm time limit" --profile "$(edited p2.ini "$profile" 's/^time = 00:30:00$/time = 2h/')" --matrix "$matrix"
 expect_bad "gpu_request 'gpus' is unknown" --profile "$(edited p3.ini "$profile" 's/^gpu_request = .*/gpu_request = gpus/')" --matrix "$matrix"
 # sbatch refuses --signal=USR1@70000 ("Invalid --signal specification"): its limit is 65535.

@@ -246,14 +246,14 @@ TEST(Jobs, EveryRenderedCommandPassesDlperfTrainsParser) {
       << e;
 }
 
-// Issue 27 item 1: placement and binding. The profile's srun key (defaults: cores bound, the
-// closest GPU, block:block distribution; CPU jobs without --gpu-bind), --no-requeue, one thread
+// Issue 27 item 1: placement and binding. The profile's srun key (defaults: cores bound, every
+// GPU of the node shown, block:block distribution; CPU jobs without --gpu-bind), --no-requeue, one thread
 // per core and --pin-threads for CPU ranks, module purge before the profile's modules.
 TEST(Script, RanksAreBoundAndJobsNotRequeued) {
   const Profile p = profile();
   const auto jobs = expand_jobs(p, matrix());
   const std::string g = render_sbatch(p, jobs[0], {"p.ini", "m.ini"});
-  EXPECT_NE(g.find("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train"),
+  EXPECT_NE(g.find("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=none --distribution=block:block dlperf-train"),
             std::string::npos)
       << g;
   EXPECT_NE(g.find("#SBATCH --no-requeue\n"), std::string::npos);
@@ -396,7 +396,7 @@ TEST(Script, GpuJobHasTheConfigurationsSbatchLines) {
                            "#SBATCH --time=00:30:00\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --output=%x_%j.out\n",
                            "#SBATCH --partition=gpu\n", "#SBATCH --exclusive\n", "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK\n",
                            "module load dlperf/0.1.0 cuda || exit 1\n", "export NCCL_SOCKET_IFNAME='^lo,docker'\n", "repeats=3\n",
-                           "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest --distribution=block:block dlperf-train --model bert_base "
+                           "srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=none --distribution=block:block dlperf-train --model bert_base "
                            "--backend cuda --precision fp16",
                            " --seq-len 128 \\\n", "--output \"$results\" --repeat-index \"$i\"\n",
                            "results=${DLPERF_RESULTS:-$results_dir/bert_base_4n8g_$SLURM_JOB_ID.h5}\n", "dlperf-reduce --warmup 20 --window 100 \"$results\"",

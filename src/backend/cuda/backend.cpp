@@ -51,7 +51,8 @@ Ctx make_context(const BackendOptions& o) {
   }
   if (o.device < 0) throw_usage_error("CUDA device " + std::to_string(o.device) + " is negative");
   // The local rank modulo the devices this process sees: one rank per GPU on a node that shows
-  // all GPUs, or the one GPU Slurm's --gpus-per-task / --gpu-bind shows each rank.
+  // all GPUs, or the one GPU Slurm's --gpus-per-task shows each rank (dlperf-train refuses two
+  // ranks on one GPU before this: shared_gpu, comm/mpi_session.h).
   auto ctx = std::make_shared<Context>(o.device % count, o.precision, o.conv_autotune, o.deterministic);
   ctx->batch_norm = o.cuda_batch_norm;
   ctx->attention = o.cuda_attention;

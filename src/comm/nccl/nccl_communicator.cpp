@@ -60,11 +60,15 @@ ncclDataType_t nccl_type(DataType t) {
 
 }  // namespace
 
-int select_device_by_local_rank(const WorldInfo& world) {
+int select_device_by_local_rank(const WorldInfo& world, MPI_Comm comm) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw_usage_error("--backend nccl: no CUDA device on " + world.this_host);
   const int device = world.local_rank % n;
   DLPERF_CHECK(cudaSetDevice(device));
+  // NCCL refuses two ranks on one GPU at its set-up ("Duplicate GPU detected"): said here, with why.
+  char bus[32] = {};
+  DLPERF_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  if (const std::string shared = shared_gpu(comm, world, bus, n); !shared.empty()) throw_usage_error(shared);
   return device;
 }
 

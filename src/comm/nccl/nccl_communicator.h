@@ -37,7 +37,8 @@
 namespace dlperf {
 
 // cudaSetDevice(local_rank % device count); returns the device. Error(usage) with no device.
-int select_device_by_local_rank(const WorldInfo& world);
+// Collective over `comm` (shared_gpu): two ranks on one GPU are refused, Error(usage).
+int select_device_by_local_rank(const WorldInfo& world, MPI_Comm comm);
 
 class NcclCommunicator final : public Communicator {
  public:

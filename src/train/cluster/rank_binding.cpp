@@ -161,7 +161,8 @@ std::string binding_warning(const RankBinding& b, int rank, const std::string& h
   std::string nodes;
   for (int n : b.cpu_numa) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
   return "rank " + std::to_string(rank) + " (" + host + "): its " + what + ", its cores " + cpu_list(b.cpus) + " on NUMA node " + nodes +
-         ": every transfer crosses the socket link (bind with srun --cpu-bind=cores --gpu-bind=closest --distribution=block:block)";
+         ": every transfer crosses the socket link (srun --cpu-bind=cores --distribution=block:block with --cpus-per-task = the node's cores / "
+         "its GPUs keeps local rank i beside GPU i)";
 }
 
 }  // namespace dlperf

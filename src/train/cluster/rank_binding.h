@@ -6,7 +6,7 @@
 //
 // A GPU or NIC on another NUMA node than the rank's cores crosses the socket interconnect for
 // every transfer: binding_warning() says so in one line (dlperf-train prints it; the generated
-// jobs' srun --cpu-bind=cores --gpu-bind=closest --distribution=block:block avoid it).
+// jobs' srun --cpu-bind=cores --distribution=block:block with cpus_per_task = cores / GPUs avoid it).
 // The NIC: of the adapters NCCL_IB_HCA (GPU backend) or UCX_NET_DEVICES (CPU backend; the other
 // when that one is unset) names, the first beside the rank's cores, else the first ("" when
 // neither names one).
