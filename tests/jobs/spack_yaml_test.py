@@ -56,7 +56,7 @@ required = {
     "cuda": [],
     "cudnn": [],
     "nccl": ["+cuda"],
-    "openmpi": ["fabrics=ucx", "schedulers=slurm", "+legacylaunchers", "+cuda"],
+    "openmpi": ["fabrics=ucx", "schedulers=slurm", "+cuda"],
     "ucx": ["+cuda", "+verbs", "+rdmacm", "+rc", "+dc", "+ud", "+mlx5_dv"],
     "hdf5": [],
     "boost": ["+program_options"],
@@ -140,9 +140,16 @@ lmod = modules.get("lmod", {})
 check("core_compilers" in lmod, "spack.yaml: modules.default.lmod.core_compilers missing")
 check(all("@" not in str(c) for c in lmod.get("core_compilers", [])),
       f"spack.yaml: core_compilers must not pin a compiler version (got {lmod.get('core_compilers')})")
-req = str(packages.get("openmpi", {}).get("require", ""))
-check("schedulers=slurm" not in req or "+legacylaunchers" in req,
-      "spack.yaml: openmpi with schedulers=slurm needs +legacylaunchers, or Spack replaces mpirun by a stub that README's mpirun hits")
+# Open MPI 4.1 with schedulers=slurm needs +legacylaunchers (else Spack replaces mpirun by a stub
+# that README's mpirun hits); 5 has no such variant, so requiring it for every version ruled 5 out.
+req = packages.get("openmpi", {}).get("require", "")
+groups = req if isinstance(req, list) else [req]
+plain = " ".join(g for g in groups if isinstance(g, str))
+conditional = [g.get("any_of", []) + g.get("one_of", []) for g in groups if isinstance(g, dict)]
+check("+legacylaunchers" not in plain, "spack.yaml: packages.openmpi.require must not ask +legacylaunchers of every version: Open MPI 5 has no such variant")
+check("schedulers=slurm" not in plain or any("+legacylaunchers" in c and "@5:" in c for c in conditional),
+      "spack.yaml: packages.openmpi.require needs any_of: ['@5:', '+legacylaunchers'] (mpirun kept on 4.1)")
+check("+legacylaunchers" not in (spec_named(specs, "openmpi") or ""), "spack.yaml: the openmpi spec must not ask +legacylaunchers (no such variant on 5)")
 check(lmod.get("hierarchy") == [], "spack.yaml: modules.default.lmod.hierarchy must be [] (else dlperf sits under an MPI layer, not in Core)")
 check("dlperf" in lmod.get("core_specs", []), "spack.yaml: modules.default.lmod.core_specs must list dlperf")
 

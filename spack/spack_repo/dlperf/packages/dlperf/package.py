@@ -40,9 +40,9 @@ class Dlperf(CMakePackage, CudaPackage):
     depends_on("googletest", type=("build", "test"), when="+tests")
 
     with when("+cuda"):
-        depends_on("cuda@11.8:")
+        depends_on("cuda@12:")  # cudaGraphInstantiate's three-argument form
         depends_on("cudnn@8.9:")  # the legacy cuDNN API, present in 8.9 and 9
-        depends_on("nccl@2.13:+cuda")  # ncclGetLastError, ncclBfloat16
+        depends_on("nccl@2.14:+cuda")  # ncclConfig_t, ncclCommInitRankConfig (non-blocking init)
         for arch in CudaPackage.cuda_arch_values:
             depends_on(f"nccl cuda_arch={arch}", when=f"cuda_arch={arch}")
 
