@@ -625,7 +625,20 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   s.samples_per_s = job_throughput(ranks, o.warmup, o.batch_size * o.grad_accum);  // every micro-batch's samples
   s.measured_iterations = std::max<int64_t>(0, static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   for (const auto& t : ranks) s.peak_memory_bytes = std::max(s.peak_memory_bytes, t.peak_memory_bytes);
-  if (!mine.iterations.empty()) {
+  // The global batch's loss, the mean over ranks of each one's (equal batches), at the first and
+  // the last iteration every rank recorded: rank 0's alone is a share of the batch, and a 2-rank
+  // run printed another loss than a 1-rank run of the same global batch.
+  size_t common = SIZE_MAX;
+  for (const auto& t : ranks) common = std::min(common, t.iterations.size());
+  if (!ranks.empty() && common > 0 && common != SIZE_MAX) {
+    double first = 0, last = 0;
+    for (const auto& t : ranks) {
+      first += t.iterations.front().loss;
+      last += t.iterations[common - 1].loss;
+    }
+    s.first_loss = static_cast<float>(first / static_cast<double>(ranks.size()));
+    s.last_loss = static_cast<float>(last / static_cast<double>(ranks.size()));
+  } else if (!mine.iterations.empty()) {
     s.first_loss = mine.iterations.front().loss;
     s.last_loss = mine.iterations.back().loss;
   }
@@ -644,9 +657,10 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   char line[320];
   std::snprintf(line, sizeof line,
                 "summary: throughput %.2f samples/s over %lld iterations after %lld warm-up (%d rank%s); median step %.1f ms; "
-                "loss %.4f -> %.4f; peak memory %.0f MiB (%splan %s%.1f MiB)\n",
+                "loss %.4f -> %.4f%s; peak memory %.0f MiB (%splan %s%.1f MiB)\n",
                 s.samples_per_s, static_cast<long long>(s.measured_iterations), static_cast<long long>(o.warmup), w.size,
                 w.size > 1 ? "s" : "", median_ms, static_cast<double>(s.first_loss), static_cast<double>(s.last_loss),
+                w.size > 1 ? " (mean over ranks)" : "",
                 static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0), allocated, built_plan.model > 0 ? "" : ">= ",
                 built_plan.total() / (1024.0 * 1024.0));
   out << line;

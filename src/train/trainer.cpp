@@ -265,7 +265,8 @@ struct Trainer::Run {
       it.phase_seconds[static_cast<int>(w.phase)] -= d;
       it.phase_seconds[static_cast<int>(Phase::comm_exposed)] += d;
     }
-    // The step's loss: the mean over its micro-batches (the global batch's mean loss).
+    // This rank's loss for the step: the mean over its micro-batches. The global batch's is the
+    // mean over ranks (equal batches), which dlperf-train's summary prints; progress lines are rank 0's.
     it.loss = (loss_terms.empty() ? ix.host_loss : loss) / static_cast<float>(ix.micro.size());
     it.loss_scale = r.values.at(static_cast<size_t>(ix.scale));
     it.skipped = r.values.at(static_cast<size_t>(ix.skip)) != 0.0f;
@@ -332,8 +333,10 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
       const double elapsed = steady_seconds() - run_start;
       const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(cfg_.iterations - s - 1);
       char line[200];
-      std::snprintf(line, sizeof line, "iter %5lld/%lld  loss %8.4f  %9.2f samples/s  lr %.4g%s  eta %s\n",
-                    static_cast<long long>(s + 1), static_cast<long long>(cfg_.iterations), static_cast<double>(t.loss), rate,
+      // On several ranks the loss is rank 0's share of the batch (the summary gives the global one).
+      std::snprintf(line, sizeof line, "iter %5lld/%lld  %s %8.4f  %9.2f samples/s  lr %.4g%s  eta %s\n",
+                    static_cast<long long>(s + 1), static_cast<long long>(cfg_.iterations), r.world > 1 ? "rank 0 loss" : "loss",
+                    static_cast<double>(t.loss), rate,
                     static_cast<double>(cfg_.lr.at(s)), t.skipped ? "  (skipped: inf/nan gradients)" : "",
                     format_eta(eta).c_str());
       *progress << line << std::flush;

@@ -124,6 +124,17 @@ elif ! h5dump -a /runs/run_000001/data_source "$dir/d.h5" | grep -q megatron; th
 elif ! grep -q "^data: Megatron indexed dataset blend of 2: 0.75 $dir/c4, 0.25 $dir/c4b\$" "$dir/data.log"; then
   echo "FAIL indexed data: no blend in the banner"; grep '^data' "$dir/data.log"; fail=1
 else echo "ok   indexed data, two ranks: $loss"; fi
+# The summary's loss is the global batch's: two ranks of 4 print what one rank of 8 prints over
+# the same windows (it printed rank 0's half of the batch).
+global=(--model llama3_8b --llama-layers 2 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2 --llama-ffn 176 --llama-vocab 128
+        --seq-len 48 --threads 1 --iterations 3 --warmup 1 --data "$dir/c4")
+timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 2 "$train" "${global[@]}" --batch-size 4 >"$dir/g2.log" 2>&1
+timeout 120 "$train" "${global[@]}" --batch-size 8 >"$dir/g1.log" 2>&1
+l2=$(grep -o 'loss [0-9.]* -> [0-9.]* (mean over ranks)' "$dir/g2.log" | cut -d' ' -f1-4)
+l1=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/g1.log")
+if [ -z "$l1" ] || [ "$l1" != "$l2" ] || ! grep -q 'rank 0 loss' "$dir/g2.log"; then
+  echo "FAIL global loss: one rank '$l1', two ranks '$l2'"; fail=1
+else echo "ok   global loss: $l2 on two ranks as on one"; fi
 cp "$dir/c4.bin" "$dir/bad.bin"
 printf 'NOTMEGA!' | cat - <(tail -c +9 "$dir/c4.idx") >"$dir/bad.idx"
 v128=(--model llama3_8b --llama-layers 1 --llama-vocab 128 --llama-ffn 32 --seq-len 16 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2)
