@@ -509,6 +509,9 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     if (stack.shard)
       out << zero_banner(*stack.shard, o.zero, zero_exchange && zero_exchange->shards_master(), o.zero_gather == "forward",
                          zero_exchange && zero_exchange->gathers_compute_precision() ? to_string(be.dtype()) : "");
+    else if (o.zero > 0)  // accepted (a sweep's 1-device point), but nothing is sharded or gathered
+      out << "\nzero: stage " << o.zero << " on one rank shards nothing: the optimizer state and gradients stay whole, "
+          << "as with --zero 0";
     if (!pinning.empty()) out << "\npinned: " << pinning;
     out << "\ndata: " << data_banner(o, w, dataset.get(), model);
     out << "\nparameters: " << with_commas(store.parameter_count()) << "\n"
@@ -667,6 +670,10 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   if (is_llama_model(o.model)) {
     const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());
     out << llm_summary(llm);
+    // Above 100% is no utilisation: the peak is below what the run computed (dlperf-reduce says so too).
+    if (llm.peak.tflops > 0 && llm.mfu > 1)
+      std::cerr << "dlperf-train: WARNING: MFU " << 100.0 * llm.mfu << "% is above 100%: the peak per device (" << llm.peak.tflops
+                << " TFLOP/s, " << llm.peak.source << ") is below what the run computed; check --peak-tflops\n" << std::flush;
     RunInfo& info = rec.record.info;
     info.model_flops_per_token = llm.flops_per_token;
     info.peak_tflops_per_device = llm.peak.tflops;

@@ -135,6 +135,13 @@ l1=$(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/g1.log")
 if [ -z "$l1" ] || [ "$l1" != "$l2" ] || ! grep -q 'rank 0 loss' "$dir/g2.log"; then
   echo "FAIL global loss: one rank '$l1', two ranks '$l2'"; fail=1
 else echo "ok   global loss: $l2 on two ranks as on one"; fi
+# An MFU above 100% was printed without a word (dlperf-reduce warned); --zero on one rank was
+# silent that it shards nothing.
+"$train" "${global[@]}" --batch-size 2 --peak-tflops 0.000001 --zero 1 >"$dir/mfu.log" 2>&1
+if ! grep -q '^dlperf-train: WARNING: MFU [0-9.e+]*% is above 100%: the peak per device (1e-06 TFLOP/s, --peak-tflops)' "$dir/mfu.log" ||
+   ! grep -q '^zero: stage 1 on one rank shards nothing' "$dir/mfu.log"; then
+  echo "FAIL MFU above 100% or --zero on one rank not said:"; tail -5 "$dir/mfu.log"; fail=1
+else echo "ok   $(grep -o 'WARNING: MFU .*above 100%' "$dir/mfu.log")"; fi
 cp "$dir/c4.bin" "$dir/bad.bin"
 printf 'NOTMEGA!' | cat - <(tail -c +9 "$dir/c4.idx") >"$dir/bad.idx"
 v128=(--model llama3_8b --llama-layers 1 --llama-vocab 128 --llama-ffn 32 --seq-len 16 --llama-hidden 64 --llama-heads 4 --llama-kv-heads 2)
