@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
       return dlperf::exit_after_printing("dlperf-jobs");
     }
     po::notify(vm);
-    const auto files = generate_files(cfg);
+    std::vector<std::string> notes;
+    const auto files = generate_files(cfg, &notes);
+    for (const auto& n : notes) std::cerr << "dlperf-jobs: note: " << n << '\n';
     if (vm["list"].as<bool>()) {
       for (const auto& f : files) std::cout << f.name << '\n';
       if (const std::string why = dlperf::flush_stdout_error(); !why.empty()) {

@@ -22,13 +22,14 @@ std::string file_name(const std::string& path) { return fs::path(path).filename(
 
 }  // namespace
 
-std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg) {
+std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg, std::vector<std::string>* notes) {
   if (cfg.profile_path.empty()) throw_bad_input("--profile is required: a cluster profile such as jobs/profiles/generic.ini");
   if (cfg.matrix_path.empty()) throw_bad_input("--matrix is required: a job matrix such as jobs/matrix.ini");
   const Profile profile = load_profile(read_ini(cfg.profile_path));
   const Matrix matrix = load_matrix(read_ini(cfg.matrix_path));
   const std::vector<JobSpec> jobs = expand_jobs(profile, matrix);
   const std::vector<CommJob> comm = expand_comm_jobs(profile, matrix);
+  if (notes) *notes = profile_notes(profile, jobs);
   const Provenance from{file_name(cfg.profile_path), file_name(cfg.matrix_path)};
   std::vector<GeneratedFile> files;
   for (const auto& j : jobs) files.push_back({j.name + ".sh", render_sbatch(profile, j, from)});

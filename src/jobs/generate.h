@@ -19,7 +19,8 @@ struct GeneratedFile {
 };
 
 // Throws JobsError(bad_input) naming the file and line to fix.
-std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg);
+// `notes`, when given, receives profile_notes' lines (a valid set that may not be what was meant).
+std::vector<GeneratedFile> generate_files(const GenerateConfig& cfg, std::vector<std::string>* notes = nullptr);
 // Throws JobsError(io); files already renamed into place stay (each is complete).
 void write_files(const std::string& dir, const std::vector<GeneratedFile>& files);
 

@@ -275,6 +275,7 @@ Profile load_profile(const IniFile& f) {
   without_gpus(cpu_base.extra_sbatch);
   cpu_base.gres = other_entries(cpu_base.gres);
   p.cpu = read_slurm(cpu, cpu_base);
+  p.has_cpu_section = f.find("cpu") != nullptr;
 
   const SectionReader env(f, f.find("environment"), {"load", "modules", "spack_setup", "spack_env"});
   const std::string load = env.str("load", "none");
@@ -498,6 +499,17 @@ std::vector<CommJob> expand_comm_jobs(const Profile& p, const Matrix& m) {
     jobs.push_back(std::move(j));
   }
   return jobs;
+}
+
+std::vector<std::string> profile_notes(const Profile& p, const std::vector<JobSpec>& jobs) {
+  std::vector<std::string> notes;
+  size_t cpu_jobs = 0;
+  for (const auto& j : jobs) cpu_jobs += j.config.backend == Backend::cpu ? 1 : 0;
+  if (cpu_jobs > 0 && !p.has_cpu_section)
+    notes.push_back("the profile has no [cpu] section: its " + std::to_string(cpu_jobs) + " CPU-backend job(s) take [slurm]'s settings" +
+                    (p.gpu.partition.empty() ? std::string() : " (partition " + p.gpu.partition + ")") +
+                    ", less the GPU options: add [cpu] with the CPU nodes' partition, or drop cpu_configurations from the matrix");
+  return notes;
 }
 
 }  // namespace dlperf::jobs

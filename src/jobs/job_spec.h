@@ -58,6 +58,7 @@ struct Profile {
   // [fabric]: the link rates the fabric-health jobs (comm_*) are held to, in Gbit/s (0 = not
   // stated: no comparison), and the share of them below which dlperf-reduce warns.
   double link_gbps = 0, intra_gbps = 0, link_warn = 0.8;
+  bool has_cpu_section = false;  // [cpu] given (else the CPU-backend jobs take [slurm]'s settings)
 };
 
 // "4n8g": 4 nodes x 8 GPUs; "2n2r": 2 nodes x 2 CPU-backend ranks.
@@ -118,6 +119,9 @@ struct JobSpec {
 };
 
 Profile load_profile(const IniFile& ini);
+// What dlperf-jobs says about a valid profile and matrix that may still not be what a site
+// meant, one line each: CPU-backend jobs without a [cpu] section run on [slurm]'s partition.
+std::vector<std::string> profile_notes(const Profile& p, const std::vector<JobSpec>& jobs);
 Matrix load_matrix(const IniFile& ini);
 // GPU jobs first (model order, configuration order), then CPU-backend variants. Checks what
 // needs both files (the signal lead time against every time limit).

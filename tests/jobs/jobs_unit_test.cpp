@@ -119,6 +119,20 @@ TEST(Profile, Loads) {
   EXPECT_EQ(p.env[1].second, "^lo,docker");
 }
 
+// A profile without [cpu]: its CPU jobs ran on [slurm]'s GPU partition, which was documented but
+// easy to miss; dlperf-jobs now says so (one note), and nothing when [cpu] is there.
+TEST(Profile, CpuJobsWithoutACpuSectionAreNoted) {
+  const Profile with = profile();
+  EXPECT_TRUE(profile_notes(with, expand_jobs(with, matrix())).empty());
+  std::string text = kProfile;
+  text.replace(text.find("[cpu]\npartition = cpu\ncpus_per_task = 32\n"), std::string("[cpu]\npartition = cpu\ncpus_per_task = 32\n").size(), "");
+  const Profile without = profile(text);
+  const auto notes = profile_notes(without, expand_jobs(without, matrix()));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("the profile has no [cpu] section: its 2 CPU-backend job(s) take [slurm]'s settings (partition gpu)", 0), 0u)
+      << notes[0];
+}
+
 TEST(Profile, BadValuesNameTheKey) {
   const std::string base = kProfile;
   auto with = [&](const std::string& from, const std::string& to) {
