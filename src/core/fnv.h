@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,18 @@ class Fnv1a {
     const auto* p = static_cast<const unsigned char*>(data);
     for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * kPrime;
     return *this;
+  }
+  // FNV-1a's step over 64-bit words (the tail byte-wise): 8x fewer multiplies for bulk data
+  // compared on one machine type (the words are read in native byte order).
+  Fnv1a& words(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, p + i, 8);
+      h_ = (h_ ^ w) * kPrime;
+    }
+    return bytes(p + i, n - i);
   }
   // The low `width` bytes of v, least significant first (the same value on any byte order).
   Fnv1a& number(uint64_t v, int width = 8) {

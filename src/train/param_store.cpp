@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fnv.h"
@@ -76,17 +79,27 @@ uint64_t ParamStore::checksum() const {
 }
 
 uint64_t ParamStore::layout_signature() {
+  // Start-up cost on a full VGG16 (138 M parameters, 2 ranks of one thread): 5.0-5.3 s when each
+  // probe and image was a zero-filled vector hashed byte by byte. The probe is now allocated once,
+  // never zero-filled, and filled with int32 conversions that vectorise; the image is read and
+  // hashed a cache-sized chunk at a time, 8 bytes per step.
   Fnv1a h;
   h.number(values_->size(), 8);
-  std::vector<float> probe, image;
+  size_t largest = 0;
+  for (const auto& e : entries_) largest = std::max(largest, static_cast<size_t>(product(e.layer->params()[e.index].dims)));
+  const auto probe = std::make_unique_for_overwrite<float[]>(std::max<size_t>(largest, 1));
+  constexpr size_t kChunk = 1 << 18;  // 1 MiB of f32
+  std::vector<float> image(kChunk);
   for (const auto& e : entries_) {
     h.number(e.offset, 8).number(e.elems, 8);
-    probe.resize(static_cast<size_t>(product(e.layer->params()[e.index].dims)));
-    for (size_t i = 0; i < probe.size(); ++i) probe[i] = static_cast<float>(i % (1u << 24) + 1);  // exact in f32
-    e.layer->write_param(e.index, probe);
-    image.resize(e.elems);
-    values_->read(image, e.offset);
-    h.bytes(image.data(), image.size() * sizeof(float));
+    const auto n = static_cast<size_t>(product(e.layer->params()[e.index].dims));
+    for (size_t i = 0; i < n; ++i) probe[i] = static_cast<float>(static_cast<int32_t>(i & 0xFFFFFF) + 1);  // exact in f32
+    e.layer->write_param(e.index, std::span<const float>(probe.get(), n));
+    for (size_t k = 0; k < e.elems; k += kChunk) {
+      const std::span<float> part(image.data(), std::min(kChunk, e.elems - k));
+      values_->read(part, e.offset + k);
+      h.words(part.data(), part.size() * sizeof(float));
+    }
   }
   return h.value();
 }
