@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "core/fnv.h"
@@ -160,16 +162,32 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
     d.num_classes_ = top + 1;
   } else {
     d.layout_ = DatasetLayout::folder;
-    int64_t ignored = 0, not_files = 0;
+    int64_t ignored = 0, not_files = 0, revisited = 0;
     const fs::path root = d.root_;
-    for (const auto& dir : sorted_entries(root, true)) {
+    // Every folder and image once, by device and inode: a link to a folder above (a loop) listed
+    // the same images dozens of times, and one into another class filed its images twice.
+    std::set<std::pair<dev_t, ino_t>> seen;
+    const auto first_visit = [&](const fs::path& p) {
+      struct stat st {};
+      return ::stat(p.c_str(), &st) != 0 || seen.insert({st.st_dev, st.st_ino}).second;  // unstat-able: kept, a bad sample later
+    };
+    const std::vector<fs::path> class_dirs = sorted_entries(root, true);
+    first_visit(root);
+    for (const auto& dir : class_dirs) first_visit(dir);
+    for (const auto& dir : class_dirs) {
       const auto label = static_cast<int32_t>(d.files_.size());
       d.files_.push_back(dir.filename().string());
       std::vector<std::string> names;
       for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end; !ec && it != end;
            it.increment(ec)) {
         std::error_code ec2;
-        if (it->is_directory(ec2)) continue;
+        if (it->is_directory(ec2)) {
+          if (!first_visit(it->path())) {
+            it.disable_recursion_pending();
+            ++revisited;
+          }
+          continue;
+        }
         // A FIFO would block its reader, a socket or device never reads: skipped. What cannot be
         // stat'ed (a dangling link) stays, a bad sample counted under --max-bad-samples.
         if (const fs::file_status st = it->status(ec2); !ec2 && fs::exists(st) && !fs::is_regular_file(st)) {
@@ -178,6 +196,10 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
         }
         if (!is_jpeg_name(it->path())) {
           ++ignored;
+          continue;
+        }
+        if (!first_visit(it->path())) {
+          ++revisited;
           continue;
         }
         names.push_back(fs::relative(it->path(), dir, ec2).string());
@@ -200,6 +222,9 @@ Dataset Dataset::open(const std::string& path, const WarnFn& report) {
       warn("ignored " + std::to_string(ignored) + " file(s) under " + d.root_ + " without a .jpg/.jpeg extension");
     if (not_files > 0)
       warn("ignored " + std::to_string(not_files) + " entries under " + d.root_ + " that are not regular files (FIFOs, sockets, devices)");
+    if (revisited > 0)
+      warn("listed each image once: " + std::to_string(revisited) + " link(s) under " + d.root_ +
+           " lead to a folder or image already listed (a loop, or a second path into a class)");
   }
   if (d.samples_.empty())
     throw_usage_error("--data " + path + ": no images found (expected <class>/*.JPEG folders, or .tar shards of KEY.jpg + KEY.cls)");

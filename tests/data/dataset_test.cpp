@@ -153,6 +153,31 @@ TEST(Dataset, BracePatternsExpandInOrder) {
   EXPECT_EQ(expand_braces("plain.tar"), std::vector<std::string>{"plain.tar"});
 }
 
+// A link to a folder above listed its images dozens of times (8 images became 328), and one into
+// another class filed that class's images twice, each without a word.
+TEST(Dataset, LinkedFoldersAndImagesAreListedOnce) {
+  TempDir t;
+  const std::vector<uint8_t> img = encode_jpeg(std::vector<uint8_t>(16 * 16 * 3, 90).data(), 16, 16, 90, JpegColor::ycc420);
+  for (const char* c : {"a", "b"}) {
+    fs::create_directories(t.path / "tree" / c);
+    for (const char* n : {"1.jpg", "2.jpg"})
+      std::ofstream(t.path / "tree" / c / n, std::ios::binary).write(reinterpret_cast<const char*>(img.data()), static_cast<long>(img.size()));
+  }
+  fs::create_directory_symlink("..", t.path / "tree" / "a" / "loop");     // the root again, and a and b below it
+  fs::create_directory_symlink("../b", t.path / "tree" / "a" / "other");  // class b's images under class a
+  fs::create_symlink("1.jpg", t.path / "tree" / "b" / "again.jpg");       // one image under two names
+  std::vector<std::string> warnings;
+  const Dataset d = Dataset::open((t.path / "tree").string(), [&](const std::string& m) { warnings.push_back(m); });
+  EXPECT_EQ(d.size(), 4u);
+  EXPECT_EQ(d.num_classes(), 2);
+  std::map<int32_t, int> per_class;
+  for (size_t i = 0; i < d.size(); ++i) ++per_class[d.sample(i).label];
+  EXPECT_EQ(per_class[0], 2);
+  EXPECT_EQ(per_class[1], 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("listed each image once: 3 link(s) under"), std::string::npos) << warnings[0];
+}
+
 TEST(Dataset, EmptyClassFoldersKeepTheirIndexAndUnlabelledMembersAreSkipped) {
   TempDir t;
   const std::vector<uint8_t> img = encode_jpeg(std::vector<uint8_t>(16 * 16 * 3, 90).data(), 16, 16, 90, JpegColor::ycc420);
