@@ -95,8 +95,16 @@ int64_t index_tar_shard(const std::string& path, uint32_t shard, std::vector<Sam
   // O_NONBLOCK: opening a FIFO named like a shard blocked for ever (no effect on regular files).
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) throw_usage_error("--data " + path + ": cannot open the shard (" + std::strerror(errno) + ")");
-  if (struct stat st {}; ::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
     throw_usage_error("--data " + path + ": not a regular file (a FIFO, socket or device cannot be a shard)");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  // A shard cut short (an interrupted copy) lost every sample after the cut without a word, or
+  // named one as unlabelled: refused, since what is missing cannot be counted.
+  const auto truncated = [&](uint64_t needs, const std::string& what) {
+    throw_usage_error("--data " + path + ": truncated: " + what + " needs " + std::to_string(needs) + " bytes, the file has " +
+                      std::to_string(file_size) + " (an interrupted copy?): copy the shard again");
+  };
   const auto bad = [&](const std::string& what) { throw_usage_error("--data " + path + ": not a readable tar shard (" + what + ")"); };
 
   struct Group {
@@ -124,7 +132,11 @@ int64_t index_tar_shard(const std::string& path, uint32_t shard, std::vector<Sam
   while (true) {
     if (!pread_all(f.fd, h, 512, at)) {
       if (members == 0) bad("shorter than one 512-byte header");
-      break;  // no end-of-archive blocks: tolerate, as GNU tar does with a warning
+      if (at < file_size) truncated(at + 512, "the header at byte " + std::to_string(at));
+      // Ends on a member boundary without the end-of-archive blocks: every member is whole;
+      // kept, as GNU tar does, with a warning.
+      if (warn) warn(path + " has no end-of-archive blocks after its " + std::to_string(members) + " members: it may have been cut short");
+      break;
     }
     if (std::all_of(h, h + 512, [](unsigned char c) { return c == 0; })) break;  // end of archive
     if (!checksum_ok(h)) bad("bad header checksum at byte " + std::to_string(at));
@@ -135,6 +147,10 @@ int64_t index_tar_shard(const std::string& path, uint32_t shard, std::vector<Sam
     const bool extended = type == 'L' || type == 'x' || type == 'g';  // headers about other members
     const uint64_t size = extended ? *size_field : next_size.value_or(*size_field);
     const uint64_t data = at + 512;
+    if (data + size > file_size) {
+      const std::string member(reinterpret_cast<const char*>(h), strnlen(reinterpret_cast<const char*>(h), 100));
+      truncated(data + size, "member '" + (next_name.empty() ? member : next_name) + "' at byte " + std::to_string(at));
+    }
     at = data + (size + 511) / 512 * 512;
 
     if (type == 'L' || type == 'x') {  // the next member's long name (GNU) or pax records

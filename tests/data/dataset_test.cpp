@@ -147,6 +147,44 @@ TEST(Dataset, BadDatasetsAreOneLineUsageErrors) {
   expect_usage((t.path / "fifo.tar").string(), "fifo.tar: not a regular file");
 }
 
+// A shard cut short (an interrupted copy) lost every sample after the cut silently, or named one
+// as unlabelled: refused. One that ends on a member boundary without its end blocks is kept, noted.
+TEST(Dataset, ATruncatedShardIsRefusedAndOneWithoutEndBlocksNoted) {
+  TempDir t;
+  const std::vector<uint8_t> img = encode_jpeg(std::vector<uint8_t>(16 * 16 * 3, 90).data(), 16, 16, 90, JpegColor::ycc420);
+  const auto pad = [](size_t n) { return (n + 511) / 512 * 512; };
+  const auto shard = [&](const std::string& dir, uintmax_t cut) {
+    fs::create_directories(t.path / dir);
+    const fs::path p = t.path / dir / "s.tar";
+    {
+      TarWriter w(p.string());
+      for (const char* k : {"k1", "k2"}) {
+        w.add(std::string(k) + ".jpg", img);
+        w.add(std::string(k) + ".cls", std::vector<uint8_t>{'1', '\n'});
+      }
+      w.close();
+    }
+    fs::resize_file(p, cut);
+    return (t.path / dir).string();
+  };
+  const size_t whole = 4 * 512 + 2 * pad(img.size()) + 2 * pad(2);  // every member, no end blocks
+  for (const uintmax_t cut : {whole - 512 - 1, whole - pad(2) - 512 + 100, uintmax_t{512 + 100}}) {
+    try {
+      Dataset::open(shard("cut" + std::to_string(cut), cut), nullptr);
+      ADD_FAILURE() << "a shard cut at byte " << cut << " opened";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find("s.tar: truncated: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("the file has " + std::to_string(cut)), std::string::npos) << e.what();
+    }
+  }
+  std::vector<std::string> warnings;
+  const Dataset d = Dataset::open(shard("whole", whole), [&](const std::string& m) { warnings.push_back(m); });
+  EXPECT_EQ(d.size(), 2u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("has no end-of-archive blocks after its 4 members"), std::string::npos) << warnings[0];
+}
+
 TEST(Dataset, BracePatternsExpandInOrder) {
   EXPECT_EQ(expand_braces("s-{08..10}-{1..2}.tar"),
             (std::vector<std::string>{"s-08-1.tar", "s-08-2.tar", "s-09-1.tar", "s-09-2.tar", "s-10-1.tar", "s-10-2.tar"}));
