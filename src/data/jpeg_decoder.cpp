@@ -29,11 +29,19 @@ struct ErrorManager {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings (level -1): a premature end of the data means a truncated file, which PIL rejects
-// too; the others (extraneous bytes before a marker, ...) decode fine and are ignored.
+// Warnings (level -1): a premature end of the data (a truncated file), or of a data segment (an
+// end-of-image marker met while rows are still owed: a cut file with its marker restored, or a
+// frame header claiming more pixels than the data holds, which libjpeg filled with grey and
+// counted as a good image) are errors, as PIL's are; the others (extraneous bytes before a
+// marker, ...) decode fine and are ignored.
 void on_message(j_common_ptr c, int level) {
-  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) on_error(c);
+  if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER)) on_error(c);
 }
+
+// The decoded-pixel buffer grows to the largest whole image seen, up to this: beyond it, to the
+// rows the crop needs. Sized by the header's claim, a 2.5 kB file declaring 65,000 x 65,000
+// pixels made every loader thread allocate 12 GB.
+constexpr size_t kPixelCapacityCap = size_t{64} << 20;
 
 }  // namespace
 
@@ -97,13 +105,13 @@ struct JpegDecoder::Impl {
     const size_t stride = static_cast<size_t>(width) * 3;
     // Buffers sized for the whole image at full scale, not just this crop: the capacity then
     // stops growing once the largest image has been seen, whatever the later crops.
-    const size_t whole = static_cast<size_t>(d.image_width) * d.image_height * 3;
+    const size_t whole = std::min(static_cast<size_t>(d.image_width) * d.image_height * 3, kPixelCapacityCap);
     if (pixels.size() < std::max(stride * height, whole)) pixels.resize(std::max(stride * height, whole));
-    if (cmyk && cmyk_row.size() < static_cast<size_t>(d.image_width) * 4) cmyk_row.resize(static_cast<size_t>(d.image_width) * 4);
+    if (cmyk && cmyk_row.size() < static_cast<size_t>(d.output_width) * 4) cmyk_row.resize(static_cast<size_t>(d.output_width) * 4);
     if (y0 > 0) jpeg_skip_scanlines(&d, y0);
 
     if (!cmyk) {
-      if (rows.size() < d.image_height) rows.resize(d.image_height);
+      if (rows.size() < height) rows.resize(height);
       for (JDIMENSION r = 0; r < height; ++r) rows[r] = pixels.data() + r * stride;
       JDIMENSION done = 0;
       while (done < height) done += jpeg_read_scanlines(&d, rows.data() + done, height - done);
@@ -166,7 +174,8 @@ DecodedRegion JpegDecoder::decode(const CropBox& crop, int min_w, int min_h) {
   DecodedRegion r;
   if (!impl_->decode_guarded(&crop, std::max(1, min_w), std::max(1, min_h), &r)) {
     jpeg_abort_decompress(&impl_->d);
-    throw DecodeError(std::string("corrupt JPEG data: ") + impl_->err.message);
+    const std::string m = impl_->err.message;  // libjpeg's warnings say "Corrupt JPEG data: ..." themselves
+    throw DecodeError(m.rfind("Corrupt JPEG data", 0) == 0 ? m : "corrupt JPEG data: " + m);
   }
   return r;
 }

@@ -135,6 +135,27 @@ TEST(JpegDecoder, CorruptDataIsADecodeErrorAndTheDecoderStaysUsable) {
   auto garbled = good;
   for (size_t i = 20; i < 200 && i < garbled.size(); ++i) garbled[i] = static_cast<uint8_t>(i * 37);  // tables destroyed
   expect_bad(garbled, "garbled headers");
+  // A frame header that claims more pixels than the data holds (its end-of-image marker intact):
+  // libjpeg filled the missing rows with grey, a good sample; 65,000 x 65,000 took 12 GB.
+  for (const int claimed : {640, 65000}) {
+    auto inflated = good;
+    for (size_t i = 2; i + 9 < inflated.size(); ++i)
+      if (inflated[i] == 0xFF && inflated[i + 1] == 0xC0) {  // SOF0: length (2), precision (1), height (2), width (2)
+        inflated[i + 5] = inflated[i + 7] = static_cast<uint8_t>(claimed >> 8);
+        inflated[i + 6] = inflated[i + 8] = static_cast<uint8_t>(claimed & 0xFF);
+        break;
+      }
+    try {
+      const JpegHeader h = d.read_header(inflated.data(), inflated.size());
+      EXPECT_EQ(h.width, claimed);
+      d.decode({0, 0, claimed, claimed}, 224, 224);
+      ADD_FAILURE() << claimed << " x " << claimed << " claimed by 96 x 64 pixels of data: decoded without an error";
+    } catch (const DecodeError& e) {
+      EXPECT_NE(std::string(e.what()).find("premature end of data segment"), std::string::npos) << e.what();
+    }
+    d.read_header(good.data(), good.size());
+    EXPECT_EQ(d.decode({0, 0, 96, 64}, 96, 64).width, 96);
+  }
 }
 
 }  // namespace
