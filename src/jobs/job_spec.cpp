@@ -69,6 +69,22 @@ class SectionReader {
     if (!shell_safe(v)) fail(key, "'" + v + "' must be one word of letters, digits and _.,:=/+@%^-");
     return v;
   }
+  // A Slurm feature expression ("h100&ib", "[rack1|rack2]", "(a&b)*2"): written only on an
+  // #SBATCH line, which sbatch reads itself (no shell), so its operators need no quoting.
+  std::string constraint(const std::string& key, const std::string& fallback) const {
+    const std::string v = str(key, fallback);
+    if (v.empty()) return v;
+    int square = 0, round = 0;
+    for (char c : v) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && std::string_view("_.,:=/+@%^-&|[]()*").find(c) == std::string_view::npos)
+        fail(key, "'" + v + "' must be one Slurm feature expression of letters, digits, _.:=/+@%^- and the operators &|,*[]() (no spaces or quotes)");
+      square += c == '[' ? 1 : c == ']' ? -1 : 0;
+      round += c == '(' ? 1 : c == ')' ? -1 : 0;
+      if (square < 0 || round < 0) break;
+    }
+    if (square != 0 || round != 0) fail(key, "'" + v + "' has unbalanced brackets or parentheses");
+    return v;
+  }
   std::vector<std::string> list(const std::string& key, const std::string& fallback) const {
     auto w = words(str(key, fallback));
     for (const auto& t : w)
@@ -138,7 +154,7 @@ SlurmSettings read_slurm(const SectionReader& r, const SlurmSettings& base) {
   s.partition = r.word("partition", base.partition);
   s.account = r.word("account", base.account);
   s.qos = r.word("qos", base.qos);
-  s.constraint = r.word("constraint", base.constraint);
+  s.constraint = r.constraint("constraint", base.constraint);
   s.time = r.time("time", base.time);
   if (s.time.empty()) r.fail("time", "must be set (a Slurm time limit such as 01:00:00)");
   s.cpus_per_task = r.integer("cpus_per_task", base.cpus_per_task, 1, 1024);

@@ -147,6 +147,17 @@ TEST(Profile, BadValuesNameTheKey) {
   EXPECT_NE(profile_error(with("load = module", "load = conda")).find("load 'conda' is unknown"), std::string::npos);
   EXPECT_NE(profile_error(with("modules = dlperf/0.1.0 cuda", "modules =")).find("modules must list"), std::string::npos);
   EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu;rm")).find("must be one word"), std::string::npos);
+  // A feature expression's operators are sbatch's to read (an #SBATCH line passes no shell).
+  for (const char* c : {"h100&ib", "[rack1|rack2]", "(a100|h100)&ib*2", "[quad*2&hemi*1]"})
+    EXPECT_EQ(profile(with("partition = gpu", std::string("partition = gpu\nconstraint = ") + c)).gpu.constraint, c) << c;
+  EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu\nconstraint = h100 & ib")).find("constraint 'h100 & ib' must be one Slurm feature expression"),
+            std::string::npos);
+  EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu\nconstraint = h100;rm")).find("must be one Slurm feature expression"),
+            std::string::npos);
+  EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu\nconstraint = [a|b")).find("p.ini:6: constraint '[a|b' has unbalanced"),
+            std::string::npos)
+      << profile_error(with("partition = gpu", "partition = gpu\nconstraint = [a|b"));
+  EXPECT_NE(profile_error(with("partition = gpu", "partition = gpu\nconstraint = a)&(b")).find("unbalanced"), std::string::npos);
   EXPECT_NE(profile_error(with("UCX_TLS", "UCX-TLS")).find("environment variables like UCX_TLS"), std::string::npos);
   EXPECT_NE(profile_error(with("UCX_TLS", "1UCX_TLS")).find("environment variables like UCX_TLS"), std::string::npos);
   // Open MPI's MCA variables are mixed case: an Ethernet cluster's profile needs them.
