@@ -237,6 +237,8 @@ int run(dlperf::MpiSession& session, int argc, char** argv) {
     DLPERF_CHECK_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, session.world_comm()));
     if (bad) dlperf::throw_usage_error("--output (-o) " + config.output + ": " + why);  // printed by rank 0
   }
+  if (config.bench.op != dlperf::CommOp::allreduce_sum)
+    if (const std::string why = dlperf::sharded_bench_problem(config.bench, world.size); !why.empty()) dlperf::throw_usage_error(why);
   if (config.backend == dlperf::CommBackend::nccl) {
 #if defined(DLPERF_WITH_CUDA)
     dlperf::select_device_by_local_rank(world, session.world_comm());

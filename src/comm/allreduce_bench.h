@@ -65,6 +65,8 @@ const char* op_name(CommOp op);  // "allreduce", "reduce_scatter", "all_gather"
 // buffer's start, so the MPI row says n/a); all-gather from the rank's block of the receive buffer.
 // #wrong: reduce-scatter, block elements differing from the exact sum of the check pattern;
 // all-gather, elements differing from their owner's pattern.
+// Why `config` cannot be measured on `ranks` ranks by run_sharded_bench ("" when it can).
+std::string sharded_bench_problem(const BenchConfig& config, int ranks);
 std::vector<BenchRow> run_sharded_bench(Communicator& comm, const BenchConfig& config,
                                         const std::function<void(const BenchRow&)>& on_row = {});
 

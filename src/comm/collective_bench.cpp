@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <span>
+#include <string>
 
 #include "comm/allreduce_bench.h"
 #include "core/error.h"
@@ -45,6 +46,14 @@ BenchResult measure(Communicator& comm, CommBuffer& scratch, const BenchConfig& 
 
 }  // namespace
 
+std::string sharded_bench_problem(const BenchConfig& config, int ranks) {
+  // Each rank's block is at least one float: below that every row would exceed the largest size asked for.
+  const size_t least = static_cast<size_t>(std::max(ranks, 1)) * sizeof(float);
+  if (config.max_bytes >= least) return {};
+  return std::string("--op ") + op_name(config.op) + " on " + std::to_string(ranks) + " ranks moves at least " + std::to_string(least) +
+         " bytes (one float per rank): --max-bytes (-e) " + std::to_string(config.max_bytes) + " is below that";
+}
+
 std::vector<BenchRow> run_sharded_bench(Communicator& comm, const BenchConfig& config,
                                         const std::function<void(const BenchRow&)>& on_row) {
   DLPERF_ASSERT(config.op == CommOp::reduce_scatter_sum || config.op == CommOp::all_gather, "a sharded collective");
@@ -52,6 +61,7 @@ std::vector<BenchRow> run_sharded_bench(Communicator& comm, const BenchConfig& c
     throw Error(ErrorKind::usage, std::string("--op ") + op_name(config.op) + " measures float only (the sharded optimizer's type); drop --datatype");
   const auto n = static_cast<size_t>(comm.size()), me = static_cast<size_t>(comm.rank());
   const int rank = comm.rank();
+  if (const std::string why = sharded_bench_problem(config, comm.size()); !why.empty()) throw Error(ErrorKind::usage, why);
   auto scratch = comm.make_byte_buffer(sizeof(double));
   std::vector<BenchRow> rows;
   for (size_t size : bench_sizes(config)) {
