@@ -29,6 +29,17 @@ double number(const std::string& where, const std::string& text) {
   return v;
 }
 
+// Bytes per element of a dlperf-comm type name (comm/communicator.cpp to_string(DataType)); 0 if unknown.
+size_t element_bytes(const std::string& type) {
+  static const std::pair<const char*, size_t> kTypes[] = {{"int8", 1},  {"uint8", 1}, {"int32", 4},    {"uint32", 4}, {"int64", 8},
+                                                          {"uint64", 8}, {"half", 2},  {"bfloat16", 2}, {"float", 4},  {"double", 8}};
+  for (const auto& [name, bytes] : kTypes)
+    if (type == name) return bytes;
+  return 0;
+}
+
+bool factor_known(const std::string& op) { return op == "allreduce" || op == "reduce_scatter" || op == "all_gather"; }
+
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -56,6 +67,26 @@ void check_consistent(const std::string& path, const CommRecord& rec, const std:
   if (status == "PASS" && rec.ranks == 1) throw_usage_error(path + ": status=PASS with ranks=1 (one rank crosses no link: NO_PEERS)");
   if (const auto it = rec.result.find("sizes"); it != rec.result.end() && it->second != std::to_string(rec.rows.size()))
     throw_usage_error(path + ": sizes=" + it->second + " but " + std::to_string(rec.rows.size()) + " rows");
+  for (const auto& [key, row] : {std::pair{"min_bytes", rec.rows.empty() ? nullptr : &rec.rows.front()},
+                                 std::pair{"max_bytes", rec.rows.empty() ? nullptr : &rec.rows.back()}})
+    if (const auto it = rec.result.find(key); row && it != rec.result.end() && it->second != std::to_string(row->bytes))
+      throw_usage_error(path + ": " + key + "=" + it->second + " but the rows run from " + std::to_string(rec.rows.front().bytes) + " to " +
+                        std::to_string(rec.rows.back().bytes) + " bytes");
+  const std::string& backend = rec.result.at("backend");
+  if (backend != "mpi" && backend != "nccl") throw_usage_error(path + ": backend=" + backend + " is not mpi or nccl (dlperf-comm's backends)");
+  const std::string& type = rec.result.at("type");
+  const size_t elem = element_bytes(type);
+  if (elem == 0)
+    throw_usage_error(path + ": type=" + type + " is not a dlperf-comm type (int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float, double)");
+  if ((rec.op == "reduce_scatter" || rec.op == "all_gather") && type != "float")
+    throw_usage_error(path + ": op=" + rec.op + " with type=" + type + " (dlperf-comm measures the sharded ops in float only)");
+  if (const auto it = rec.result.find("redop"); it != rec.result.end() && factor_known(rec.op) &&
+      it->second != (rec.op == "all_gather" ? "none" : "sum"))
+    throw_usage_error(path + ": redop=" + it->second + " for op=" + rec.op + " (dlperf-comm writes " + (rec.op == "all_gather" ? "none" : "sum") + ")");
+  for (size_t i = 0; i < rec.rows.size(); ++i)
+    if (rec.rows[i].count * elem != rec.rows[i].bytes)
+      throw_usage_error(path + ":" + std::to_string(row_lines[i]) + ": " + std::to_string(rec.rows[i].count) + " elements of " + type + " are not " +
+                        std::to_string(rec.rows[i].bytes) + " bytes");
   const double ranks = rec.ranks;
   const double factor = rec.op == "allreduce" ? 2.0 * (ranks - 1) / ranks
                         : rec.op == "reduce_scatter" || rec.op == "all_gather" ? (ranks - 1) / ranks
@@ -92,6 +123,8 @@ CommRecord read_comm_record(const std::string& path) {
   uint64_t row_wrong = 0;
   while (std::getline(in, line)) {
     const std::string where = path + ":" + std::to_string(++n);
+    if (!line.empty() && line.back() == '\r')
+      throw_usage_error(where + ": has Windows (CRLF) line endings; dlperf-comm writes LF only (convert with dos2unix)");
     if (n == 1) {
       if (line != kMagic) throw_usage_error(where + ": not a dlperf-comm record (the first line must be '" + std::string(kMagic) + "')");
       magic = true;
@@ -102,6 +135,7 @@ CommRecord read_comm_record(const std::string& path) {
     std::string kind;
     words >> kind;
     if (kind == "result") {
+      if (result) throw_usage_error(where + ": a second result line (two records joined into one file?)");
       for (std::string kv; words >> kv;) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) throw_usage_error(where + ": '" + kv + "' is not key=value");
@@ -114,7 +148,9 @@ CommRecord read_comm_record(const std::string& path) {
       if (f.size() != 9) throw_usage_error(where + ": a row has 9 numbers (bytes count oop_us oop_algbw oop_busbw ip_us ip_algbw ip_busbw wrong)");
       const auto bytes = parse_uint64(f[0]);
       if (!bytes) throw_usage_error(where + ": '" + f[0] + "' is not a byte count");
-      CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2]), number(where, f[5])};
+      const auto count = parse_uint64(f[1]);
+      if (!count) throw_usage_error(where + ": '" + f[1] + "' is not an element count");
+      CommRow r{*bytes, number(where, f[4]), number(where, f[7]), number(where, f[2]), number(where, f[5]), *count};
       if (!rec.rows.empty() && r.bytes <= rec.rows.back().bytes) throw_usage_error(where + ": sizes must ascend");
       const auto wrong = parse_uint64(f[8]);
       if (!wrong) throw_usage_error(where + ": '" + f[8] + "' is not a count of wrong elements");

@@ -18,6 +18,7 @@ struct CommRow {
   double oop_busbw_gbs = 0, ip_busbw_gbs = 0;  // GB/s (1e9 bytes), out of place and in place
   double oop_time_us = 0;
   double ip_time_us = 0;  // 0: in place not measured (MPI's reduce-scatter; dlperf-comm prints n/a)
+  uint64_t count = 0;     // elements of the record's type (bytes / element size)
 };
 
 struct CommRecord {

@@ -96,6 +96,19 @@ inconsistent 'is not bytes / time' '0,/^row /s/^\(row [0-9]* [0-9]* [0-9.]*\) [0
 inconsistent 'busbw .* is not algbw x 1 for allreduce on 2 ranks' '$s/^\(row \([^ ]* \)\{4\}\)[0-9.]*/\1777.0000/'
 inconsistent 'sizes=7 but 6 rows' 's/ sizes=6 / sizes=7 /'
 inconsistent 'status=MAYBE is not PASS, FAIL or NO_PEERS' 's/status=PASS$/status=MAYBE/'
+inconsistent 'elements of float are not 1024 bytes' '0,/^row /s/^row 1024 256 /row 1024 1 /'
+inconsistent 'elements of int8 are not 1024 bytes' 's/ type=float / type=int8 /'
+inconsistent 'type=float32 is not a dlperf-comm type' 's/ type=float / type=float32 /'
+inconsistent 'backend=gloo is not mpi or nccl' 's/ backend=mpi / backend=gloo /'
+inconsistent 'redop=max for op=allreduce' 's/ redop=sum / redop=max /'
+inconsistent 'max_bytes=2097152 but the rows run from 1024 to 1048576 bytes' 's/ max_bytes=1048576 / max_bytes=2097152 /'
+inconsistent ':[0-9]*: a second result line' '$a\
+result op=allreduce backend=mpi type=float redop=sum ranks=2 nodes=1 status=PASS'
+inconsistent ':1: has Windows (CRLF) line endings' 's/$/\r/'
+sed 's/ type=float / type=half /' "$rs" >"$tmp/edit.comm"
+"$reduce" "$tmp/edit.comm" >/dev/null 2>"$tmp/edit.err"
+[ $? -eq 2 ] && grep -q 'op=reduce_scatter with type=half (dlperf-comm measures the sharded ops in float only)' "$tmp/edit.err" ||
+  { cat "$tmp/edit.err"; fail "a half reduce_scatter record was accepted"; }
 "$mpiexec" -np 2 --oversubscribe "$comm" -e 1K -o "$tmp/x.txt" >/dev/null 2>"$tmp/suffix.err"
 rc=$?
 [ $rc -eq 2 ] && [ ! -e "$tmp/x.txt" ] && grep -q 'must be a file named \*.comm' "$tmp/suffix.err" || fail "-o x.txt: rc=$rc"
