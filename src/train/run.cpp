@@ -18,6 +18,7 @@
 #endif
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
+#include "comm/topology.h"
 #include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -74,6 +75,16 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   describe_data(o, w, dataset, info);
   info.conv_autotune = o.conv_autotune ? 1 : 0;
   return info;
+}
+
+// This rank's CPU peak for MFU: its threads, at most the physical cores it may run on (SMT
+// siblings share their core's FMA units), at its ISA's FLOPs per cycle and its clock.
+PeakFlops cpu_rank_peak(const TrainOptions& o, const std::string& isa) {
+  const int cores = static_cast<int>(cores_of(Topology::this_machine(), current_cpus()).size());
+  const int used = cores > 0 ? std::min(o.threads, cores) : o.threads;
+  PeakFlops p = peak_flops(o.peak_tflops, o.backend, o.precision, "", isa, used);
+  if (used < o.threads && o.peak_tflops <= 0) p.source += " (" + std::to_string(o.threads) + " threads on " + std::to_string(cores) + " cores)";
+  return p;
 }
 
 // One line on what the library chose for every planned kernel, and a warning naming each
@@ -419,11 +430,21 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   DataSource& data = *stack.data;
   // A rank on another CPU model (a mixed partition) or ISA (ONEDNN_MAX_CPU_ISA set on some ranks
   // only) runs other kernels at another speed: the trace says so per rank, not rank 0's alone.
-  std::vector<std::string> cpus, isas, data_prints;
+  std::vector<std::string> cpus, isas, data_prints, threads, peak_tflops, peak_sources;
   {
     auto phase = watch.collective("identity");
     cpus = gather_strings(world, cpu_model());
-    if (o.backend == BackendKind::cpu) isas = gather_strings(world, be.isa());
+    if (o.backend == BackendKind::cpu) {
+      isas = gather_strings(world, be.isa());
+      threads = gather_strings(world, std::to_string(o.threads));
+      if (is_llama_model(o.model)) {  // each rank's own peak: its ISA, clock and cores
+        const PeakFlops mine = cpu_rank_peak(o, be.isa());
+        char t[32];
+        std::snprintf(t, sizeof t, "%.17g", mine.tflops);
+        peak_tflops = gather_strings(world, t);
+        peak_sources = gather_strings(world, mine.source);
+      }
+    }
     // BERT shards and token datasets are opened by every rank: node-local copies may differ.
     data_prints = gather_strings(world, data.fingerprint());
   }
@@ -433,6 +454,16 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   Recorder rec;
   rec.bindings = std::move(bindings);
   if (root) {
+    // An automatic thread count is each rank's own (nodes of other sizes, an MPMD launch with
+    // other OMP_NUM_THREADS): a run whose ranks differ records them all, so dlperf-reduce keeps it
+    // apart from runs of one count instead of filing it under rank 0's.
+    if (std::adjacent_find(threads.begin(), threads.end(), std::not_equal_to<>()) != threads.end()) {
+      std::cerr << "dlperf-train: WARNING: the ranks run different numbers of compute threads: " << per_rank_value(threads)
+                << " (the slowest sets the step time; give --threads N for one configuration)\n"
+                << std::flush;
+      for (auto& [name, value] : o.settings)
+        if (name == "threads") value = per_rank_value(threads);
+    }
     rec.record.info = make_run_info(w, o, store.parameter_count(), dataset.get());
     rec.record.info.data_fingerprint = per_rank_value(data_prints);
     if (std::adjacent_find(data_prints.begin(), data_prints.end(), std::not_equal_to<>()) != data_prints.end())
@@ -668,7 +699,12 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
                 built_plan.total() / (1024.0 * 1024.0));
   out << line;
   if (is_llama_model(o.model)) {
-    const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, rec.record.info.gpu_model, be.isa());
+    std::vector<double> peaks;
+    for (const std::string& t : peak_tflops) peaks.push_back(std::strtod(t.c_str(), nullptr));
+    const PeakFlops peak = o.backend == BackendKind::cpu && !peaks.empty()
+                               ? mean_peak(peaks, peak_sources)
+                               : peak_flops(o.peak_tflops, o.backend, o.precision, rec.record.info.gpu_model, be.isa(), o.threads);
+    const LlmMeasures llm = llm_measures(o, w.size, s.samples_per_s, peak);
     out << llm_summary(llm);
     // Above 100% is no utilisation: the peak is below what the run computed (dlperf-reduce says so too).
     if (llm.peak.tflops > 0 && llm.mfu > 1)

@@ -102,7 +102,11 @@ if [ "$cpus" -ge 2 ]; then
   if [ "$rc" -ne 0 ]; then echo "FAIL auto: exit $rc"; tail -20 "$dir/auto.log"; fail=1
   elif [ "$(grep -c "WARNING: 1 node(s) run more compute threads than the CPUs their ranks may use (first: [^,]*, $((cpus + 1)) threads on $cpus CPUs, or a rank more than its own)" "$dir/auto.log")" -ne 1 ]; then
     echo "FAIL auto: not one oversubscription warning"; cat "$dir/auto.log"; fail=1
-  else echo "ok   automatic threads differ per rank, oversubscription said once"; fi
+  # Recorded per rank, not as rank 0's count (dlperf-reduce filed it beside 1-thread runs).
+  elif ! grep -q "^dlperf-train: WARNING: the ranks run different numbers of compute threads: 1 (rank 0); $cpus (rank 1)" "$dir/auto.log" ||
+    ! grep -aq "threads=1 (rank 0); $cpus (rank 1)" "$dir/auto.h5"; then
+    echo "FAIL auto: the thread counts are not said and recorded per rank"; cat "$dir/auto.log"; fail=1
+  else echo "ok   automatic threads differ per rank, oversubscription said once, counts recorded per rank"; fi
   # Pinned, overlapping launcher sets (core 0, and all) are refused on every rank alike (one rank
   # refused alone before, and the others waited for it).
   sed -i 's/^cmd=(\(.*\))$/cmd=(\1 --pin-threads)/' "$wrapper"

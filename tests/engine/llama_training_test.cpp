@@ -17,6 +17,7 @@
 #include "train/optim/adam.h"
 #include "train/feed/llama_data.h"
 #include "train/param_store.h"
+#include "train/measure/llm_measures.h"
 #include "train/measure/peak_flops.h"
 #include "../common/cpu_bf16.h"
 
@@ -67,8 +68,41 @@ TEST(LlamaModel, PeakTableAndOverride) {
   EXPECT_EQ(peak_flops(0, BackendKind::cuda, Precision::fp16, "Tesla V100", "", 1).tflops, 0.0);
   const PeakFlops cpu = peak_flops(0, BackendKind::cpu, Precision::fp32, "", "avx512_core", 4);
   if (cpu.tflops > 0) {
-    EXPECT_NE(cpu.source.find("4 cores x 64"), std::string::npos) << cpu.source;
+    const std::string want = "4 cores x " + std::to_string(static_cast<int>(cpu_flops_per_cycle("avx512_core", Precision::fp32, this_cpu_family())));
+    EXPECT_NE(cpu.source.find(want), std::string::npos) << cpu.source;
   }
+}
+
+// FLOPs per cycle per core: two 512-bit FMA units on Intel's AVX-512 and AMD's Zen 5; Zen 4
+// (family 25) runs 512-bit operations on 256-bit units, half of it; AMX on Intel only.
+TEST(LlamaModel, CpuPeakPerCycleFollowsTheMicroarchitecture) {
+  const CpuFamily intel{"GenuineIntel", 6}, zen4{"AuthenticAMD", 25}, zen5{"AuthenticAMD", 26};
+  std::string why;
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_amx", Precision::fp32, intel), 64);
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_amx", Precision::bf16, intel), 1024);
+  EXPECT_EQ(cpu_flops_per_cycle("avx2", Precision::fp32, intel), 32);
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_bf16", Precision::fp32, zen4, &why), 32);
+  EXPECT_NE(why.find("Zen 4"), std::string::npos);
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_bf16", Precision::bf16, zen4), 64);
+  EXPECT_EQ(cpu_flops_per_cycle("avx2", Precision::fp32, zen4), 32);  // Zen 3 (also family 25): AVX2 only
+  why.clear();
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_bf16", Precision::fp32, zen5, &why), 64);
+  EXPECT_EQ(cpu_flops_per_cycle("avx512_core_bf16", Precision::bf16, zen5), 128);
+  EXPECT_TRUE(why.empty()) << why;
+}
+
+// Ranks with their own peaks (other thread counts, ISAs or clocks): MFU's denominator is their
+// mean, whatever rank comes first, and the source names each.
+TEST(LlamaModel, PeakOfRanksThatDifferIsTheirMean) {
+  const PeakFlops same = mean_peak({2.0, 2.0}, {"estimate: 1 cores", "estimate: 1 cores"});
+  EXPECT_DOUBLE_EQ(same.tflops, 2.0);
+  EXPECT_EQ(same.source, "estimate: 1 cores");
+  const PeakFlops a = mean_peak({1.0, 3.0}, {"estimate: 1 cores", "estimate: 3 cores"});
+  const PeakFlops b = mean_peak({3.0, 1.0}, {"estimate: 3 cores", "estimate: 1 cores"});
+  EXPECT_DOUBLE_EQ(a.tflops, 2.0);
+  EXPECT_DOUBLE_EQ(b.tflops, 2.0);
+  EXPECT_EQ(a.source, "mean of the ranks' estimate: 1 cores (rank 0); estimate: 3 cores (rank 1)");
+  EXPECT_EQ(mean_peak({1.0, 0.0}, {"x", "unknown CPU clock"}).tflops, 0.0);
 }
 
 TEST(LlamaModel, BadConfigurationsAreUsageErrors) {

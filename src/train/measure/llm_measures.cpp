@@ -2,20 +2,32 @@
 
 #include <cstdio>
 
+#include "train/cluster/cluster.h"
 #include "train/llama_options.h"
 
 namespace dlperf {
 
-LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const std::string& gpu_model,
-                         const std::string& isa) {
+LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const PeakFlops& peak) {
   LlmMeasures m;
   m.flops_per_token = 3.0 * llama_forward_flops_per_token(llama_config(o));
   m.tokens_per_s = samples_per_s * static_cast<double>(o.seq_len);
   m.tokens_per_s_device = m.tokens_per_s / static_cast<double>(world_size);
   m.tflops_per_device = m.tokens_per_s_device * m.flops_per_token / 1e12;
-  m.peak = peak_flops(o.peak_tflops, o.backend, o.precision, gpu_model, isa, o.threads);
+  m.peak = peak;
   m.mfu = m.peak.tflops > 0 ? m.tflops_per_device / m.peak.tflops : 0.0;
   return m;
+}
+
+PeakFlops mean_peak(const std::vector<double>& tflops, const std::vector<std::string>& sources) {
+  if (tflops.empty()) return {};
+  double sum = 0;
+  for (double t : tflops) {
+    if (!(t > 0)) return {0, "a rank's peak is unknown: give --peak-tflops"};
+    sum += t;
+  }
+  const std::string each = per_rank_value(sources);
+  if (sources.size() < 2 || each == sources.front()) return {sum / static_cast<double>(tflops.size()), sources.front()};
+  return {sum / static_cast<double>(tflops.size()), "mean of the ranks' " + each};
 }
 
 std::string llm_summary(const LlmMeasures& m) {

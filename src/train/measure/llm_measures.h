@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "train/options.h"
 #include "train/measure/peak_flops.h"
@@ -18,9 +19,12 @@ struct LlmMeasures {
   PeakFlops peak;
 };
 
-// samples_per_s: the job's sequences/s over the measured window (all ranks).
-LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const std::string& gpu_model,
-                         const std::string& isa);
+// samples_per_s: the job's sequences/s over the measured window (all ranks); peak: per device
+// (on the CPU backend the mean of the ranks' own estimates, mean_peak).
+LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const PeakFlops& peak);
+// The ranks' peaks as one per device: their mean, with rank 0's source when every rank's says the
+// same, else each one's ("mean of the ranks' estimates: ... (rank 0); ... (rank 1)").
+PeakFlops mean_peak(const std::vector<double>& tflops, const std::vector<std::string>& sources);
 // "llm: 1234 tokens/s (617 per device); 1.23 TFLOP/s per device; MFU 12.3% of 10.0 TFLOP/s (source)\n"
 std::string llm_summary(const LlmMeasures& m);
 

@@ -15,11 +15,16 @@
 //   fp32 on AVX-512 (avx512_core*): 2 FMA units x 16 lanes x 2 = 64; AVX2: 32
 //   bf16 on AVX512-BF16 (vdpbf16ps): 2 x 32 x 2 = 128; on AMX (avx512_core_amx): 1,024 (Intel's
 //   figure per core per cycle for AMX-BF16)
+//   AMD Zen 4 (family 25 with AVX-512) runs 512-bit operations on 256-bit units, two passes
+//   each: half of the above (32 fp32, 64 bf16); Zen 5 (family 26) has full 512-bit units.
+// cores: the rank's compute threads, at most the physical cores it may run on (SMT siblings
+// share their core's FMA units).
 // An estimate: a core sustaining a lower all-core clock, or a CPU with one 512-bit FMA unit,
 // reaches less; the source line says which figures were used.
 #include "train/measure/peak_flops.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -84,15 +89,40 @@ PeakFlops peak_flops(double given_tflops, BackendKind backend, Precision precisi
     if (t > 0) return {t, which + " datasheet, dense " + to_string(precision)};
     return {0, "unknown GPU '" + gpu_model + "': give --peak-tflops"};
   }
+  std::string why;
+  const double per_cycle = cpu_flops_per_cycle(isa, precision, this_cpu_family(), &why);
+  const double ghz = max_clock_ghz();
+  if (ghz <= 0) return {0, "unknown CPU clock: give --peak-tflops"};
+  char buf[224];
+  std::snprintf(buf, sizeof buf, "estimate: %d cores x %.0f %s FLOP/cycle (%s%s) x %.2f GHz", cores, per_cycle, to_string(precision),
+                isa.c_str(), why.c_str(), ghz);
+  return {cores * per_cycle * ghz / 1e3, buf};
+}
+
+CpuFamily this_cpu_family() {
+  CpuFamily f;
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line) && (f.vendor.empty() || f.family < 0);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (line.rfind("vendor_id", 0) == 0) f.vendor = value;
+    else if (line.rfind("cpu family", 0) == 0) f.family = std::atoi(value.c_str());
+  }
+  return f;
+}
+
+double cpu_flops_per_cycle(const std::string& isa, Precision precision, const CpuFamily& cpu, std::string* why) {
   const bool avx512 = isa.rfind("avx512", 0) == 0, amx = isa.find("amx") != std::string::npos;
   double per_cycle = avx512 ? 64 : 32;
   if (precision == Precision::bf16) per_cycle = amx ? 1024 : 128;
-  const double ghz = max_clock_ghz();
-  if (ghz <= 0) return {0, "unknown CPU clock: give --peak-tflops"};
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "estimate: %d cores x %.0f %s FLOP/cycle (%s) x %.2f GHz", cores, per_cycle, to_string(precision),
-                isa.c_str(), ghz);
-  return {cores * per_cycle * ghz / 1e3, buf};
+  // Zen 4 is AMD's only family with AVX-512 on 256-bit units (Zen 3, also family 25, has none).
+  if (avx512 && !amx && cpu.vendor == "AuthenticAMD" && cpu.family == 25) {
+    per_cycle /= 2;
+    if (why) *why = ", Zen 4: 512-bit operations on 256-bit units";
+  }
+  return per_cycle;
 }
 
 }  // namespace dlperf

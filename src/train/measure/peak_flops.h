@@ -16,9 +16,19 @@ struct PeakFlops {
 };
 
 // gpu_model: the device's name ("NVIDIA H100 80GB HBM3"); isa: the CPU ISA ("avx512_core_bf16");
-// cores: compute threads per rank (one per core).
+// cores: the cores the rank computes on (its threads, at most its physical cores).
 PeakFlops peak_flops(double given_tflops, BackendKind backend, Precision precision, const std::string& gpu_model,
                      const std::string& isa, int cores);
+
+// The CPU's vendor ("GenuineIntel", "AuthenticAMD") and family (/proc/cpuinfo; -1 unknown).
+struct CpuFamily {
+  std::string vendor;
+  int family = -1;
+};
+CpuFamily this_cpu_family();
+// Peak FLOPs per cycle per core of the kernels `isa` dispatches to in `precision` (the table in
+// peak_flops.cpp); `why` gets a note when the CPU family halves the ISA's figure.
+double cpu_flops_per_cycle(const std::string& isa, Precision precision, const CpuFamily& cpu, std::string* why = nullptr);
 
 // The GPU table alone (tests, docs): dense TFLOP/s for a device name and precision; 0 if unknown.
 double gpu_peak_tflops(const std::string& gpu_model, Precision precision, std::string* which = nullptr);
