@@ -184,18 +184,27 @@ MpiSession::~MpiSession() {
   if (exit_watch_.joinable()) exit_watch_.join();
 }
 
-void MpiSession::bound_exit(std::chrono::milliseconds bound, std::string program) {
+void MpiSession::bound_exit(std::chrono::milliseconds bound, std::string program, std::string alone) {
   std::lock_guard lock(exit_mu_);
+  if (!alone.empty()) bound = std::min<std::chrono::milliseconds>(bound, kAloneGrace);
   exit_deadline_ = std::chrono::steady_clock::now() + bound;
+  exit_bound_ = bound;
+  exit_alone_ = std::move(alone);
   if (exit_watch_.joinable()) return;  // the running watch reads the new deadline
-  exit_watch_ = std::thread([this, bound, program = std::move(program)] {
+  exit_watch_ = std::thread([this, program = std::move(program)] {
     std::unique_lock held(exit_mu_);
     while (!exited_) {
       if (exit_cv_.wait_until(held, exit_deadline_, [&] { return exited_; })) return;
       if (std::chrono::steady_clock::now() < exit_deadline_) continue;  // restarted meanwhile
+      if (!exit_alone_.empty()) {
+        if (world_.rank != 0)
+          std::fprintf(stderr, "%s: rank %d (%s): %s\n", program.c_str(), world_.rank, world_.this_host.c_str(), exit_alone_.c_str());
+        std::fflush(stderr);
+        std::_Exit(2);  // the launcher ends the ranks that went on (they also miss this rank's heartbeat)
+      }
       std::fprintf(stderr, "%s: rank %d (%s): phase finalize: not finished after %.1f s (--timeout): a peer stopped, died or "
                            "was cut off after the last collective; ending this rank\n",
-                   program.c_str(), world_.rank, world_.this_host.c_str(), std::chrono::duration<double>(bound).count());
+                   program.c_str(), world_.rank, world_.this_host.c_str(), std::chrono::duration<double>(exit_bound_).count());
       std::fflush(stderr);
       std::_Exit(3);  // MPI_Abort is not safe while this process may be inside MPI_Finalize
     }

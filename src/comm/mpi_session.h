@@ -68,7 +68,13 @@ class MpiSession {
   // point would otherwise hold this rank in MPI_Finalize for ever. When `bound` passes before
   // MPI_Finalize returns, this rank prints one line (prefixed by `program`) and exits 3; the
   // launcher then ends the others. Calling it again restarts the clock.
-  void bound_exit(std::chrono::milliseconds bound, std::string program);
+  // `alone`: this rank stops for a usage error (bad input) it expects every rank to have hit
+  // alike, so that all finalize at once and rank 0 alone prints it. A rank that hit it alone (its
+  // node's copy of the data is damaged; a batch checked mid-run) would wait for peers that went on:
+  // after kAloneGrace (or `bound`, if shorter) it prints `alone` with its rank and host unless
+  // it is rank 0 (which printed it already), and exits 2.
+  void bound_exit(std::chrono::milliseconds bound, std::string program, std::string alone = {});
+  static constexpr std::chrono::seconds kAloneGrace{10};
 
  private:
   WorldInfo world_;
@@ -76,6 +82,8 @@ class MpiSession {
   std::condition_variable exit_cv_;
   std::chrono::steady_clock::time_point exit_deadline_{};
   bool exited_ = false;
+  std::chrono::milliseconds exit_bound_{0};
+  std::string exit_alone_;
   std::thread exit_watch_;
 };
 

@@ -781,8 +781,8 @@ RunSummary run_training(MpiSession& session, const TrainOptions& o, std::ostream
     session.bound_exit(timeout, "dlperf-train");  // the communicators' goodbyes and MPI_Finalize
     return s;
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::usage) {  // every rank stops alike, then finalizes
-      session.bound_exit(timeout, "dlperf-train");
+    if (e.kind() == ErrorKind::usage) {  // every rank stops alike, then finalizes (or says so alone: bound_exit)
+      session.bound_exit(timeout, "dlperf-train", e.what());
       throw;
     }
     // One line names the phase; the communicators' messages name the peer at fault.
