@@ -73,7 +73,7 @@ std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank, int world
   const int pool = static_cast<int>(4 * o.grad_accum);
   if (o.model == "bert_base") {
     const BertDataShape shape{o.batch_size, o.seq_len, o.max_predictions, o.bert_vocab};
-    if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank);
+    if (!o.data.empty()) return std::make_unique<BertShards>(o.data, shape, rank, world);
     return std::make_unique<SyntheticTokens>(shape, seed, pool);
   }
   if (is_llama_model(o.model) && !o.data.empty())

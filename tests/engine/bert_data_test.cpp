@@ -126,6 +126,36 @@ TEST(BertShardData, ReadsNvidiaLayoutAndTrains) {
   EXPECT_LT(losses.back(), losses.front());
 }
 
+// The shards' batches are dealt out to the ranks in turn: each rank reads samples of its own
+// (rank r started at sample r x batch and read on from there, so rank 1's step s was rank 0's
+// step s + 1: 2 ranks read the same samples, one step apart), across the files' boundary.
+TEST(BertShardData, RanksReadDisjointBatches) {
+  TempDir dir;
+  write_shard(dir.path / "part_00.hdf5", 10, 16, 3);  // a sample's first token is 5 + its index in its file
+  write_shard(dir.path / "part_01.hdf5", 6, 16, 3);
+  const auto firsts = [&](int rank, int world, int batches) {
+    BertShards shards(dir.path.string(), {4, 16, 3, 64}, rank, world);
+    std::vector<int> out;
+    for (int b = 0; b < batches; ++b) {
+      const auto& ids = shards.next().ints.at("input_ids");
+      for (int n = 0; n < 4; ++n) out.push_back(ids[static_cast<size_t>(n) * 16] - 5);
+    }
+    return out;
+  };
+  // 16 samples, 2 ranks x 4: rank 0 reads global samples 0-3 and 8-11, rank 1 4-7 and 12-15, then again.
+  EXPECT_EQ(firsts(0, 2, 3), (std::vector<int>{0, 1, 2, 3, 8, 9, 0, 1, 0, 1, 2, 3}));
+  EXPECT_EQ(firsts(1, 2, 3), (std::vector<int>{4, 5, 6, 7, 2, 3, 4, 5, 4, 5, 6, 7}));
+  // One rank reads them all in order.
+  EXPECT_EQ(firsts(0, 1, 4), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5}));
+  // Fewer samples than ranks x batch: refused, not the same samples on several ranks.
+  const std::string w = usage_error([&] { BertShards(dir.path.string(), {4, 16, 3, 64}, 0, 5); });
+  EXPECT_NE(w.find("16 samples, fewer than ranks x --batch-size (5 x 4)"), std::string::npos) << w;
+  // A shard reached through a second name (a hard link, a symbolic link) is read once.
+  fs::create_hard_link(dir.path / "part_01.hdf5", dir.path / "part_02.hdf5");
+  fs::create_symlink(dir.path / "part_00.hdf5", dir.path / "part_03.hdf5");
+  EXPECT_EQ(BertShards(dir.path.string(), {4, 16, 3, 64}, 0, 2).files().size(), 2u);
+}
+
 TEST(BertShardData, BadShardsAreOneLineUsageErrors) {
   TempDir dir;
   write_shard(dir.path / "no_nsp.hdf5", 4, 16, 3, "next_sentence_labels");

@@ -1,9 +1,12 @@
 #include "train/feed/bert_data.h"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "core/error.h"
 #include "core/fnv.h"
@@ -138,7 +141,7 @@ bool is_shard(const std::filesystem::path& p) {
 
 }  // namespace
 
-BertShards::BertShards(const std::string& path, const BertDataShape& shape, int rank) : shape_(shape) {
+BertShards::BertShards(const std::string& path, const BertDataShape& shape, int rank, int world) : shape_(shape) {
   namespace fs = std::filesystem;
   h5::silence_error_stack();
   std::error_code ec;
@@ -147,6 +150,21 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
       if (f.is_regular_file() && is_shard(f.path())) files_.push_back(f.path().string());
     std::sort(files_.begin(), files_.end());
     if (files_.empty()) throw_usage_error("--data " + path + ": the directory holds no .hdf5 or .h5 files");
+    // A shard reached through several names (a symbolic or hard link beside it) would be read as
+    // often: kept once, under its first name.
+    std::set<std::pair<uint64_t, uint64_t>> seen;
+    std::vector<std::string> once, again;
+    for (const auto& f : files_) {
+      struct stat st {};
+      if (::stat(f.c_str(), &st) == 0 && !seen.insert({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}).second)
+        again.push_back(fs::path(f).filename().string());
+      else
+        once.push_back(f);
+    }
+    if (!again.empty() && rank == 0)
+      std::fprintf(stderr, "dlperf-train: WARNING: --data %s: %zu file(s) are links to shards listed already (first: %s): each shard is read once\n",
+                   printable(path).c_str(), again.size(), printable(again.front()).c_str());
+    files_ = std::move(once);
   } else if (fs::is_regular_file(path, ec)) {
     files_.push_back(path);
   } else {
@@ -157,11 +175,18 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
   std::vector<int64_t> samples(files_.size());
   for (size_t i = 1; i < files_.size(); ++i) samples[i] = load_file(i, /*read=*/false);
   samples[0] = load_file(0);
+  first_.assign(1, 0);
+  for (int64_t n : samples) first_.push_back(first_.back() + n);
+  const int64_t total = first_.back(), batch = shape_.batch, ranks = std::max(world, 1);
+  if (total < batch * ranks)
+    throw_usage_error("--data " + path + ": " + std::to_string(total) + " samples, fewer than ranks x --batch-size (" + std::to_string(ranks) +
+                      " x " + std::to_string(batch) + "): every rank's batches must be samples of its own");
   Fnv1a h;
   for (size_t i = 0; i < files_.size(); ++i)
     h.text(fs::path(files_[i]).filename().string()).number(static_cast<uint64_t>(samples[i])).number(fs::file_size(files_[i], ec));
   fingerprint_ = h.hex();
-  cursor_ = (static_cast<int64_t>(rank) * shape_.batch) % samples_;
+  position_ = static_cast<int64_t>(rank) * batch % total;
+  skip_ = (ranks - 1) * batch;
   const auto n = static_cast<size_t>(shape_.batch);
   batch_.ints["input_ids"].resize(n * static_cast<size_t>(shape_.seq_len));
   batch_.ints["segment_ids"].resize(n * static_cast<size_t>(shape_.seq_len));
@@ -204,27 +229,27 @@ int64_t BertShards::load_file(size_t index, bool read) {
   if (!read) return samples;
   ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
   positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
-  samples_ = samples;
   file_ = index;
-  cursor_ = 0;
   return samples;
 }
 
 const HostBatch& BertShards::next() {
-  const int64_t S = shape_.seq_len, P = shape_.max_predictions;
+  const int64_t S = shape_.seq_len, P = shape_.max_predictions, total = first_.back();
   for (int64_t n = 0; n < shape_.batch; ++n) {
-    if (cursor_ >= samples_) {
+    // The file holding the next sample: upper_bound finds the first file starting after it.
+    const auto file = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), position_) - first_.begin() - 1);
+    if (file != file_) {
       // Mid-run, on this rank alone: a fault that ends the job (a usage error would stop this
       // rank only and leave the others waiting).
-      if (files_.size() > 1) try {
-          load_file((file_ + 1) % files_.size());
-        } catch (const Error& e) {
-          throw Error(ErrorKind::fault, e.what());
-        }
-      cursor_ = 0;
+      try {
+        load_file(file);
+      } catch (const Error& e) {
+        throw Error(ErrorKind::fault, e.what());
+      }
     }
+    const int64_t at = position_ - first_[file];
     const auto copy = [&](const std::vector<int32_t>& src, const char* key, int64_t width) {
-      std::copy_n(src.begin() + cursor_ * width, width, batch_.ints[key].begin() + n * width);
+      std::copy_n(src.begin() + at * width, width, batch_.ints[key].begin() + n * width);
     };
     copy(ids_, "input_ids", S);
     copy(segments_, "segment_ids", S);
@@ -232,8 +257,9 @@ const HostBatch& BertShards::next() {
     copy(positions_, "masked_lm_positions", P);
     copy(lm_ids_, "masked_lm_ids", P);
     copy(nsp_, "next_sentence_labels", 1);
-    ++cursor_;
+    position_ = (position_ + 1) % total;
   }
+  position_ = (position_ + skip_) % total;  // the other ranks' batches
   return batch_;
 }
 

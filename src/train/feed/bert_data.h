@@ -40,12 +40,15 @@ class SyntheticTokens final : public DataSource {
   size_t cursor_ = 0;
 };
 
-// Pretraining shards: `path` is one .hdf5/.h5 file or a directory of them (sorted by name).
-// Samples are read in order, file after file, cycling; rank r starts at sample r * batch of
-// the first file, so replicas see different batches. Every file is checked when opened.
+// Pretraining shards: `path` is one .hdf5/.h5 file or a directory of them (sorted by name; a
+// file reached through several links is read once, with a warning). The files' samples, in
+// order and cycling, are cut into batches dealt out to the ranks in turn: rank r reads batches
+// r, r + world, r + 2 world, ..., so the replicas read disjoint samples (an epoch is shared, not
+// read by every rank). Fewer samples than world x batch are refused. Every file's metadata is
+// checked at start; its values when it is first read.
 class BertShards final : public DataSource {
  public:
-  BertShards(const std::string& path, const BertDataShape& shape, int rank);
+  BertShards(const std::string& path, const BertDataShape& shape, int rank, int world = 1);
   const HostBatch& next() override;
   const std::vector<std::string>& files() const { return files_; }
   std::string fingerprint() const override { return fingerprint_; }  // the shards' names, samples and sizes
@@ -56,8 +59,10 @@ class BertShards final : public DataSource {
   BertDataShape shape_;
   std::vector<std::string> files_;
   std::string fingerprint_;
-  size_t file_ = 0;
-  int64_t samples_ = 0, cursor_ = 0;
+  size_t file_ = 0;                  // the file in memory
+  std::vector<int64_t> first_;       // first_[i]: the global index of file i's first sample; back(): all
+  int64_t position_ = 0;             // the global index of this rank's next sample
+  int64_t skip_ = 0;                 // samples of the other ranks' batches after each of this rank's
   std::vector<int32_t> ids_, mask_, segments_, positions_, lm_ids_, nsp_;  // current file
   HostBatch batch_;
 };
