@@ -287,8 +287,20 @@ TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
       {a + ",," + b, "an empty item in the comma list"},
       {"1," + a + ",1," + (dir / "c").string(), "no file " + (dir / "c").string() + ".idx"},
       {(dir / "empty").string(), "a folder with no PREFIX.idx + PREFIX.bin pair in it"},
+      // Half a pair in a folder: refused, not left out of the blend.
+      {(dir / "half").string(), (dir / "half" / "b.idx").string() + " has no " + (dir / "half" / "b").string() + ".bin beside it"},
+      {(dir / "halfbin").string(), (dir / "halfbin" / "b.bin").string() + " has no " + (dir / "halfbin" / "b").string() + ".idx beside it"},
+      // One dataset through two names in a folder: refused, not counted twice.
+      {(dir / "linked").string(), (dir / "linked" / "b").string() + ".bin is " + (dir / "linked" / "a").string() + ".bin (a link)"},
   };
   std::filesystem::create_directories(dir / "empty");
+  for (const char* sub : {"half", "halfbin", "linked"}) {
+    std::filesystem::create_directories(dir / sub);
+    for (const char* ext : {".idx", ".bin"}) std::filesystem::copy_file(a + ext, (dir / sub / "a").string() + ext);
+  }
+  std::filesystem::copy_file(a + ".idx", dir / "half" / "b.idx");
+  std::filesystem::copy_file(a + ".bin", dir / "halfbin" / "b.bin");
+  for (const char* ext : {".idx", ".bin"}) std::filesystem::create_symlink((dir / "linked" / "a").string() + ext, (dir / "linked" / "b").string() + ext);
   for (const auto& [s, want] : bad) {
     try {
       (void)parse_token_sources(s);

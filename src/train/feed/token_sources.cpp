@@ -60,13 +60,23 @@ std::vector<TokenSource> parse_token_sources(const std::string& spec) {
     std::vector<std::string> prefixes;
     for (const auto& entry : std::filesystem::directory_iterator(spec, ec)) {
       const std::filesystem::path& p = entry.path();
-      if (p.extension() != ".idx") continue;
+      if (p.extension() != ".idx" && p.extension() != ".bin") continue;
       std::string prefix = (p.parent_path() / p.stem()).string();
-      if (is_dataset_prefix(prefix)) prefixes.push_back(std::move(prefix));
+      // Half a pair (a copy cut short, a file left behind) would be left out of the blend unsaid.
+      if (!is_dataset_prefix(prefix))
+        throw_usage_error("--data " + spec + ": " + p.string() + " has no " + prefix + (p.extension() == ".idx" ? ".bin" : ".idx") +
+                          " beside it (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
+      if (p.extension() == ".idx") prefixes.push_back(std::move(prefix));
     }
     if (ec) throw_usage_error("--data " + spec + ": cannot list the folder: " + ec.message());
     if (prefixes.empty()) throw_usage_error("--data " + spec + ": a folder with no PREFIX.idx + PREFIX.bin pair in it");
     std::sort(prefixes.begin(), prefixes.end());
+    // A folder's datasets are blended by size: one reached through two names (a link) would count twice.
+    for (size_t i = 0; i < prefixes.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (std::filesystem::equivalent(prefixes[i] + ".bin", prefixes[j] + ".bin", ec))
+          throw_usage_error("--data " + spec + ": " + prefixes[i] + ".bin is " + prefixes[j] +
+                            ".bin (a link): the folder's datasets are blended by size, so it would count twice; remove the link");
     for (auto& prefix : prefixes) out.push_back({std::move(prefix), 0});
   } else {
     out.push_back({spec, 0});
