@@ -270,6 +270,26 @@ void write_run_group(hid_t group, const RunRecord& record, RunStatus status, con
   h5::write_rows(group, "data_bad_samples", H5T_NATIVE_INT64, H5T_STD_I64LE, {hR}, bad.data());
 }
 
+namespace {
+
+// Clocks around real work give finite times, each step ending after it starts and after the step
+// before it, and phases of no negative length. A damaged or edited value (an infinite end, a
+// window of a microsecond, a step before its predecessor) would be a samples/s of 0 or millions
+// folded into a median, or a phase of -1000%: the run is refused instead, naming the step.
+void check_timing(const IterationTiming& it, size_t i, size_t r, const IterationTiming* before) {
+  const auto bad = [&](const std::string& what) {
+    throw_usage_error("iteration " + std::to_string(i) + " of rank " + std::to_string(r) + " " + what + " (a damaged or edited trace?)");
+  };
+  if (!std::isfinite(it.start) || !std::isfinite(it.end)) bad("has a time that is not a finite number");
+  if (it.end < it.start) bad("ends before it starts");
+  if (before && it.end < before->end) bad("ends before the iteration before it");
+  for (float p : it.phase_seconds)
+    if (!std::isfinite(p) || p < -1e-6f) bad("has a phase time that is negative or not a finite number");
+  if (!std::isfinite(it.comm_seconds) || it.comm_seconds < -1e-6f) bad("has a communication time that is negative or not a finite number");
+}
+
+}  // namespace
+
 RunRecord read_run_group(hid_t group) {
   RunRecord record;
   RunInfo& info = record.info;
@@ -287,6 +307,9 @@ RunRecord read_run_group(hid_t group) {
     throw_usage_error("attributes batch_per_device, nodes, devices_per_node, world_size are not plausible sizes (" +
                       std::to_string(info.batch_per_device) + ", " + std::to_string(info.nodes) + ", " + std::to_string(info.devices_per_node) +
                       ", " + std::to_string(info.world_size) + ")");
+  // The run's plan measures it (dlperf-reduce's window): half of it would measure the warm-up.
+  if (h5::has_attr(group, "iterations") != h5::has_attr(group, "warmup"))
+    throw_usage_error(std::string("attribute ") + (h5::has_attr(group, "iterations") ? "warmup is missing beside iterations" : "iterations is missing beside warmup"));
   info.status = run_status_from_string(h5::read_string_attr(group, "status"));
   info.status_reason = h5::read_string_attr_if(group, "status_reason").value_or("");
   const std::string prefix = kVersionPrefix;
@@ -364,6 +387,7 @@ RunRecord read_run_group(hid_t group) {
       it.comm_seconds = comm[i * R + r];
       it.loss = loss[i * R + r];
       for (size_t f = 0; f < std::size(kLoaderFields); ++f) it.*kLoaderFields[f].member = loader[f][i * R + r];
+      check_timing(it, i, r, i > 0 ? &rank.iterations[i - 1] : nullptr);
     }
   }
   read_step_fields(group, record);

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <cmath>
 #include <iterator>
 
 #include <sys/wait.h>
@@ -110,6 +113,46 @@ TEST(TraceBadFiles, ImplausibleRunSizesAndAMissingIdentityAreRefused) {
     }
     EXPECT_NE(read_error(path).find(std::string("attribute ") + name + " is missing"), std::string::npos);
   }
+}
+
+// Times no clock around real work gives (an infinite end, a step ending before the one before it,
+// which made a 1-microsecond window of 2e7 samples/s, a negative phase) are damage: the run is
+// refused naming the step, not folded into a median. So is a plan with half its window.
+TEST(TraceBadFiles, ImpossibleTimesAreRefusedNamingTheIteration) {
+  struct Case {
+    const char* want;
+    std::function<void(RunRecord&)> edit;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const Case cases[] = {
+      {"iteration 29 of rank 1 has a time that is not a finite number", [&](RunRecord& r) { r.ranks[1].iterations[29].end = inf; }},
+      {"iteration 5 of rank 0 has a time that is not a finite number", [](RunRecord& r) { r.ranks[0].iterations[5].start = std::nan(""); }},
+      {"iteration 29 of rank 0 ends before the iteration before it",
+       [](RunRecord& r) {
+         auto& its = r.ranks[0].iterations;
+         its[29].start = its[1].end, its[29].end = its[1].end + 1e-6;
+       }},
+      {"iteration 5 of rank 0 ends before it starts", [](RunRecord& r) { r.ranks[0].iterations[5].end = r.ranks[0].iterations[5].start - 1; }},
+      {"iteration 7 of rank 1 has a phase time that is negative", [](RunRecord& r) { r.ranks[1].iterations[7].phase_seconds[2] = -1.0f; }},
+      {"iteration 3 of rank 0 has a communication time that is negative or not a finite number",
+       [](RunRecord& r) { r.ranks[0].iterations[3].comm_seconds = std::nanf(""); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.want);
+    test::TempDir dir;
+    RunRecord run = test::small_run(2, 30);
+    c.edit(run);
+    const std::string path = dir.file("t.h5");
+    append_runs(path, {run});
+    EXPECT_NE(read_error(path).find(c.want), std::string::npos);
+  }
+  test::TempDir dir;
+  const std::string path = good_trace(dir, 1);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Adelete_by_name(f, "/runs/run_000001", "warmup", H5P_DEFAULT), 0);
+  }
+  EXPECT_NE(read_error(path).find("attribute warmup is missing beside iterations"), std::string::npos);
 }
 
 // A newline or a stray byte in what heads a report section would split or garble the report:
