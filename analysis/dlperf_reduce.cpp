@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       ("csv", po::value(&cfg.csv_path), "write every statistic as CSV to FILE (- or /dev/stdout: to standard output, "
                                         "instead of the report)")
       ("json", po::value(&cfg.json_path), "write DLPerf-shaped JSON to FILE (- : standard output)")
-      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE.svg (- : standard output; for a PNG: rsvg-convert)")
+      ("plot", po::value(&cfg.svg_path), "write an SVG scaling plot to FILE (a name ending in .svg; - : standard output; for a PNG: rsvg-convert)")
       ("compare", po::value(&cfg.compare_path), "baseline results .h5 or DLPerf .json; exit 1 on regression, or on a point the baseline has whose runs all failed (points the baseline lacks are listed as not compared)")
       ("tolerance", po::value(&cfg.tolerance)->default_value(0.95, "0.95"), "minimum measured/baseline median ratio, in (0, 1]")
       ("reference", po::value(&cfg.reference_csv)->implicit_value(dlperf::analysis::default_reference_csv(), "shipped"),

@@ -113,6 +113,11 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.cuda_graph) {
     if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
     if (o.profile_ops > 0) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
+    // The step is captured at the last warm-up iteration but one (the first is the allocator's):
+    // with fewer than 2, the capture and instantiation would fall in the measured window.
+    if (o.warmup < 2)
+      throw_usage_error("--cuda-graph needs --warmup 2 or more (got " + std::to_string(o.warmup) +
+                        "): the step is captured during warm-up, outside the measured window");
   }
   if (o.profile_ops < 0) throw_usage_error("--profile-ops must be 0 (off) or a number of iterations");
   if (o.profile_ops > o.iterations - o.warmup)
@@ -297,7 +302,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   general.add_options()
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
-    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D) or bert_base (BERT-base pretraining)")
+    ("model", po::value(&o.model)->default_value(o.model), "network: resnet50 (ResNet-50 v1.5), vgg16 (VGG16, configuration D), bert_base (BERT-base pretraining), llama3_8b (Llama 3.1 8B) or llama3_2_1b (Llama 3.2 1B)")
     ("backend", po::value(&backend)->default_value(backend), "cpu (oneDNN) or cuda (cuDNN, cuBLAS)")
     ("precision", po::value(&precision)->default_value(precision), "fp32 (IEEE fp32, no TF32), tf32 (fp32 with TF32 convolutions and GEMMs; cuda), bf16 (bf16 compute, fp32 master weights) or fp16 (= amp: fp16 compute, fp32 master weights, dynamic loss scaling; cuda)")
     ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per device per iteration")
