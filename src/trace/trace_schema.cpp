@@ -18,6 +18,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -145,7 +146,13 @@ void upgrade_root(hid_t file) {
 }
 
 void check_root(hid_t file, const std::string& path) {
-  auto version = h5::read_string_attr_if(file, kVersionAttr);
+  std::optional<std::string> version;
+  try {
+    version = h5::read_string_attr_if(file, kVersionAttr);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::usage) throw;
+    throw_usage_error(path + ": " + e.what());  // "attribute dlperf_schema_version is not a string", naming the file
+  }
   if (!version) throw_usage_error(path + ": not a dlperf trace (HDF5 file without a " + kVersionAttr + " attribute)");
   int major = -1;
   try {

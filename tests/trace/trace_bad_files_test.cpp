@@ -87,6 +87,18 @@ TEST(TraceBadFiles, NewerMajorVersionIsRefused) {
   EXPECT_THROW(append_runs(path, {test::small_run()}), Error);
 }
 
+// A version attribute of another type is named with the file (read_error checks the name).
+TEST(TraceBadFiles, VersionOfAnotherTypeNamesTheFile) {
+  test::TempDir dir;
+  const std::string path = good_trace(dir, 1);
+  {
+    h5::Handle f = DLPERF_H5(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Adelete(f, trace_schema::kVersionAttr), 0);
+    h5::write_attr(f, trace_schema::kVersionAttr, int64_t{1});
+  }
+  EXPECT_NE(read_error(path).find("is not a string"), std::string::npos);
+}
+
 // What a run is grouped and scaled by, damaged: refused by name, not reduced into a row of 0 or
 // -nan samples/s, a negative throughput or a million-fold one.
 TEST(TraceBadFiles, ImplausibleRunSizesAndAMissingIdentityAreRefused) {
