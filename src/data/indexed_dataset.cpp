@@ -6,10 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <mutex>
 #include <vector>
 
 #include "core/error.h"
@@ -41,6 +46,71 @@ T read_le(const unsigned char* p) {
 
 [[noreturn]] void fault(const std::string& file, const std::string& what) { throw_usage_error(file + ": " + what); }
 
+// A mapped file cut short while mapped (a copy or a job rewriting it, a file system
+// that dropped it) turns a read past its new end into SIGBUS: the process died with MPI's
+// backtrace and no word on the file. Each mapping registers its range and a message formatted
+// in advance; the handler, for an address in one of them, writes that one line and exits 3
+// (the launcher ends the other ranks). Any other SIGBUS goes to the handler that was there.
+struct GuardedRange {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  char message[640] = {};
+  size_t length = 0;
+};
+GuardedRange g_ranges[64];
+struct sigaction g_previous_bus {};
+std::atomic<bool> g_bus_installed{false};
+
+extern "C" void on_mapped_file_bus_error(int sig, siginfo_t* info, void* context) {
+  const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const GuardedRange& r : g_ranges) {
+    const uintptr_t b = r.begin.load(std::memory_order_acquire), e = r.end.load(std::memory_order_acquire);
+    if (b != 0 && at >= b && at < e) {
+      const ssize_t ignored = ::write(STDERR_FILENO, r.message, r.length);
+      (void)ignored;
+      ::_exit(3);
+    }
+  }
+  // Not ours: as if this handler had never been installed.
+  if (g_previous_bus.sa_flags & SA_SIGINFO) {
+    if (g_previous_bus.sa_sigaction) return g_previous_bus.sa_sigaction(sig, info, context);
+  } else if (g_previous_bus.sa_handler != SIG_DFL && g_previous_bus.sa_handler != SIG_IGN && g_previous_bus.sa_handler) {
+    return g_previous_bus.sa_handler(sig);
+  }
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);
+}
+
+int guard_mapping(const void* data, size_t bytes, const std::string& path) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (!g_bus_installed.exchange(true)) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_mapped_file_bus_error;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous_bus);
+  }
+  for (int i = 0; i < static_cast<int>(std::size(g_ranges)); ++i) {
+    GuardedRange& r = g_ranges[i];
+    if (r.begin.load() != 0) continue;
+    const std::string line = "dlperf-train: " + printable(path) +
+                             " changed while the run read it (cut short: a read past its new end); the data must stay as it was for the run\n";
+    r.length = std::min(line.size(), sizeof r.message);
+    std::memcpy(r.message, line.data(), r.length);
+    const auto b = reinterpret_cast<uintptr_t>(data);
+    r.end.store(b + bytes, std::memory_order_release);
+    r.begin.store(b, std::memory_order_release);
+    return i;
+  }
+  return -1;  // more mappings than slots: unguarded (the signal's default)
+}
+
+void unguard_mapping(int slot) {
+  if (slot < 0) return;
+  g_ranges[slot].begin.store(0, std::memory_order_release);
+  g_ranges[slot].end.store(0, std::memory_order_release);
+}
+
 }  // namespace
 
 IndexedDataset::Mapping::Mapping(const std::string& path) {
@@ -59,11 +129,13 @@ IndexedDataset::Mapping::Mapping(const std::string& path) {
       fault(path, std::string("cannot map (") + std::strerror(errno) + ")");
     }
     data = p;
+    guard = guard_mapping(p, bytes, path);
   }
   ::close(fd);
 }
 
 IndexedDataset::Mapping::~Mapping() {
+  unguard_mapping(guard);
   if (data) ::munmap(data, bytes);
 }
 

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -114,6 +115,23 @@ TEST_F(IndexedDatasetTest, WriterKeepsEarlierFilesAndLeavesNothingHalfWritten) {
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
   std::filesystem::remove(p + ".idx");
+}
+
+// A .bin cut short while mapped: the next read past its new end raised SIGBUS and the process
+// died with MPI's backtrace, naming nothing. Now one line naming the file, exit 3.
+TEST_F(IndexedDatasetTest, FileCutShortWhileMappedIsOneLineAndExit3) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string p = prefix("cut");
+  std::vector<int32_t> doc(1 << 16);  // 128 KiB of uint16 tokens: 32 pages
+  for (size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<int32_t>(i % 1000);
+  write_indexed_dataset(p, {doc});
+  EXPECT_EXIT(
+      {
+        IndexedDataset d(p, 1000);
+        std::filesystem::resize_file(p + ".bin", 100);
+        std::fprintf(stderr, "read %lld\n", static_cast<long long>(d.token(d.tokens() - 1)));
+      },
+      ::testing::ExitedWithCode(3), "^dlperf-train: [^ ]*/cut\\.bin changed while the run read it \\(cut short");
 }
 
 TEST_F(IndexedDatasetTest, MalformedInputsAreOneLineUsageErrors) {
