@@ -58,6 +58,9 @@ std::string class_name(int c) {
 
 std::string stem(int c, int k) { return class_name(c) + "_" + std::to_string(k); }
 
+// The folders and files of the dataset under `root` (which exists).
+SyntheticDatasetSummary write_dataset_files(const fs::path& root, const SyntheticDatasetSpec& s);
+
 }  // namespace
 
 std::vector<uint8_t> synthetic_image(const SyntheticDatasetSpec& s, int cls, int index) {
@@ -145,8 +148,27 @@ SyntheticDatasetSummary write_synthetic_dataset(const std::string& dir, const Sy
   for (const auto& [sub, used] : {std::pair{"train", s.folder}, std::pair{"shards", s.shards}})
     if (used && fs::exists(root / sub, ec) && !fs::is_empty(root / sub, ec) && !ec)
       throw_usage_error((root / sub).string() + " already holds files (an earlier dataset?): remove it or choose another --output");
+  const bool root_existed = fs::exists(root, ec);
   fs::create_directories(root, ec);
   if (ec) throw_usage_error(dir + ": cannot create the folder (" + ec.message() + ")");
+  // A dataset that stops half-written (a full disk) is removed: its folders were new or empty,
+  // and a part of it would train without a word (a class with no images is only a warning).
+  try {
+    return write_dataset_files(root, s);
+  } catch (...) {
+    std::error_code ignored;
+    if (s.folder) fs::remove_all(root / "train", ignored);
+    if (s.shards) fs::remove_all(root / "shards", ignored);
+    if (!root_existed) fs::remove(root, ignored);  // only if empty
+    throw;
+  }
+}
+
+namespace {
+
+SyntheticDatasetSummary write_dataset_files(const fs::path& root, const SyntheticDatasetSpec& s) {
+  std::error_code ec;
+  const std::string dir = root.string();
   if (s.folder)
     for (int c = 0; c < s.classes; ++c) {
       fs::create_directories(root / "train" / class_name(c), ec);
@@ -213,5 +235,7 @@ SyntheticDatasetSummary write_synthetic_dataset(const std::string& dir, const Sy
   if (s.shards) sum.written.push_back((root / "shards").string());
   return sum;
 }
+
+}  // namespace
 
 }  // namespace dlperf::data

@@ -2,11 +2,13 @@
 # A full file system (issue 18 rows 2 and 6), on a small tmpfs mounted for the test:
 #  * dlperf-train appending to a results file there fails with one line "no space left on
 #    <mount point> (tmpfs)", leaves the file as it was and no temporary behind;
-#  * dlperf-reduce writing an output there fails (exit 3) and leaves the old output intact.
+#  * dlperf-reduce writing an output there fails (exit 3) and leaves the old output intact;
+#  * dlperf-make-dataset running out of room removes the half-written image dataset (a part of
+#    it trained with only a warning about empty classes).
 # Needs root (mount); exits 77 (skipped) where a tmpfs cannot be mounted.
-# Usage: disk_full_test.sh DLPERF_TRAIN DLPERF_REDUCE
+# Usage: disk_full_test.sh DLPERF_TRAIN DLPERF_REDUCE DLPERF_MAKE_DATASET
 set -u
-train=$1 reduce=$2
+train=$1 reduce=$2 make=$3
 dir=$(mktemp -d)
 small="$dir/small"
 mkdir -p "$small"
@@ -89,6 +91,19 @@ cat "$dir/reduce.err"
 grep -q "no space left on $small (tmpfs)" "$dir/reduce.err" || bad "reduce: the message does not name the file system"
 [ "$(cat "$small/o.json")" = old ] || bad "reduce: the old output was truncated"
 ls -a "$small" | grep -q 'tmp' && bad "reduce: a temporary was left: $(ls -a "$small")"
+
+rm -f "$small/fill2"
+
+echo "== dlperf-make-dataset on a file system too small for the dataset"
+dd if=/dev/zero of="$small/fill3" bs=4k count=$(( $(df --output=avail -k "$small" | tail -1) / 4 - 16 )) 2>/dev/null
+"$make" --output "$small/img" --classes 2 --images-per-class 20 --width 64 --height 48 >/dev/null 2>"$dir/make.err"
+rc=$?
+cat "$dir/make.err"
+[ "$rc" -eq 3 ] && [ "$(wc -l <"$dir/make.err")" -eq 1 ] || bad "make-dataset: exit $rc, want 3 and one line"
+[ ! -e "$small/img" ] || bad "make-dataset: a half-written dataset was left: $(find "$small/img" | head -5)"
+mkdir -p "$small/kept"
+"$make" --output "$small/kept" --classes 2 --images-per-class 20 --width 64 --height 48 >/dev/null 2>&1
+[ -d "$small/kept" ] && [ -z "$(ls -A "$small/kept")" ] || bad "make-dataset: a folder that existed was removed or left holding files"
 
 [ "$fail" -eq 0 ] && echo "disk full ok"
 exit "$fail"
