@@ -79,8 +79,10 @@ int main(int argc, char** argv) {
         throw_usage_error(std::string("--") + name + (token_mode ? " is for images; --tokens writes a token dataset" : " is for --tokens (a token dataset)"));
     }
     if (!tokens.empty()) {
-      if (documents <= 0 || doc_tokens <= 1 || vocab <= 1 || vocab > (int64_t{1} << 31) - 1)
-        throw_usage_error("--documents must be positive, --document-tokens above 1, --vocab in [2, 2^31)");
+      if (documents <= 0) throw_usage_error("--documents must be positive (got " + std::to_string(documents) + ")");
+      if (doc_tokens <= 1) throw_usage_error("--document-tokens must be 2 or more (got " + std::to_string(doc_tokens) + ")");
+      if (vocab <= 1 || vocab > (int64_t{1} << 31) - 1)
+        throw_usage_error("--vocab must be from 2 to 2147483647 (got " + std::to_string(vocab) + ")");
       uint64_t state = s.seed;  // SplitMix64 (this program links no engine)
       const auto next = [&state] {
         uint64_t z = (state += 0x9E3779B97F4A7C15ull);

@@ -47,6 +47,10 @@ mk_refused "--tokens was given an empty value" --output "$dir/y" --tokens ""
 # Options of the other mode were dropped: --tokens with --output wrote tokens and no folder.
 mk_refused "--output is for images; --tokens writes a token dataset" --tokens "$dir/y" --output "$dir/y"
 mk_refused "--vocab is for --tokens" --output "$dir/y" --vocab 10
+# Each bad size names its own flag (one shared sentence named all three).
+mk_refused "--documents must be positive (got 0)" --tokens "$dir/y" --documents 0
+mk_refused "--document-tokens must be 2 or more (got 1)" --tokens "$dir/y" --document-tokens 1
+mk_refused "--vocab must be from 2 to 2147483647 (got 0)" --tokens "$dir/y" --vocab 0
 "$make_dataset" --tokens "$dir/tok" --documents 2 >/dev/null || fail "dlperf-make-dataset --tokens: exit $?"
 before=$(md5sum <"$dir/tok.bin")
 "$make_dataset" --tokens "$dir/tok" --documents 3 >/dev/null 2>"$dir/err"; rc=$?
