@@ -198,6 +198,14 @@ TEST(BertShardData, WrongStructureIsNamed) {
           [](hid_t f) { write_dataset(f, "masked_lm_ids", {4, 3}, std::vector<int32_t>(12, 7), H5T_IEEE_F32LE); });
   w = usage_error([&] { BertShards((dir.path / "float.hdf5").string(), {2, 16, 3, 64}, 0); });
   EXPECT_NE(w.find("'masked_lm_ids' holds floating-point numbers"), std::string::npos) << w;
+  // Rows never written read as HDF5's fill value, 0: a sample with no token at all.
+  replace(dir.path / "unwritten.hdf5", "input_mask", [](hid_t f) {
+    const hsize_t dims[2] = {4, 16};
+    auto space = DLPERF_H5(H5Screate_simple(2, dims, nullptr), H5Sclose);
+    DLPERF_H5(H5Dcreate2(f, "input_mask", H5T_STD_I8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  });
+  w = usage_error([&] { BertShards((dir.path / "unwritten.hdf5").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("sample 0 holds no token (its input_mask starts with 0)"), std::string::npos) << w;
   // 2^40 as an int64: shown as it is (HDF5's conversion to int32 clipped it to 2147483647)
   replace(dir.path / "big.hdf5", "masked_lm_ids", [](hid_t f) {
     std::vector<int64_t> v(12, 7);

@@ -227,6 +227,12 @@ int64_t BertShards::load_file(size_t index, bool read) {
   auto lm_ids = read_dataset(file, f, "masked_lm_ids", samples, P, shape_.vocab, read);
   auto nsp = read_dataset(file, f, "next_sentence_labels", samples, 0, 2, read);
   if (!read) return samples;
+  // Every sequence holds at least its [CLS] token: a sample whose mask starts with 0 is the fill
+  // value of a dataset whose rows were never written (a shard claiming 20 million samples in
+  // 3 kB trained on zeros, the masked-LM loss empty).
+  for (int64_t i = 0; i < samples; ++i)
+    if (mask[static_cast<size_t>(i * S)] != 1)
+      throw_usage_error("--data " + f + ": sample " + std::to_string(i) + " holds no token (its input_mask starts with 0): rows never written?");
   ids_ = std::move(ids), mask_ = std::move(mask), segments_ = std::move(segments);
   positions_ = std::move(positions), lm_ids_ = std::move(lm_ids), nsp_ = std::move(nsp);
   file_ = index;
