@@ -68,12 +68,13 @@ int64_t llama_parameter_count(const LlamaConfig& c) {
   return c.vocab * H * (c.tied ? 1 : 2) + c.layers * block + H;
 }
 
-double llama_forward_flops_per_token(const LlamaConfig& c) {
+double llama_forward_flops_per_token(const LlamaConfig& c, bool full_attention) {
   const double H = static_cast<double>(c.hidden), D = H / static_cast<double>(c.heads);
   const double q = static_cast<double>(c.heads) * D, kv = static_cast<double>(c.kv_heads) * D, F = static_cast<double>(c.ffn);
   const double projections = 2 * H * q + 2 * 2 * H * kv + 2 * q * H;    // wq, wk, wv, wo
   const double feed_forward = 3 * 2 * H * F;                            // w1, w3, w2
-  const double attention = 2 * 2 * D * static_cast<double>(c.heads) * (static_cast<double>(c.seq_len) + 1) / 2;  // q k^T, p v
+  const double T = static_cast<double>(c.seq_len), keys = full_attention ? T : (T + 1) / 2;
+  const double attention = 2 * 2 * D * static_cast<double>(c.heads) * keys;  // q k^T, p v
   return static_cast<double>(c.layers) * (projections + feed_forward + attention) + 2 * H * static_cast<double>(c.vocab);
 }
 

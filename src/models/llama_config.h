@@ -52,6 +52,8 @@ int64_t llama_parameter_count(const LlamaConfig& c);
 // add: attention projections, feed-forward, output head) plus attention scores and values over
 // the causal half only (a token at position t attends to t + 1 keys: (T + 1) / 2 on average).
 // Training counts 3 x forward (backward = 2 x forward); recomputation is not model work.
-double llama_forward_flops_per_token(const LlamaConfig& c);
+// full_attention: every query against all T keys instead, as PaLM's 6N + 12 L H T counts (and
+// torchtitan reports MFU by): for comparison with such figures.
+double llama_forward_flops_per_token(const LlamaConfig& c, bool full_attention = false);
 
 }  // namespace dlperf

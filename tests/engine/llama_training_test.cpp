@@ -51,6 +51,11 @@ TEST(LlamaModel, ModelFlopsPerToken) {
     const double attention = 4.0 * static_cast<double>(k.hidden) * static_cast<double>(k.layers) * 1001.0 / 2.0;  // D x Hq = hidden
     EXPECT_DOUBLE_EQ(llama_forward_flops_per_token(k), 2.0 * matmul_weights + attention) << m;
   }
+  // PaLM's convention (appendix B), training: 6 N + 12 L H T, N without the embedding table. Ours
+  // with full attention is it less the norms' weights, which are no matmul (6 x 65 x 4,096).
+  const double palm = 6.0 * static_cast<double>(llama_parameter_count(c) - c.vocab * c.hidden) + 12.0 * 32 * 4096 * 8192;
+  EXPECT_DOUBLE_EQ(3.0 * llama_forward_flops_per_token(c, true), palm - 6.0 * 65 * 4096);
+  EXPECT_NEAR(3.0 * llama_forward_flops_per_token(c, true) / 1e9, 57.91, 0.01);
 }
 
 TEST(LlamaModel, PeakTableAndOverride) {

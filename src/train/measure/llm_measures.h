@@ -16,6 +16,7 @@ struct LlmMeasures {
   double tokens_per_s_device = 0;
   double tflops_per_device = 0;
   double mfu = 0;               // 0 when the peak is unknown
+  double mfu_full_attention = 0;  // the same counting attention over all T keys (PaLM's convention)
   PeakFlops peak;
 };
 
