@@ -2,6 +2,7 @@
 // API, is read back and trained on; a missing dataset, a wrong shape or a missing path is a
 // one-line usage error; the BERT command-line flags are validated with errors naming the flag.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <hdf5.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,6 +176,15 @@ TEST(BertShardData, BadShardsAreOneLineUsageErrors) {
   fs::create_directories(dir.path / "empty");
   w = usage_error([&] { BertShards((dir.path / "empty").string(), {2, 16, 3, 64}, 0); });
   EXPECT_NE(w.find("no .hdf5"), std::string::npos) << w;
+  // A FIFO exists: it is not "no such file" (and must not block the open).
+  ASSERT_EQ(::mkfifo((dir.path / "fifo.hdf5").c_str(), 0600), 0);
+  w = usage_error([&] { BertShards((dir.path / "fifo.hdf5").string(), {2, 16, 3, 64}, 0); });
+  EXPECT_NE(w.find("not a regular file or folder"), std::string::npos) << w;
+  // An id outside the vocabulary names the flag that sets it.
+  write_shard(dir.path / "ok.hdf5", 4, 16, 3);
+  w = usage_error([&] { BertShards((dir.path / "ok.hdf5").string(), {2, 16, 3, 20}, 0); });  // --bert-vocab 20
+  EXPECT_NE(w.find("input_ids of sample"), std::string::npos) << w;
+  EXPECT_NE(w.find("(token ids must lie inside --bert-vocab)"), std::string::npos) << w;
 }
 
 // A shard with the wrong structure (a converter's bug, another tool's file): one line naming the

@@ -290,7 +290,7 @@ TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
       {"0," + a + ",3," + b, "weight '0' of " + a + " is not a positive number"},
       {"1e308," + a + ",1e308," + b, "weight '1e308' of " + a + " is not a positive number up to 1e30"},  // sum: inf
       {a + ",," + b, "an empty item in the comma list"},
-      {"1," + a + ",1," + (dir / "c").string(), "no file " + (dir / "c").string() + ".idx"},
+      {"1," + a + ",1," + (dir / "c").string(), "no file " + (dir / "c").string() + ".idx (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin; commas separate"},
       {(dir / "empty").string(), "a folder with no PREFIX.idx + PREFIX.bin pair in it"},
       // Half a pair in a folder: refused, not left out of the blend.
       {(dir / "half").string(), (dir / "half" / "b.idx").string() + " has no " + (dir / "half" / "b").string() + ".bin beside it"},

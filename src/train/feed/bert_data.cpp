@@ -120,7 +120,9 @@ std::vector<int32_t> read_dataset(hid_t file, const std::string& fname, const ch
     if (wide[i] < 0 || wide[i] >= hi)
       throw_usage_error("--data " + fname + ": " + name + " of sample " + std::to_string(static_cast<int64_t>(i) / width) + " is " +
                         std::to_string(wide[i]) + ", outside [0, " + std::to_string(hi) + ")" +
-                        (hi > 2 ? std::string(" (check --seq-len, --max-predictions and --bert-vocab)") : std::string()));
+                        (std::string(name) == "masked_lm_positions" ? std::string(" (positions must lie inside --seq-len)")
+                         : hi > 2                                    ? std::string(" (token ids must lie inside --bert-vocab)")
+                                                                     : std::string()));
     v[i] = static_cast<int32_t>(wide[i]);
   }
   return v;
@@ -167,6 +169,8 @@ BertShards::BertShards(const std::string& path, const BertDataShape& shape, int 
     files_ = std::move(once);
   } else if (fs::is_regular_file(path, ec)) {
     files_.push_back(path);
+  } else if (fs::exists(path, ec)) {
+    throw_usage_error("--data " + path + ": not a regular file or folder (a FIFO, socket or device cannot be a shard)");
   } else {
     throw_usage_error("--data " + path + ": no such file or directory");
   }

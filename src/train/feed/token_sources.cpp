@@ -19,7 +19,8 @@ void require_dataset(const std::string& spec, const std::string& prefix) {
   for (const char* ext : {".idx", ".bin"}) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(prefix + ext, ec))
-      throw_usage_error("--data " + spec + ": no file " + prefix + ext + " (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
+      throw_usage_error("--data " + spec + ": no file " + prefix + ext + " (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin" +
+                        (spec.find(',') != std::string::npos ? "; commas separate a blend's items, so a path cannot hold one)" : ")"));
   }
 }
 
