@@ -2,6 +2,7 @@
 // batch_size_per_device | samples/s | speedup | efficiency; rank_num for CPU-backend ranks),
 // then repeat statistics and the phase breakdown; after all configurations, stragglers and
 // notes on excluded runs.
+#include <algorithm>
 #include <ostream>
 #include <set>
 
@@ -185,7 +186,11 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
     if (!detail("zero", "").empty() || !detail("grad-accum", "").empty()) {
       const std::string zero = detail("zero", "0"), gather = detail("zero-gather", "step");
       os << "Data parallelism: zero stage " << zero;
-      if (zero != "0") os << (gather == "forward" ? " (all-gathers waited for in the next forward)" : " (all-gathers waited for at the step's end)");
+      if (zero != "0") {
+        os << (gather == "forward" ? " (all-gathers waited for in the next forward)" : " (all-gathers waited for at the step's end)");
+        const bool one_device = std::any_of(c.points.begin(), c.points.end(), [](const ScalePoint& p) { return p.nodes * p.devices_per_node == 1; });
+        if (one_device) os << "; its 1-device point shards nothing (one rank holds every shard)";
+      }
       os << ", grad-accum " << detail("grad-accum", "1") << " micro-batch(es) per step (throughput counts every one), recompute "
          << detail("recompute", "none") << "\n\n";
     }

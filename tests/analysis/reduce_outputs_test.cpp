@@ -46,7 +46,9 @@ TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
   r.info.settings = {"zero=1", "grad-accum=2", "zero-gather=forward", "recompute=block"};
   std::ostringstream os;
   write_markdown(os, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
-  EXPECT_NE(os.str().find("Data parallelism: zero stage 1 (all-gathers waited for in the next forward), grad-accum 2 micro-batch(es) "
+  // Its one point is 1 device: sharded over one rank, nothing is (the line says so).
+  EXPECT_NE(os.str().find("Data parallelism: zero stage 1 (all-gathers waited for in the next forward); its 1-device point shards "
+                          "nothing (one rank holds every shard), grad-accum 2 micro-batch(es) "
                           "per step (throughput counts every one), recompute block"),
             std::string::npos)
       << os.str();
@@ -62,12 +64,20 @@ TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
   r.info.settings = {"zero=2", "grad-accum=1"};
   std::ostringstream older;
   write_markdown(older, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
-  EXPECT_NE(older.str().find("Data parallelism: zero stage 2 (all-gathers waited for at the step's end), grad-accum 1"), std::string::npos)
+  EXPECT_NE(older.str().find("Data parallelism: zero stage 2 (all-gathers waited for at the step's end); its 1-device point shards nothing"),
+            std::string::npos)
       << older.str();
   r.info.settings = {"zero=0", "grad-accum=2", "zero-gather=forward"};
   std::ostringstream replicated;
   write_markdown(replicated, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
   EXPECT_NE(replicated.str().find("Data parallelism: zero stage 0, grad-accum 2"), std::string::npos) << replicated.str();
+  // Two ranks only: no 1-device point to describe.
+  r = run_at("resnet50", 1, 2, 0.1);
+  r.info.settings = {"zero=1"};
+  std::ostringstream two;
+  write_markdown(two, reduce_runs({r}, MethodOptions{}), MethodOptions{}, ReportOptions{});
+  EXPECT_NE(two.str().find("Data parallelism: zero stage 1 (all-gathers waited for at the step's end), grad-accum 1"), std::string::npos)
+      << two.str();
 }
 
 // Issue 25: the plan beside the measured peaks, the highest over runs and ranks.
