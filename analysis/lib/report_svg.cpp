@@ -103,23 +103,35 @@ void axes(std::ostream& os, const Panel& p, const std::string& title, const std:
      << ") rotate(-90)' text-anchor='middle' font-size='12'>" << ylabel << "</text>\n";
 }
 
+// One point's marker: a circle, a square or a diamond (shape 0, 1, 2: the colours' first, second
+// and third rounds, so that a ninth configuration is not drawn as the first).
+void marker(std::ostream& os, double x, double y, double r, const char* fill, const char* colour, int shape) {
+  if (shape == 0) {
+    os << "<circle cx='" << fixed(x, 1) << "' cy='" << fixed(y, 1) << "' r='" << r << "'";
+  } else if (shape == 1) {
+    os << "<rect x='" << fixed(x - r, 1) << "' y='" << fixed(y - r, 1) << "' width='" << 2 * r << "' height='" << 2 * r << "'";
+  } else {
+    const double d = r * 1.3;
+    os << "<polygon points='" << fixed(x, 1) << ',' << fixed(y - d, 1) << ' ' << fixed(x + d, 1) << ',' << fixed(y, 1) << ' ' << fixed(x, 1)
+       << ',' << fixed(y + d, 1) << ' ' << fixed(x - d, 1) << ',' << fixed(y, 1) << "'";
+  }
+  os << " fill='" << fill << "' stroke='" << colour << "' stroke-width='1.5'/>\n";
+}
+
 void polyline(std::ostream& os, const std::vector<std::pair<double, double>>& pts, const Panel& p, const char* colour,
-              bool dashed) {
+              bool dashed, int shape = 0) {
   if (pts.empty()) return;
   os << "<polyline fill='none' stroke='" << colour << "' stroke-width='" << (dashed ? 1.2 : 2) << "'"
      << (dashed ? " stroke-dasharray='6,4'" : "") << " points='";
   for (const auto& [d, y] : pts) os << fixed(p.px(d), 2) << ',' << fixed(p.py(y), 2) << ' ';
   os << "'/>\n";
   if (!dashed)
-    for (const auto& [d, y] : pts)
-      os << "<circle cx='" << fixed(p.px(d), 1) << "' cy='" << fixed(p.py(y), 1) << "' r='3.5' fill='" << colour << "'/>\n";
+    for (const auto& [d, y] : pts) marker(os, p.px(d), p.py(y), 3.5, colour, colour, shape);
 }
 
 // Points off the line: hollow markers.
-void markers(std::ostream& os, const std::vector<std::pair<double, double>>& pts, const Panel& p, const char* colour) {
-  for (const auto& [d, y] : pts)
-    os << "<circle cx='" << fixed(p.px(d), 1) << "' cy='" << fixed(p.py(y), 1) << "' r='4' fill='white' stroke='" << colour
-       << "' stroke-width='1.5'/>\n";
+void markers(std::ostream& os, const std::vector<std::pair<double, double>>& pts, const Panel& p, const char* colour, int shape) {
+  for (const auto& [d, y] : pts) marker(os, p.px(d), p.py(y), 4, "white", colour, shape);
 }
 
 // y = one * devices from 1 to max_devices, sampled evenly on the log2 axis.
@@ -167,6 +179,7 @@ void write_svg(std::ostream& os, const Reduction& r) {
   bool alternate_layouts = false;
   for (const auto& c : r.configs) {
     const char* colour = kColours[k % std::size(kColours)];
+    const int shape = static_cast<int>(k / std::size(kColours) % 3);
     // The line runs through one point per device count, the one on the fewest nodes (points are
     // ordered by devices, then nodes); the same devices over more nodes (2n4 beside 1n8) are
     // hollow markers, not a vertical jog of the line.
@@ -185,16 +198,17 @@ void write_svg(std::ostream& os, const Reduction& r) {
     }
     alternate_layouts = alternate_layouts || !tp_off.empty();
     if (one > 0) polyline(os, ideal(one, max_devices), left, colour, true);
-    polyline(os, tp, left, colour, false);
-    polyline(os, sp, right, colour, false);
-    markers(os, tp_off, left, colour);
-    markers(os, sp_off, right, colour);
+    polyline(os, tp, left, colour, false, shape);
+    polyline(os, sp, right, colour, false, shape);
+    markers(os, tp_off, left, colour, shape);
+    markers(os, sp_off, right, colour, shape);
     // The legend shows both of the configuration's lines, in its colour.
     const double ly = kMarginT + kPanelH + 50 + kLegendH * static_cast<double>(k);
     os << "<line x1='" << kMarginL << "' y1='" << ly + 2 << "' x2='" << kMarginL + 14 << "' y2='" << ly + 2 << "' stroke='" << colour
        << "' stroke-width='3'/><line x1='" << kMarginL + 18 << "' y1='" << ly + 2 << "' x2='" << kMarginL + 32 << "' y2='" << ly + 2
        << "' stroke='" << colour << "' stroke-dasharray='4,3'/><text x='" << kMarginL + 38 << "' y='" << ly + 6
        << "' font-size='12'>" << xml_text(c.title) << "</text>\n";
+    marker(os, kMarginL + 7, ly + 2, 3.5, colour, colour, shape);  // the legend shows the point's shape too
     ++k;
   }
   const double ly = kMarginT + kPanelH + 50 + kLegendH * static_cast<double>(k);

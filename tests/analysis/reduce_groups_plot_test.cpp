@@ -216,6 +216,29 @@ TEST(ReduceSvg, TheSameDevicesOverMoreNodesAreOffTheLine) {
   EXPECT_EQ(svg_1_to_4_devices().find("hollow:"), std::string::npos);
 }
 
+// Eight colours: the ninth configuration takes the first colour again, with square markers (in
+// the plot and its legend entry), so it is not drawn as the first one.
+TEST(ReduceSvg, ANinthConfigurationHasItsOwnMarker) {
+  std::vector<RunRecord> runs;
+  for (int v = 0; v < 9; ++v)
+    for (int n : {1, 2}) {
+      RunRecord r = run_at("resnet50", 1, n, 0.1);
+      r.info.variant = "v" + std::to_string(v);
+      runs.push_back(r);
+    }
+  std::ostringstream os;
+  write_svg(os, reduce_runs(runs, MethodOptions{}));
+  const std::string svg = os.str();
+  const auto count = [&](const char* pattern) {
+    const std::regex re(pattern);
+    return std::distance(std::sregex_iterator(svg.begin(), svg.end(), re), std::sregex_iterator());
+  };
+  // 2 points x 2 panels + 1 legend marker each: circles for the first, squares for the ninth.
+  EXPECT_EQ(count("<circle [^>]*fill='#1f77b4'"), 5) << svg;
+  EXPECT_EQ(count("<rect [^>]*fill='#1f77b4' stroke='#1f77b4'"), 5) << svg;
+  EXPECT_EQ(count("<rect [^>]*fill='#d62728'"), 0) << svg;
+}
+
 TEST(ReduceSvg, ValueTicksAreOneTwoFiveDecadesAndTheIdealIsInTheSeriesColour) {
   // ResNet-50 at 320 samples/s per rank and VGG16 ten times slower: on a log axis both keep
   // their shape (VGG16 no longer lies flat under ResNet-50).
