@@ -4,10 +4,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <iterator>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "comparable.h"
@@ -263,6 +268,88 @@ RepeatStats repeat_stats(std::vector<double> v) {
   return s;
 }
 
+namespace {
+
+// What a measured run held, for finding runs that shared a machine: its wall-clock span
+// (start_time_utc to end_time_utc, whole seconds) and, per host, the CPUs and GPUs its ranks
+// were bound to (rank_binding: "cpus 0-7 (numa 0); gpu 0000:17:00.0 (numa 0); ...").
+struct Footprint {
+  std::string location;
+  int64_t start = 0, end = 0;
+  std::map<std::string, std::pair<std::set<int>, std::set<std::string>>> held;  // host -> cpus, gpus
+};
+
+std::optional<int64_t> utc_seconds(const std::string& iso) {
+  std::tm t{};
+  char z = 0;
+  if (std::sscanf(iso.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour, &t.tm_min, &t.tm_sec, &z) != 7 ||
+      z != 'Z')
+    return std::nullopt;
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&t));
+}
+
+// "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; empty on anything else.
+std::set<int> cpu_set(const std::string& list) {
+  std::set<int> out;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    int a = 0, b = 0;
+    char dash = 0;
+    if (std::sscanf(item.c_str(), "%d%c%d", &a, &dash, &b) == 3 && dash == '-' && a <= b && b - a < (1 << 16)) {
+      for (int c = a; c <= b; ++c) out.insert(c);
+    } else if (std::sscanf(item.c_str(), "%d", &a) == 1) {
+      out.insert(a);
+    } else {
+      return {};
+    }
+  }
+  return out;
+}
+
+std::optional<Footprint> footprint(const RunRecord& run) {
+  const auto start = utc_seconds(run.info.start_time_utc), end = utc_seconds(run.info.end_time_utc);
+  if (!start || !end || *end < *start) return std::nullopt;
+  Footprint f{run.location, *start, *end, {}};
+  for (const RankTrace& rank : run.ranks) {
+    const std::string& b = rank.binding;
+    if (rank.host.empty() || b.rfind("cpus ", 0) != 0) continue;  // not recorded (older files)
+    auto& [cpus, gpus] = f.held[rank.host];
+    const std::set<int> mine = cpu_set(b.substr(5, b.find(' ', 5) - 5));
+    cpus.insert(mine.begin(), mine.end());
+    if (const size_t g = b.find("; gpu "); g != std::string::npos) gpus.insert(b.substr(g + 6, b.find(' ', g + 6) - g - 6));
+  }
+  return f;
+}
+
+// What two footprints share on a host ("host h1 (cpus 0-1)"), "" when they never ran at the same
+// time on the same CPUs or GPU. Start and end are whole seconds: an overlap of 2 s or more.
+std::string shared_machine(const Footprint& a, const Footprint& b) {
+  if (std::min(a.end, b.end) - std::max(a.start, b.start) < 2) return "";
+  for (const auto& [host, held] : a.held) {
+    const auto other = b.held.find(host);
+    if (other == b.held.end()) continue;
+    for (const std::string& g : held.second)
+      if (other->second.second.count(g)) return "host " + host + " (gpu " + g + ")";
+    std::vector<int> both;
+    std::set_intersection(held.first.begin(), held.first.end(), other->second.first.begin(), other->second.first.end(),
+                          std::back_inserter(both));
+    if (!both.empty()) return "host " + host + " (" + std::to_string(both.size()) + " CPU(s), first " + std::to_string(both.front()) + ")";
+  }
+  return "";
+}
+
+void find_overlaps(std::vector<Footprint> runs, Reduction& out) {
+  std::sort(runs.begin(), runs.end(), [](const Footprint& a, const Footprint& b) { return a.start < b.start; });
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = i + 1; j < runs.size() && runs[j].start < runs[i].end; ++j)
+      if (const std::string where = shared_machine(runs[i], runs[j]); !where.empty())
+        if (out.overlapping_pairs++ == 0) out.first_overlap = runs[i].location + " and " + runs[j].location + " on " + where;
+}
+
+}  // namespace
+
 Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& opt) {
   struct Acc {
     ScalePoint point;
@@ -273,6 +360,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
   std::map<ConfigKey, std::pair<int64_t, std::string>> fallbacks;  // runs with a reference kernel, the first one
   std::map<ConfigKey, LlmFacts> llm;
   std::map<ConfigKey, std::pair<int64_t, double>> skipping;  // runs mostly skipping their update, the highest share
+  std::vector<Footprint> footprints;                         // of the measured runs
   Reduction out;
   for (const RunRecord& run : runs) {
     const RunInfo& i = run.info;
@@ -319,6 +407,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
       continue;
     }
     ++out.measured_runs;
+    if (auto f = footprint(run)) footprints.push_back(std::move(*f));
     for (const KernelRecord& k : run.kernels)
       if (is_reference_kernel(k, i.precision)) {
         auto& [count, first] = fallbacks[config_key(i)];
@@ -391,6 +480,7 @@ Reduction reduce_runs(const std::vector<RunRecord>& runs, const MethodOptions& o
     out.configs.push_back(std::move(cfg));
   }
   name_configs(out.configs);
+  find_overlaps(std::move(footprints), out);
   return out;
 }
 

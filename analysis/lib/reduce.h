@@ -170,6 +170,10 @@ struct Reduction {
   // devices per node) describes them. The first such run, for the note.
   int excluded_uneven = 0;
   std::string first_uneven;
+  // Measured runs that ran at the same time on the same CPUs or GPU of a host (two jobs sharing
+  // a node without binding): they competed for them, so both figures are suspect.
+  int overlapping_pairs = 0;
+  std::string first_overlap;          // "A and B on host H (cpus 0-1)"
   int64_t measured_runs = 0;          // runs with a throughput
   int64_t longest_short_run = 0;      // iterations of the longest run excluded as too short
   int64_t longest_short_need = 0;     // warm-up + window that run needed

@@ -255,6 +255,10 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
       os << "| " << cell(s.run) << " | " << s.rank << " | " << cell(s.host) << " | " << percent(s.slow_fraction) << " | "
          << percent(s.excess) << " |\n";
   }
+  if (r.overlapping_pairs > 0)
+    notes.push_back("warning: " + std::to_string(r.overlapping_pairs) + " pair(s) of measured runs ran at the same time on the same CPUs or "
+                    "GPU (first: " + r.first_overlap + "): they competed for them (and for the caches and memory bandwidth), so their "
+                    "figures are suspect; run them one after the other or bind them apart");
   if (r.excluded_uneven > 0)
     notes.push_back("warning: " + std::to_string(r.excluded_uneven) + " run(s) left out: their nodes held different numbers of ranks, "
                     "which no nodes x devices point describes (first: " + r.first_uneven + ")");

@@ -38,6 +38,49 @@ TEST(ReduceOutputs, MarkdownHasTheDlperfTable) {
   EXPECT_NE(md.find("warning: noisy group resnet50_fp32_b32_cpu 1n1r"), std::string::npos) << md;
 }
 
+// Two runs at the same time on the same CPUs or GPU of a host (jobs sharing a node unbound)
+// competed for them: both figures are suspect, and the report says which. Runs on other CPUs, or one
+// after the other, are not named.
+TEST(ReduceOutputs, RunsThatSharedAMachineAtOnceAreNamed) {
+  const auto at = [](const char* start, const char* end, const char* host, const char* binding) {
+    RunRecord r = run_at("resnet50", 1, 1, 0.1);
+    r.info.start_time_utc = start;
+    r.info.end_time_utc = end;
+    r.location = std::string("r.h5:/runs/") + start;
+    r.ranks[0].host = host;
+    r.ranks[0].binding = binding;
+    return r;
+  };
+  const auto report = [](const std::vector<RunRecord>& runs) {
+    const Reduction r = reduce_runs(runs, MethodOptions{});
+    std::ostringstream os;
+    write_markdown(os, r, MethodOptions{}, ReportOptions{});
+    return std::pair{r.overlapping_pairs, os.str()};
+  };
+  const auto [pairs, md] = report({at("2026-11-25T12:00:00Z", "2026-11-25T12:01:00Z", "h1", "cpus 0-3 (numa 0)"),
+                                   at("2026-11-25T12:00:30Z", "2026-11-25T12:01:30Z", "h1", "cpus 2-5 (numa 0)"),
+                                   at("2026-11-25T12:00:30Z", "2026-11-25T12:01:30Z", "h1", "cpus 8-9 (numa 0)"),
+                                   at("2026-11-25T12:00:30Z", "2026-11-25T12:01:30Z", "h2", "cpus 0-3 (numa 0)"),
+                                   at("2026-11-25T12:01:31Z", "2026-11-25T12:02:00Z", "h1", "cpus 0-3 (numa 0)")});
+  EXPECT_EQ(pairs, 1);
+  EXPECT_NE(md.find("warning: 1 pair(s) of measured runs ran at the same time on the same CPUs or GPU (first: "
+                    "r.h5:/runs/2026-11-25T12:00:00Z and r.h5:/runs/2026-11-25T12:00:30Z on host h1 (2 CPU(s), first 2))"),
+            std::string::npos)
+      << md;
+  // One GPU, other cores: shared all the same.
+  EXPECT_EQ(report({at("2026-11-25T12:00:00Z", "2026-11-25T12:01:00Z", "g", "cpus 0-3 (numa 0); gpu 0000:17:00.0 (numa 0)"),
+                    at("2026-11-25T12:00:10Z", "2026-11-25T12:00:50Z", "g", "cpus 4-7 (numa 0); gpu 0000:17:00.0 (numa 0)")})
+                .first,
+            1);
+  // Older files (no binding) and runs that only touch at a second's boundary: nothing said.
+  const auto [none, quiet] = report({at("2026-11-25T12:00:00Z", "2026-11-25T12:01:00Z", "h1", ""),
+                                     at("2026-11-25T12:00:30Z", "2026-11-25T12:01:30Z", "h1", ""),
+                                     at("2026-11-25T12:01:30Z", "2026-11-25T12:02:00Z", "h1", "cpus 0-3 (numa 0)"),
+                                     at("2026-11-25T12:02:00Z", "2026-11-25T12:03:00Z", "h1", "cpus 0-3 (numa 0)")});
+  EXPECT_EQ(none, 0);
+  EXPECT_EQ(quiet.find("at the same time"), std::string::npos) << quiet;
+}
+
 // Issue 25: a run with --zero 1 --grad-accum 2 says so, and its throughput counts both
 // micro-batches (2 x 32 samples per 0.1 s step = 640/s on one rank).
 TEST(ReduceOutputs, ZeroAndAccumulationAreShownAndCounted) {
