@@ -78,7 +78,7 @@ std::unique_ptr<DataSource> make_data(const TrainOptions& o, int rank, int world
   }
   if (is_llama_model(o.model) && !o.data.empty())
     return std::make_unique<IndexedTokens>(o.data, o.batch_size, o.seq_len, llama_config(o).vocab, o.seed, rank, world);
-  if (is_llama_model(o.model)) return std::make_unique<SyntheticLlamaTokens>(o.batch_size, o.seq_len, llama_config(o).vocab, seed);
+  if (is_llama_model(o.model)) return std::make_unique<SyntheticLlamaTokens>(o.batch_size, o.seq_len, llama_config(o).vocab, seed, pool);
   return std::make_unique<SyntheticImages>(o.batch_size, o.image_size, o.num_classes, seed, pool);
 }
 

@@ -22,6 +22,18 @@ for want in "llama3_8b 8,030,261,248" "llama3_2_1b 1,235,814,400"; do
   else echo "ok   plan $1: $(head -1 "$dir/plan.log" | grep -o '[0-9,]* parameters')"; fi
 done
 
+# --grad-accum N x --batch-size b reads the samples of --batch-size N b (the synthetic pool holds 4
+# steps' worth, not 4 micro-batches): at a learning rate too small to move the weights, the
+# per-step losses are the same (b 1 x 4 repeated one batch of 4 every step).
+accum_losses() {
+  "$train" --model llama3_8b --llama-layers 1 --llama-hidden 64 --llama-heads 2 --llama-kv-heads 1 --llama-ffn 128 --llama-vocab 512 \
+    --seq-len 32 --threads 1 --iterations 8 --warmup 1 --lr 1e-12 --print-every 1 "$@" 2>&1 | awk '/^iter/ {for (i = 1; i < NF; i++) if ($i == "loss") printf "%s ", $(i + 1)}'
+}
+one=$(accum_losses --batch-size 4) two=$(accum_losses --batch-size 2 --grad-accum 2) four=$(accum_losses --batch-size 1 --grad-accum 4)
+if [ -z "$one" ] || [ "$one" != "$two" ] || [ "$one" != "$four" ]; then
+  echo "FAIL grad-accum data: batch 4: $one; 2 x 2: $two; 1 x 4: $four"; fail=1
+else echo "ok   grad-accum reads the samples of the whole batch: $one"; fi
+
 bad() {  # want-regex, arguments...
   local want=$1
   shift
