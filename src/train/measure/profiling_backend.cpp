@@ -64,6 +64,8 @@ class BatchNormWrap final : public LayerWrap<BatchNorm> {
     p_.timed(op_, [&] { in_->backward_add(x, dy, dx, dz); });
   }
   void read_running_stats(std::span<float> mean, std::span<float> var) const override { in_->read_running_stats(mean, var); }
+  // --recompute block with --profile-ops: the inner op's (the base class's default refuses).
+  void set_running_stats_update(bool on) override { in_->set_running_stats_update(on); }
 };
 
 class DropoutAddNormWrap final : public LayerWrap<DropoutAddNorm> {
@@ -72,6 +74,7 @@ class DropoutAddNormWrap final : public LayerWrap<DropoutAddNorm> {
   TensorPtr make_output() const override { return in_->make_output(); }
   void forward(const Tensor& a, const Tensor& r, Tensor& y, uint64_t seed) override { p_.timed(op_, [&] { in_->forward(a, r, y, seed); }); }
   void backward(const Tensor& dy, Tensor& da, Tensor& dr) override { p_.timed(op_, [&] { in_->backward(dy, da, dr); }); }
+  void repeat_last_mask() override { in_->repeat_last_mask(); }
 };
 
 class LinearWrap final : public LayerWrap<Linear> {
@@ -156,6 +159,7 @@ class DropoutWrap final : public Wrap<Dropout> {
   using Wrap::Wrap;
   void forward(const Tensor& x, Tensor& y, uint64_t seed) override { p_.timed(op_, [&] { in_->forward(x, y, seed); }); }
   void backward(const Tensor& dy, Tensor& dx) override { p_.timed(op_, [&] { in_->backward(dy, dx); }); }
+  void repeat_last_mask() override { in_->repeat_last_mask(); }
 };
 
 class BatchedMatmulWrap final : public Wrap<BatchedMatmul> {
