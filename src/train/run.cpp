@@ -33,6 +33,7 @@
 #include "train/feed/loader_only.h"
 #include "train/memory/max_batch.h"
 #include "train/memory/memory_plan.h"
+#include "train/memory/out_of_memory.h"
 #include "train/param_store.h"
 #include "train/registry.h"
 #include "train/cluster/rank_binding.h"
@@ -387,7 +388,16 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
         std::cerr << "dlperf-train: WARNING: " + warn + "\n" << std::flush;
   }
 
-  TrainingStack stack = build_stack(o, w);
+  // The plan above is an estimate: a build that still runs out of memory does not fit either,
+  // and is refused as the plan is (exit 2, on every rank alike), not ended as a fault.
+  TrainingStack stack = [&] {
+    try {
+      return build_stack(o, w);
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(std::current_exception())) throw;
+      throw_usage_error(std::string("the run does not fit: building it ran out of memory (") + e.what() + "; --plan-only prints the plan)");
+    }
+  }();
   Backend& be = stack.be();
   if (root && shards_master_weights(o, w.size) && !stack.shard_master)
     std::cerr << "dlperf-train: WARNING: the " << to_string(o.backend)

@@ -4,7 +4,8 @@
 #  * --profile-ops stores a per-op table that dlperf-reduce --ops prints, and --timeline writes
 #    Chrome trace-event JSON (parsed here) with the run's phases and op calls;
 #  * --find-max-batch under --memory-limit-mb finds a batch B that trains while B+1 runs out of
-#    memory in a fresh run too, and that failure is one "out of memory" error, exit 3.
+#    memory in a fresh run too, and that failure is one line, exit 2: the run does not fit (its
+#    build ran out of memory), refused as a plan over the limit is.
 # Usage: step_cli_test.sh DLPERF_TRAIN DLPERF_REDUCE
 set -u
 train=$1
@@ -34,6 +35,9 @@ expect_usage_error --profile-ops --profile-ops -1
 expect_usage_error --memory-limit-mb --find-max-batch
 expect_usage_error --memory-limit-mb --memory-limit-mb -3
 expect_usage_error "above this node's memory" --memory-limit-mb 9223372036854775807  # its byte count overflowed
+# Above the plan's floor (1.8 MiB) but below the built model (5.6 MiB): the build runs out. It
+# was a fault (exit 3, the job aborted); a run that does not fit is refused as the plan is.
+expect_usage_error "the run does not fit: building it ran out of memory" --batch-size 8 --memory-limit-mb 3
 expect_usage_error "drop --output" --memory-limit-mb 64 --find-max-batch  # the trace it was given was never written
 expect_usage_error --data-on-device --model bert_base --data-on-device --data /nonexistent
 
@@ -105,7 +109,8 @@ else
   "$train" "${tiny[@]}" "${limit[@]}" --batch-size "$best" >"$dir/fit" 2>&1 || fail "batch $best does not train in a fresh run: $(tail -3 "$dir/fit")"
   "$train" "${tiny[@]}" "${limit[@]}" --batch-size $((best + 1)) >"$dir/oom" 2>&1
   rc=$?
-  if [ $rc -ne 3 ] || ! grep -q 'out of memory' "$dir/oom"; then fail "batch $((best + 1)): exit $rc, $(tail -3 "$dir/oom")"; fi
+  if [ $rc -ne 2 ] || ! grep -q '^dlperf-train: the run does not fit: building it ran out of memory' "$dir/oom" ||
+    [ "$(grep -c '^dlperf-train' "$dir/oom")" -ne 1 ]; then fail "batch $((best + 1)): exit $rc, $(tail -3 "$dir/oom")"; fi
   echo "ok   find-max-batch: $best trains, $((best + 1)) runs out of memory: $(grep -m1 'out of memory' "$dir/oom" | cut -c1-160)"
 fi
 
