@@ -237,6 +237,11 @@ void validate_image_options(const po::variables_map& vm, const std::string& deco
     throw_usage_error("--plan-only prints the plan and writes no trace: drop --output");
   if (o.loader_only && !o.output.empty())
     throw_usage_error("--loader-only prints its measurement and writes no trace: drop --output");
+  // Options of training, which --loader-only does not do: accepted, they were silently unused.
+  if (o.loader_only)
+    for (const char* name : {"plan-only", "plan-ranks", "find-max-batch", "profile-ops", "zero", "zero-gather", "grad-accum", "recompute",
+                             "optimizer", "clip-grad-norm", "cuda-graph", "memory-limit-mb", "peak-tflops"})
+      if (given(vm, name)) throw_usage_error(std::string("--loader-only measures the image loader alone, no model: --") + name + " does not apply (drop it)");
   // A missing path is a usage error before MPI starts; an empty or unreadable dataset is found
   // when rank 0 indexes it (the same one-line error, exit 2, nothing written).
   std::error_code ec;

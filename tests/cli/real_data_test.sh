@@ -104,6 +104,15 @@ else fail "--pin-threads --threads 0 --data: exit $rc, expected $want compute th
   --loader-threads 2 >"$dir/out" 2>&1 || fail "--loader-only exit $?"
 grep -qE '^summary: loader [0-9.]+ images/s \(1 rank x 2 threads' "$dir/out" && echo "ok   --loader-only" ||
   { fail "--loader-only summary"; cat "$dir/out"; }
+# Training's options do not apply to it: refused, where they were accepted and left unused.
+for extra in "--plan-only" "--zero 1" "--grad-accum 3" "--profile-ops 2"; do
+  # shellcheck disable=SC2086  # the option and its value are words
+  "$train" --data "$dir/ds/shards" --loader-only --batch-size 8 --image-size 32 --num-classes 4 --iterations 12 --warmup 2 $extra \
+    >/dev/null 2>"$dir/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] && grep -q -- "--loader-only measures the image loader alone, no model: ${extra%% *} does not apply" "$dir/err" &&
+    echo "ok   --loader-only $extra: refused" || fail "--loader-only $extra: exit $rc: $(cat "$dir/err")"
+done
 
 # ---- bad samples ------------------------------------------------------------------------
 cp -r "$dir/ds" "$dir/bad"
