@@ -6,14 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -46,26 +44,27 @@ T read_le(const unsigned char* p) {
 
 [[noreturn]] void fault(const std::string& file, const std::string& what) { throw_usage_error(file + ": " + what); }
 
-// A mapped file cut short while mapped (a copy or a job rewriting it, a file system
-// that dropped it) turns a read past its new end into SIGBUS: the process died with MPI's
-// backtrace and no word on the file. Each mapping registers its range and a message formatted
-// in advance; the handler, for an address in one of them, writes that one line and exits 3
-// (the launcher ends the other ranks). Any other SIGBUS goes to the handler that was there.
+// A mapped file cut short while mapped (a copy or a job rewriting it, a file system that
+// dropped it) or unreadable (an I/O error on a network file system) turns a read into SIGBUS:
+// the process died with MPI's backtrace and no word on the file. Each mapping registers its
+// range and a message formatted in advance in a list the handler walks; for an address in one
+// of them it writes that one line and exits 3 (the launcher ends the other ranks). Any other
+// SIGBUS goes to the handler that was there. Entries are never freed (a run maps a few files;
+// a blend of a thousand datasets, two thousand entries), so the handler never reads freed memory.
 struct GuardedRange {
   std::atomic<uintptr_t> begin{0}, end{0};
-  char message[640] = {};
-  size_t length = 0;
+  std::string message;
+  GuardedRange* next = nullptr;
 };
-GuardedRange g_ranges[64];
+std::atomic<GuardedRange*> g_ranges{nullptr};
 struct sigaction g_previous_bus {};
-std::atomic<bool> g_bus_installed{false};
 
 extern "C" void on_mapped_file_bus_error(int sig, siginfo_t* info, void* context) {
   const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (const GuardedRange& r : g_ranges) {
-    const uintptr_t b = r.begin.load(std::memory_order_acquire), e = r.end.load(std::memory_order_acquire);
+  for (const GuardedRange* r = g_ranges.load(std::memory_order_acquire); r; r = r->next) {
+    const uintptr_t b = r->begin.load(std::memory_order_acquire), e = r->end.load(std::memory_order_acquire);
     if (b != 0 && at >= b && at < e) {
-      const ssize_t ignored = ::write(STDERR_FILENO, r.message, r.length);
+      const ssize_t ignored = ::write(STDERR_FILENO, r->message.data(), r->message.size());
       (void)ignored;
       ::_exit(3);
     }
@@ -80,35 +79,35 @@ extern "C" void on_mapped_file_bus_error(int sig, siginfo_t* info, void* context
   ::raise(SIGBUS);
 }
 
-int guard_mapping(const void* data, size_t bytes, const std::string& path) {
+GuardedRange* guard_mapping(const void* data, size_t bytes, const std::string& path) {
   static std::mutex mu;
+  static bool installed = false;
   std::lock_guard lock(mu);
-  if (!g_bus_installed.exchange(true)) {
+  auto* r = new GuardedRange;
+  r->message = "dlperf-train: " + printable(path) +
+               " changed or failed while the run read it (cut short, or an I/O error reading it); the data must stay as it was for "
+               "the run\n";
+  const auto b = reinterpret_cast<uintptr_t>(data);
+  r->end.store(b + bytes, std::memory_order_relaxed);
+  r->begin.store(b, std::memory_order_relaxed);
+  r->next = g_ranges.load(std::memory_order_relaxed);
+  g_ranges.store(r, std::memory_order_release);  // complete before the handler can reach it
+  if (!installed) {
     struct sigaction sa {};
     sa.sa_sigaction = on_mapped_file_bus_error;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGBUS, &sa, &g_previous_bus);
+    installed = true;
   }
-  for (int i = 0; i < static_cast<int>(std::size(g_ranges)); ++i) {
-    GuardedRange& r = g_ranges[i];
-    if (r.begin.load() != 0) continue;
-    const std::string line = "dlperf-train: " + printable(path) +
-                             " changed while the run read it (cut short: a read past its new end); the data must stay as it was for the run\n";
-    r.length = std::min(line.size(), sizeof r.message);
-    std::memcpy(r.message, line.data(), r.length);
-    const auto b = reinterpret_cast<uintptr_t>(data);
-    r.end.store(b + bytes, std::memory_order_release);
-    r.begin.store(b, std::memory_order_release);
-    return i;
-  }
-  return -1;  // more mappings than slots: unguarded (the signal's default)
+  return r;
 }
 
-void unguard_mapping(int slot) {
-  if (slot < 0) return;
-  g_ranges[slot].begin.store(0, std::memory_order_release);
-  g_ranges[slot].end.store(0, std::memory_order_release);
+void unguard_mapping(void* guard) {
+  if (auto* r = static_cast<GuardedRange*>(guard)) {
+    r->begin.store(0, std::memory_order_release);
+    r->end.store(0, std::memory_order_release);
+  }
 }
 
 }  // namespace

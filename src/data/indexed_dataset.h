@@ -12,8 +12,8 @@
 // Both files are memory-mapped read-only and checked when opened: sizes, magic, version,
 // dtype, counts, offsets consistent with the lengths and the .bin size, document indices, and
 // (one pass over the tokens) every id inside the vocabulary. Any fault is a usage error naming
-// the file and the fault. A file cut short while mapped (SIGBUS on a read past its new end)
-// ends the process with one line naming it, exit 3.
+// the file and the fault. A file cut short or unreadable while mapped (SIGBUS on a read) ends
+// the process with one line naming it, exit 3.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +45,7 @@ class IndexedDataset {
     Mapping& operator=(const Mapping&) = delete;
     void* data = nullptr;
     size_t bytes = 0;
-    int guard = -1;  // the SIGBUS guard's slot (a read past the end of a file cut short: one line, exit 3)
+    void* guard = nullptr;  // the SIGBUS guard's entry (a file cut short or unreadable while mapped: one line, exit 3)
   };
   void check_index(const std::string& idx);
   void check_tokens(const std::string& bin, int64_t vocab) const;
