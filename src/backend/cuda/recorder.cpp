@@ -16,6 +16,7 @@
 // Every other mark is placed relative to its step's last mark; only short spans are ever
 // converted, so the float milliseconds of cudaEventElapsedTime lose nothing, and the GPU's and
 // the host's clocks never drift apart by more than a step's length between anchors.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -111,10 +112,15 @@ class CudaRecorder final : public StepRecorder {
     out.values.assign(s.values.as<float>(), s.values.as<float>() + s.values_used);
     if (!end) return out;
     double end_time = 0;
+    const double after_previous = ref_time_ + 1e-3 * elapsed_ms(ref_event_, end);
     if (std::isfinite(observed)) {
       end_time = observed - (last == end ? 0.0 : 1e-3 * elapsed_ms(end, last));  // a fresh anchor (see the top)
+      // An anchor is late by however long the host took to see the event: one seen promptly after
+      // one seen late would put this step's end before the previous one's. Never before it plus
+      // the GPU's own elapsed time between them.
+      if (std::isfinite(after_previous)) end_time = std::max(end_time, after_previous);
     } else {
-      end_time = ref_time_ + 1e-3 * elapsed_ms(ref_event_, end);
+      end_time = after_previous;
     }
     if (!std::isfinite(end_time)) end_time = now_seconds();  // never in practice: both events are complete
     out.marks.resize(static_cast<size_t>(s.marks_used));
