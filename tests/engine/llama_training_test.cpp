@@ -297,12 +297,20 @@ TEST(LlamaData, BlendsDatasetsByWeightAsMegatronDoes) {
       {(dir / "halfbin").string(), (dir / "halfbin" / "b.bin").string() + " has no " + (dir / "halfbin" / "b").string() + ".idx beside it"},
       // One dataset through two names in a folder: refused, not counted twice.
       {(dir / "linked").string(), (dir / "linked" / "b").string() + ".bin is " + (dir / "linked" / "a").string() + ".bin (a link)"},
+      {(dir / "dangling").string(), (dir / "dangling" / "b.bin").string() + " is a link to nothing"},
   };
   std::filesystem::create_directories(dir / "empty");
   for (const char* sub : {"half", "halfbin", "linked"}) {
     std::filesystem::create_directories(dir / sub);
     for (const char* ext : {".idx", ".bin"}) std::filesystem::copy_file(a + ext, (dir / sub / "a").string() + ext);
   }
+  std::filesystem::create_directories(dir / "dangling");
+  for (const char* ext : {".idx", ".bin"}) std::filesystem::copy_file(a + ext, (dir / "dangling" / "a").string() + ext);
+  std::filesystem::create_symlink(dir / "nowhere.bin", dir / "dangling" / "b.bin");
+  // A folder named like half a dataset is no half of one: the folder blends as before.
+  std::filesystem::create_directories(dir / "withdir" / "x.idx");
+  for (const char* ext : {".idx", ".bin"}) std::filesystem::copy_file(a + ext, (dir / "withdir" / "a").string() + ext);
+  EXPECT_EQ(parse_token_sources((dir / "withdir").string()).size(), 1u);
   std::filesystem::copy_file(a + ".idx", dir / "half" / "b.idx");
   std::filesystem::copy_file(a + ".bin", dir / "halfbin" / "b.bin");
   for (const char* ext : {".idx", ".bin"}) std::filesystem::create_symlink((dir / "linked" / "a").string() + ext, (dir / "linked" / "b").string() + ext);

@@ -1,8 +1,11 @@
 #include "train/feed/token_sources.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "core/error.h"
 #include "core/parse_number.h"
@@ -62,22 +65,31 @@ std::vector<TokenSource> parse_token_sources(const std::string& spec) {
     for (const auto& entry : std::filesystem::directory_iterator(spec, ec)) {
       const std::filesystem::path& p = entry.path();
       if (p.extension() != ".idx" && p.extension() != ".bin") continue;
+      std::error_code kind;
+      if (entry.is_directory(kind)) continue;  // a folder named x.idx is no half of a dataset
+      if (entry.is_symlink(kind) && !std::filesystem::exists(p, kind))
+        throw_usage_error("--data " + spec + ": " + p.string() + " is a link to nothing (a dangling symbolic link)");
       std::string prefix = (p.parent_path() / p.stem()).string();
       // Half a pair (a copy cut short, a file left behind) would be left out of the blend unsaid.
       if (!is_dataset_prefix(prefix))
         throw_usage_error("--data " + spec + ": " + p.string() + " has no " + prefix + (p.extension() == ".idx" ? ".bin" : ".idx") +
-                          " beside it (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin)");
+                          " beside it (a Megatron indexed dataset is PREFIX.idx + PREFIX.bin; move other .bin and .idx files out of the folder)");
       if (p.extension() == ".idx") prefixes.push_back(std::move(prefix));
     }
     if (ec) throw_usage_error("--data " + spec + ": cannot list the folder: " + ec.message());
     if (prefixes.empty()) throw_usage_error("--data " + spec + ": a folder with no PREFIX.idx + PREFIX.bin pair in it");
     std::sort(prefixes.begin(), prefixes.end());
-    // A folder's datasets are blended by size: one reached through two names (a link) would count twice.
-    for (size_t i = 0; i < prefixes.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (std::filesystem::equivalent(prefixes[i] + ".bin", prefixes[j] + ".bin", ec))
-          throw_usage_error("--data " + spec + ": " + prefixes[i] + ".bin is " + prefixes[j] +
-                            ".bin (a link): the folder's datasets are blended by size, so it would count twice; remove the link");
+    // A folder's datasets are blended by size: one reached through two names (a link) would count
+    // twice. One stat a dataset (every rank reads the folder; a parallel file system's stat is slow).
+    std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
+    for (const auto& prefix : prefixes) {
+      struct stat st {};
+      if (::stat((prefix + ".bin").c_str(), &st) != 0) continue;  // refused when it is opened, naming it
+      const auto [it, fresh] = seen.emplace(std::pair{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}, prefix);
+      if (!fresh)
+        throw_usage_error("--data " + spec + ": " + prefix + ".bin is " + it->second +
+                          ".bin (a link): the folder's datasets are blended by size, so it would count twice; remove the link");
+    }
     for (auto& prefix : prefixes) out.push_back({std::move(prefix), 0});
   } else {
     out.push_back({spec, 0});
