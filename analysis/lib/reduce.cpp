@@ -332,6 +332,9 @@ std::string shared_machine(const Footprint& a, const Footprint& b) {
     if (other == b.held.end()) continue;
     for (const std::string& g : held.second)
       if (other->second.second.count(g)) return "host " + host + " (gpu " + g + ")";
+    // GPU runs on GPUs of their own: their ranks mostly wait on the GPU, and an unbound launch
+    // lists every CPU of the node; not named for the CPUs alone.
+    if (!held.second.empty() && !other->second.second.empty()) continue;
     std::vector<int> both;
     std::set_intersection(held.first.begin(), held.first.end(), other->second.first.begin(), other->second.first.end(),
                           std::back_inserter(both));

@@ -113,8 +113,8 @@ void validate_step_options(TrainOptions& o, const std::string& comm) {
   if (o.cuda_graph) {
     if (!cuda) throw_usage_error("--cuda-graph needs --backend cuda");
     if (o.profile_ops > 0) throw_usage_error("--cuda-graph and --profile-ops exclude each other (graphs hide the ops)");
-    // The step is captured at the last warm-up iteration but one (the first is the allocator's):
-    // with fewer than 2, the capture and instantiation would fall in the measured window.
+    // The step is captured at the last warm-up iteration, and never at the first (the
+    // allocator's): with fewer than 2, the capture and instantiation fall in the measured window.
     if (o.warmup < 2)
       throw_usage_error("--cuda-graph needs --warmup 2 or more (got " + std::to_string(o.warmup) +
                         "): the step is captured during warm-up, outside the measured window");

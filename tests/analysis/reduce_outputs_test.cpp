@@ -72,6 +72,11 @@ TEST(ReduceOutputs, RunsThatSharedAMachineAtOnceAreNamed) {
                     at("2026-11-25T12:00:10Z", "2026-11-25T12:00:50Z", "g", "cpus 4-7 (numa 0); gpu 0000:17:00.0 (numa 0)")})
                 .first,
             1);
+  // GPUs of their own, the node's CPUs listed for both (an unbound launch): not named.
+  EXPECT_EQ(report({at("2026-11-25T12:00:00Z", "2026-11-25T12:01:00Z", "g", "cpus 0-7 (numa 0); gpu 0000:17:00.0 (numa 0)"),
+                    at("2026-11-25T12:00:10Z", "2026-11-25T12:00:50Z", "g", "cpus 0-7 (numa 0); gpu 0000:18:00.0 (numa 0)")})
+                .first,
+            0);
   // Older files (no binding) and runs that only touch at a second's boundary: nothing said.
   const auto [none, quiet] = report({at("2026-11-25T12:00:00Z", "2026-11-25T12:01:00Z", "h1", ""),
                                      at("2026-11-25T12:00:30Z", "2026-11-25T12:01:30Z", "h1", ""),

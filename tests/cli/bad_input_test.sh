@@ -122,7 +122,7 @@ expect_usage_error "--zero must be" --zero 3
 expect_usage_error "--zero-gather 'layer' is unknown" --zero 1 --zero-gather layer
 expect_usage_error "--zero-gather step applies to --zero 1 and 2" --zero-gather step
 expect_usage_error "--cuda-graph and --zero 2 exclude each other" --backend cuda --zero 2 --cuda-graph
-# The capture comes at the last warm-up iteration but one: with fewer than 2 it was measured.
+# The capture comes at the last warm-up iteration, never the first: with fewer than 2 it was measured.
 expect_usage_error "--cuda-graph needs --warmup 2 or more (got 1)" --backend cuda --cuda-graph --warmup 1
 # BERT's vocabulary starts with its 5 special tokens: 5 or fewer ids leave no word to draw
 expect_usage_error "--bert-vocab 5 is too small: the vocabulary holds 5 special tokens" --model bert_base --bert-vocab 5

@@ -1,6 +1,7 @@
 #include "train/measure/llm_measures.h"
 
 #include <cstdio>
+#include <string>
 
 #include "train/cluster/cluster.h"
 #include "train/llama_options.h"
@@ -32,17 +33,16 @@ PeakFlops mean_peak(const std::vector<double>& tflops, const std::vector<std::st
 }
 
 std::string llm_summary(const LlmMeasures& m) {
-  char line[1024];
-  if (m.peak.tflops > 0)
-    std::snprintf(line, sizeof line,
-                  "llm: %.1f tokens/s (%.1f per device); %.4g model TFLOP/s per device; MFU %.2f%% of %.4g TFLOP/s (%s); "
-                  "%.2f%% counting attention over all keys (PaLM's 6N + 12LHT, as torchtitan counts)\n",
-                  m.tokens_per_s, m.tokens_per_s_device, m.tflops_per_device, 100.0 * m.mfu, m.peak.tflops, m.peak.source.c_str(),
-                  100.0 * m.mfu_full_attention);
-  else
-    std::snprintf(line, sizeof line, "llm: %.1f tokens/s (%.1f per device); %.4g model TFLOP/s per device; MFU unknown (%s)\n",
-                  m.tokens_per_s, m.tokens_per_s_device, m.tflops_per_device, m.peak.source.c_str());
-  return line;
+  // The numbers formatted; the peak's source (any length: one per rank when they differ) appended.
+  char head[256], tail[160];
+  std::snprintf(head, sizeof head, "llm: %.1f tokens/s (%.1f per device); %.4g model TFLOP/s per device; ", m.tokens_per_s,
+                m.tokens_per_s_device, m.tflops_per_device);
+  if (!(m.peak.tflops > 0)) return head + ("MFU unknown (" + m.peak.source + ")\n");
+  char mfu[96];
+  std::snprintf(mfu, sizeof mfu, "MFU %.2f%% of %.4g TFLOP/s (", 100.0 * m.mfu, m.peak.tflops);
+  std::snprintf(tail, sizeof tail, "); %.2f%% counting attention over all keys (PaLM's 6N + 12LHT, as torchtitan counts)\n",
+                100.0 * m.mfu_full_attention);
+  return head + (mfu + m.peak.source + tail);
 }
 
 }  // namespace dlperf
