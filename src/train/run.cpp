@@ -18,7 +18,6 @@
 #endif
 #include "comm/make_communicator.h"
 #include "comm/mpi_main.h"
-#include "comm/topology.h"
 #include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -76,16 +75,6 @@ RunInfo make_run_info(const WorldInfo& w, const TrainOptions& o, int64_t paramet
   describe_data(o, w, dataset, info);
   info.conv_autotune = o.conv_autotune ? 1 : 0;
   return info;
-}
-
-// This rank's CPU peak for MFU: its threads, at most the physical cores it may run on (SMT
-// siblings share their core's FMA units), at its ISA's FLOPs per cycle and its clock.
-PeakFlops cpu_rank_peak(const TrainOptions& o, const std::string& isa) {
-  const int cores = static_cast<int>(cores_of(Topology::this_machine(), current_cpus()).size());
-  const int used = cores > 0 ? std::min(o.threads, cores) : o.threads;
-  PeakFlops p = peak_flops(o.peak_tflops, o.backend, o.precision, "", isa, used);
-  if (used < o.threads && o.peak_tflops <= 0) p.source += " (" + std::to_string(o.threads) + " threads on " + std::to_string(cores) + " cores)";
-  return p;
 }
 
 // One line on what the library chose for every planned kernel, and a warning naming each

@@ -1,12 +1,25 @@
 #include "train/measure/llm_measures.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
+#include "comm/topology.h"
 #include "train/cluster/cluster.h"
+#include "train/cluster/rank_binding.h"
 #include "train/llama_options.h"
 
 namespace dlperf {
+
+// This rank's CPU peak for MFU: its threads, at most the physical cores it may run on (SMT
+// siblings share their core's FMA units), at its ISA's FLOPs per cycle and its clock.
+PeakFlops cpu_rank_peak(const TrainOptions& o, const std::string& isa) {
+  const int cores = static_cast<int>(cores_of(Topology::this_machine(), current_cpus()).size());
+  const int used = cores > 0 ? std::min(o.threads, cores) : o.threads;
+  PeakFlops p = peak_flops(o.peak_tflops, o.backend, o.precision, "", isa, used);
+  if (used < o.threads && o.peak_tflops <= 0) p.source += " (" + std::to_string(o.threads) + " threads on " + std::to_string(cores) + " cores)";
+  return p;
+}
 
 LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const PeakFlops& peak) {
   LlmMeasures m;

@@ -23,6 +23,8 @@ struct LlmMeasures {
 // samples_per_s: the job's sequences/s over the measured window (all ranks); peak: per device
 // (on the CPU backend the mean of the ranks' own estimates, mean_peak).
 LlmMeasures llm_measures(const TrainOptions& o, int world_size, double samples_per_s, const PeakFlops& peak);
+// This rank's CPU peak for MFU (its own ISA, clock and cores); each rank's goes to mean_peak.
+PeakFlops cpu_rank_peak(const TrainOptions& o, const std::string& isa);
 // The ranks' peaks as one per device: their mean, with rank 0's source when every rank's says the
 // same, else each one's ("mean of the ranks' estimates: ... (rank 0); ... (rank 1)").
 PeakFlops mean_peak(const std::vector<double>& tflops, const std::vector<std::string>& sources);
