@@ -26,10 +26,17 @@ inline std::string fixed_or(const std::optional<double>& v, int digits, const st
   return v ? fixed(*v, digits) : empty;
 }
 inline std::string percent(double fraction, int digits = 1) { return fixed(100 * fraction, digits) + "%"; }
+// Text in markdown: a '<' (a --variant "ib<4") would open an HTML tag that a renderer hides, and
+// an '&' an entity.
+inline std::string md_text(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '<' ? std::string("&lt;") : ch == '&' ? std::string("&amp;") : std::string(1, ch);
+  return out;
+}
 // Text in a markdown table cell: a '|' (a --variant, a file name) would split the row.
 inline std::string cell(const std::string& s) {
   std::string out;
-  for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch == '\n' || ch == '\r' ? ' ' : ch);
+  for (char ch : md_text(s)) out += ch == '|' ? std::string("\\|") : std::string(1, ch == '\n' || ch == '\r' ? ' ' : ch);
   return out;
 }
 // Full precision for machine-read files (CSV, JSON): round trips a double.

@@ -11,7 +11,11 @@
 namespace dlperf::analysis {
 namespace {
 
-std::string csv_field(const std::string& s) {
+// Text cells only. One starting with = + - @ (a --variant from a trace that dlperf-train did not
+// check) would run as a formula in a spreadsheet: a leading ' keeps it text (OWASP's advice).
+std::string csv_field(const std::string& text) {
+  const bool formula = !text.empty() && std::string("=+-@\t\r").find(text.front()) != std::string::npos;
+  const std::string s = formula ? "'" + text : text;
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string q = "\"";
   for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);

@@ -178,7 +178,7 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
      << " / their wall time on the slowest rank; median over repeats; "
      << "speedup vs the median of 1 node x 1 device; efficiency = speedup / devices.\n";
   for (const auto& c : r.configs) {
-    os << "\n## " << c.title << "\n\n";
+    os << "\n## " << md_text(c.title) << "\n\n";
     // How the data parallelism ran (issue 25): the optimizer's sharding, where its all-gathers
     // were waited for, the accumulation and the recompute; the exposed communication is the
     // phase table's "comm exposed" column. Older traces lack some: their defaults.
@@ -269,7 +269,7 @@ void write_markdown(std::ostream& os, const Reduction& r, const MethodOptions& m
                     std::to_string(r.excluded_short) + " shorter than warm-up + window");
   if (!notes.empty()) {
     os << "\n## Notes\n\n";
-    for (const auto& n : notes) os << "- " << n << '\n';
+    for (const auto& n : notes) os << "- " << md_text(n) << '\n';
   }
 }
 

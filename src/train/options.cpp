@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -330,7 +331,7 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   optim.add_options()
     ("optimizer", po::value(&o.optimizer), "sgd, adamw or lamb (default: sgd for resnet50, lamb for bert_base)")
     ("lr", po::value(&o.lr)->default_value(o.lr, "0.256"), "learning rate for a global batch of 256, scaled linearly (sgd) or by the "
-                                                          "square root (adamw, lamb); vgg16 default 0.01; bert_base defaults: lamb 3.75e-4, adamw 1e-4")
+                                                          "square root (adamw, lamb); vgg16 default 0.01; bert_base defaults: lamb 3.75e-4, adamw 1e-4, sgd 0.01")
     ("clip-grad-norm", po::value(&clip)->default_value(clip), "clip gradients to this global norm (0: off)")
     ("lr-schedule", po::value(&schedule)->default_value(schedule), "cosine (after warm-up) or constant")
     ("lr-warmup", po::value(&o.lr_warmup)->default_value(o.lr_warmup), "iterations of linear lr warm-up (-1: 10% of --iterations)")
@@ -524,6 +525,10 @@ ParseOutcome parse_train_options(int argc, const char* const* argv, TrainOptions
   // The trace reader refuses a tag with control or non-UTF-8 bytes: refuse it here, before the run.
   if (const std::string shown = printable(o.variant); shown != o.variant)
     throw_usage_error("--variant '" + shown + "' holds a control character or invalid UTF-8: use one line of text");
+  // A spreadsheet opening dlperf-reduce's CSV runs a cell that starts with = + - @ as a formula.
+  if (!o.variant.empty() && std::string_view("=+-@").find(o.variant.front()) != std::string_view::npos)
+    throw_usage_error("--variant '" + o.variant + "' starts with '" + o.variant.substr(0, 1) +
+                      "', which a spreadsheet reads as a formula: start it with a letter or digit");
   o.resnet_blocks = parse_blocks(blocks);
   if (const auto v = parse_uint64(seed)) o.seed = *v;
   else throw_usage_error("--seed takes an integer from 0 to 18446744073709551615 (got '" + seed + "')");

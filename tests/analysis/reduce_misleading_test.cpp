@@ -343,5 +343,19 @@ TEST(ReduceMisleading, LabelsAreUniqueAndTablesKeepTheirColumns) {
       << table.str();
 }
 
+// A tag from a trace dlperf-train did not check: "<ib" opened an HTML tag that a markdown
+// renderer hid with the rest of the heading, and "=cmd" ran as a formula in a spreadsheet.
+TEST(ReduceMisleading, TagsStayTextInMarkdownAndSpreadsheets) {
+  RunRecord v = run_at("resnet50", 1, 1, 0.1);
+  v.info.variant = "=1+2 <ib & eth>";
+  const Reduction r = reduce_runs({v}, MethodOptions{});
+  std::ostringstream md, csv;
+  write_markdown(md, r, MethodOptions{}, ReportOptions{});
+  write_csv(csv, r);
+  EXPECT_NE(md.str().find("## resnet50 · fp32 · batch 32/device · cpu · =1+2 &lt;ib &amp; eth>\n"), std::string::npos) << md.str();
+  EXPECT_EQ(md.str().find("<ib"), std::string::npos) << md.str();
+  EXPECT_NE(csv.str().find(",cpu,'=1+2 <ib & eth>,32,"), std::string::npos) << csv.str();
+}
+
 }  // namespace
 }  // namespace dlperf::analysis

@@ -78,6 +78,9 @@ expect_usage_error "--variant 'a\\\\x0ab' holds a control character or invalid U
 # A byte that is not UTF-8 was stored, and the trace reader then refused the whole run.
 expect_usage_error "--variant 'ab\\\\xffc' holds a control character or invalid UTF-8" --variant "$(printf 'ab\377c')"
 expect_usage_error "--variant is 300 bytes long: at most 256" --variant "$(printf '%0300d' 0)"
+# dlperf-reduce's CSV cell would run as a formula in a spreadsheet.
+expect_usage_error "--variant '=HYPERLINK(1)' starts with '=', which a spreadsheet reads as a formula" --variant '=HYPERLINK(1)'
+expect_usage_error "--variant '@x' starts with '@', which a spreadsheet reads as a formula" --variant=@x
 expect_usage_error "--threads must be 0 (automatic) to 1024 per rank (got 100000)" --threads 100000
 expect_usage_error "--loader-threads must be 0 (automatic) to 1024 (got 100000)" --data "$dir" --loader-threads 100000
 # The loader's decoded batches held ahead: a billion grew until the OOM killer ended the run.
