@@ -52,6 +52,7 @@ ImageLoader::ImageLoader(const Dataset& dataset, std::unique_ptr<SampleSink> sin
   if (stats_.bad_samples > cfg_.max_bad_samples)
     throw Error(ErrorKind::usage, "--data " + dataset.root() + ": " + std::to_string(stats_.bad_samples) +
                                       " unlabelled samples, more than --max-bad-samples allows (" + std::to_string(cfg_.max_bad_samples) + ")");
+  started_ = now();
   for (int t = 0; t < cfg_.threads; ++t) threads_.emplace_back([this, t] { worker_main(t); });
   if (sink_->has_batch_step()) threads_.emplace_back([this] { batch_main(); });
 }
@@ -247,7 +248,9 @@ void ImageLoader::release() {
 
 LoaderStats ImageLoader::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  LoaderStats s = stats_;
+  s.running_seconds = now() - started_;
+  return s;
 }
 
 }  // namespace dlperf::data

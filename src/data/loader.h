@@ -54,6 +54,7 @@ struct LoaderStats {
   int64_t bad_samples = 0;  // distinct samples skipped as unreadable or corrupt (indexing included)
   int64_t queue_depth = 0;  // batches ready when the step last asked for one
   double busy_seconds = 0;  // summed over the threads: reading and decoding
+  double running_seconds = 0;  // since the threads started (they prefetch before the first step)
 };
 
 class ImageLoader {
@@ -113,6 +114,7 @@ class ImageLoader {
   int64_t next_staged_ = 0;   // the next batch the batch step finishes
   std::deque<int> held_;      // slots handed out, oldest first
   LoaderStats stats_;
+  double started_ = 0;  // when the threads started
   std::string error_;
   bool stop_ = false;
   std::vector<std::thread> threads_;

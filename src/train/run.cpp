@@ -726,8 +726,7 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   out << be.memory_mapping_summary(static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   out << replica_summary(checksums, w.hosts);
   if (dataset)
-    out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w),
-                          mine.iterations.empty() ? 0.0 : mine.iterations.back().end - mine.iterations.front().start);
+    out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w));
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,

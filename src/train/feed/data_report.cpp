@@ -33,7 +33,7 @@ std::string data_banner(const TrainOptions& o, const WorldInfo& w, const data::D
   return line;
 }
 
-std::string loader_summary(const std::vector<RankTrace>& ranks, int64_t warmup, const DataStats& mine, int threads, double seconds) {
+std::string loader_summary(const std::vector<RankTrace>& ranks, int64_t warmup, const DataStats& mine, int threads) {
   double images_per_s = 0, bytes_per_s = 0;
   int64_t bad = 0;
   std::vector<int64_t> depth;
@@ -61,7 +61,7 @@ std::string loader_summary(const std::vector<RankTrace>& ranks, int64_t warmup, 
                 images_per_s, bytes_per_s / 1e6, static_cast<long long>(depth.empty() ? 0 : depth[depth.size() / 2]),
                 static_cast<long long>(depth.empty() ? 0 : depth.front()), 1e3 * (wait.empty() ? 0.0 : wait[wait.size() / 2]),
                 static_cast<long long>(bad), bad == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-                seconds > 0 ? 100.0 * mine.busy_seconds / (threads * seconds) : 0.0);
+                mine.running_seconds > 0 ? 100.0 * mine.busy_seconds / (threads * mine.running_seconds) : 0.0);
   return line;
 }
 

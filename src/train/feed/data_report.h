@@ -22,7 +22,8 @@ std::string data_banner(const TrainOptions& o, const WorldInfo& w, const data::D
 
 // The loader's line after a run with image files, from the gathered traces (rank 0): images/s
 // decoded and MB/s read over the measured window (all ranks), ready batches when the step
-// asked, the data wait, bad samples; and how busy rank 0's loader threads were (`mine`).
-std::string loader_summary(const std::vector<RankTrace>& ranks, int64_t warmup, const DataStats& mine, int threads, double seconds);
+// asked, the data wait, bad samples; and how busy rank 0's loader threads were (`mine`) over
+// the time they ran, their prefetch before the first step included.
+std::string loader_summary(const std::vector<RankTrace>& ranks, int64_t warmup, const DataStats& mine, int threads);
 
 }  // namespace dlperf

@@ -31,6 +31,7 @@ struct DataStats {
   int64_t bad_samples = 0;  // distinct samples skipped as unreadable or corrupt
   int64_t queue_depth = 0;  // batches ready when the step last asked for one
   double busy_seconds = 0;  // loader threads' time reading and decoding, summed
+  double running_seconds = 0;  // since the loader threads started
 };
 
 class DataSource {

@@ -118,7 +118,7 @@ const HostBatch& RealImages::next() {
 
 DataStats RealImages::stats() const {
   const data::LoaderStats s = loader_->stats();
-  return {s.images, s.bytes_read, s.bad_samples, s.queue_depth, s.busy_seconds};
+  return {s.images, s.bytes_read, s.bad_samples, s.queue_depth, s.busy_seconds, s.running_seconds};
 }
 
 }  // namespace dlperf
