@@ -379,14 +379,15 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
 
   // The plan above is an estimate: a build that still runs out of memory does not fit either,
   // and is refused as the plan is (exit 2, on every rank alike), not ended as a fault.
-  TrainingStack stack = [&] {
+  const auto fits = [](auto build) {
     try {
-      return build_stack(o, w);
+      return build();
     } catch (const std::exception& e) {
       if (!is_out_of_memory(std::current_exception())) throw;
       throw_usage_error(std::string("the run does not fit: building it ran out of memory (") + e.what() + "; --plan-only prints the plan)");
     }
-  }();
+  };
+  TrainingStack stack = fits([&] { return build_stack(o, w, true); });
   Backend& be = stack.be();
   if (root && shards_master_weights(o, w.size) && !stack.shard_master)
     std::cerr << "dlperf-train: WARNING: the " << to_string(o.backend)
@@ -509,10 +510,14 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   std::unique_ptr<GradientExchange> exchange;
   ZeroExchange* zero_exchange = nullptr;
   if (w.size > 1 && stack.shard) {  // --zero 1/2: reduce-scatter, sharded update, all-gather
-    auto zero = std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be,
-                                               o.clip_grad_norm > 0 || o.precision == Precision::fp16,  // the global norm, or fp16's finite check
-                                               o.zero, o.grad_accum, stack.shard_master, o.zero_gather == "forward");
+    auto zero = fits([&] {  // its staging buffers
+      return std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be,
+                                            o.clip_grad_norm > 0 || o.precision == Precision::fp16,  // the global norm, or fp16's finite check
+                                            o.zero, o.grad_accum, stack.shard_master, o.zero_gather == "forward");
+    });
     zero_exchange = zero.get();
+    if (!stack.optimizer)  // deferred by build_stack: the master's unkept values are given back now
+      stack.optimizer = fits([&] { return make_optimizer(o, be, store, stack.optimizer_shard.get()); });
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
     exchange = std::move(zero);
   } else if (w.size > 1) {
@@ -622,14 +627,15 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be.peak_memory_bytes();
   mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
-  mine.allocated_peak_bytes = be.allocated_peak_bytes();
   mine.data_bad_samples = data.stats().bad_samples;
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
   if (zero_exchange) {  // sharded master or bf16/fp16 all-gathers: the whole f32 values again, for the checksum
     auto phase = watch.collective("restore");
+    stack.optimizer->release_state();  // the steps are over: its state makes room for the whole master
     zero_exchange->restore_values();
   }
+  mine.allocated_peak_bytes = be.allocated_peak_bytes();  // the restore's whole master included: the plan counts it
   const uint64_t checksum = store.checksum();
   std::vector<uint64_t> checksums(root ? static_cast<size_t>(w.size) : 0);
   std::string transports;
@@ -682,8 +688,8 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
   // The backend's own count of what it allocated, where it keeps one (cpu: what
   // --memory-limit-mb checks; cuda: its own device allocations, the device's figure apart): its
-  // peak over training, as the trace records it, not counting the sharded master's restore for
-  // the checksum after the last step (the whole f32 values on every rank, which training never holds).
+  // peak over the run, as the trace records it, the sharded master's set-up and its restore for
+  // the checksum after the last step included (the memory plan's whole-master moment).
   char allocated[64] = "";
   if (const int64_t a = mine.allocated_peak_bytes; a > 0)
     std::snprintf(allocated, sizeof allocated, "allocated %.1f MiB, ", static_cast<double>(a) / (1024.0 * 1024.0));

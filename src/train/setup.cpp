@@ -7,7 +7,7 @@
 
 namespace dlperf {
 
-TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
+TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w, bool defer_sharded_optimizer) {
   TrainingStack s;
   BackendOptions bo;
   bo.precision = o.precision;
@@ -40,7 +40,7 @@ TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w) {
     s.shard_grads = s.backend->buffer(std::max<size_t>(1, s.shard->local_size));
     s.optimizer_shard = std::make_unique<OptimizerShard>(OptimizerShard{shard_ranges(*s.store, *s.shard), s.shard_grads.get(), s.shard->local_size});
   }
-  s.optimizer = make_optimizer(o, *s.backend, *s.store, s.optimizer_shard.get());
+  if (!(defer_sharded_optimizer && s.shard_master)) s.optimizer = make_optimizer(o, *s.backend, *s.store, s.optimizer_shard.get());
   return s;
 }
 

@@ -46,8 +46,10 @@ struct TrainingStack {
 };
 
 // The stack for o.batch_size per device: backend, model, parameters (not initialised yet) and
-// optimizer; enough for --plan-only.
-TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w);
+// optimizer; enough for --plan-only. With sharded master weights, defer_sharded_optimizer leaves
+// the optimizer to the caller (make_optimizer, once the exchange has given back the master's
+// unkept values: set-up never holds its state beside the whole master).
+TrainingStack build_stack(const TrainOptions& o, const WorldInfo& w, bool defer_sharded_optimizer = false);
 // Then, for training: parameters initialised from o.seed and the data source (the image
 // loader over `dataset` when given, else generated data or BERT shards).
 void init_stack(TrainingStack& s, const TrainOptions& o, const WorldInfo& w, const std::shared_ptr<const data::Dataset>& dataset);

@@ -90,6 +90,7 @@ class LateOptimizer final : public Optimizer {
     inner_->step(lr, grad_scale, gate);
   }
   void set_shard_reducer(ShardReducer r) override { inner_->set_shard_reducer(std::move(r)); }
+  void release_state() override { inner_->release_state(); }
 
  private:
   std::unique_ptr<Optimizer> inner_;

@@ -98,10 +98,15 @@ TEST(MemoryPlan, OptimizerStateShrinksWithZeroAndRanks) {
   const MemoryPlan p = plan_memory(o, 8);
   EXPECT_DOUBLE_EQ(p.accumulation, 4 * P);
   EXPECT_DOUBLE_EQ(p.weights, 2 * P);
-  // Sharded master: the shard, the parameters kept whole, two 25 MiB buckets (each may exceed it
-  // by the largest tensor, layer4's 3x3 convolution, 512 x 512 x 9) being gathered.
+  // Sharded master: the shard, the parameters kept whole (all of them: a rank keeps those outside
+  // its block too), two 25 MiB buckets (each may exceed it by the largest tensor, layer4's 3x3
+  // convolution, 512 x 512 x 9) being gathered.
   const double gathering = 2 * (25.0 * 1024 * 1024 + 4 * 512 * 512 * 9) + 4 * 512 * 512 * 9;
-  EXPECT_DOUBLE_EQ(p.master, 4 * P / 8 + (4 * (P - static_cast<double>(planned_matrix_count(o))) + gathering) * 7 / 8);
+  EXPECT_DOUBLE_EQ(p.master, 4 * P / 8 + 4 * (P - static_cast<double>(planned_matrix_count(o))) + gathering * 7 / 8);
+  // Set-up and the end hold the whole master and the shard's reduced gradients beside the
+  // weights (and, at the end, the accumulation and the staging buffers).
+  EXPECT_DOUBLE_EQ(p.whole_master_total(), p.weights + p.activations_min + 4 * P + 4 * P / 8 + p.accumulation + p.buckets);
+  EXPECT_DOUBLE_EQ(p.total(), std::max(p.training(), p.whole_master_total()));
   EXPECT_GT(p.total(), p.weights + p.master + p.gradients);
   // cuda maps the master in 2 MiB chunks: up to two per tensor stay mapped, never more than the
   // whole master. ResNet-50's 161 tensors would pin more than sharding saves; Llama 3.1 8B's 291

@@ -133,7 +133,9 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
   if (shards_master_weights(o, ranks)) {
     const double kept = 4.0 * static_cast<double>(p.parameters - planned_matrix_count(o));
     gathering = std::min(f32, 2.0 * bucket + tensor) * (1.0 - 1.0 / ranks);
-    p.master = f32 / ranks + kept * (1.0 - 1.0 / ranks) + gathering;
+    p.master = f32 / ranks + kept + gathering;
+    p.whole_master = f32;
+    p.shard_gradients = f32 / ranks;
     // On a GPU each kept run (a rank's block of a bucket, a kept tensor) may pin a partial chunk
     // at either end: an estimate of two per tensor; never more than the whole buffer mapped.
     if (o.backend == BackendKind::cuda) p.master = std::min(f32, p.master + 2.0 * kCudaChunkBytes * static_cast<double>(planned_tensor_count(o)));
@@ -190,6 +192,10 @@ std::string format_memory_plan(const MemoryPlan& p, double limit_bytes) {
   else s += row("activations  >=  ", p.activations_min);
   if (p.input > 0) s += row("input staging    ", p.input);
   s += row("buckets          ", p.buckets);
+  if (p.whole_master_total() > p.training())
+    s += row(built ? "whole master     " : "whole master >=  ", p.whole_master_total()) +
+         "    (set-up and the end hold the whole f32 master beside the weights, activations, the shard's gradients, the\n"
+         "    accumulation, input and buckets: more than a training step, so the total)\n";
   s += std::string(built ? "  total            " : "  total        >=  ") + gib(p.total());
   if (limit_bytes > 0) s += " of " + gib(limit_bytes) + (p.total() <= limit_bytes ? ": fits" : ": DOES NOT FIT");
   return s + "\n";
@@ -202,8 +208,9 @@ double memory_limit_bytes(const TrainOptions& o, double gpu_bytes, int ranks_on_
 
 void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit_bytes) {
   if (limit_bytes <= 0 || p.total() <= limit_bytes) return;
-  const double params = p.weights + p.master + p.gradients + p.optimizer + p.accumulation;
   const double activations = p.model > 0 ? p.model : p.activations_min;  // as built (cpu), or the floor
+  const double params = p.total() - activations;  // the two parts add up to the total
+  const bool whole = p.whole_master_total() > p.training();
   std::string help;
   if (o.zero < 2 && params > activations) help += "--zero " + std::to_string(o.zero + 1) + " over more ranks (--plan-ranks N shows the plan), ";
   if (o.grad_accum > 1 && o.zero < 2) help += "no --grad-accum (its buffer), ";
@@ -219,8 +226,9 @@ void refuse_unless_fits(const TrainOptions& o, const MemoryPlan& p, double limit
   if (activations > params) help += "a smaller --batch-size with --grad-accum, ";
   help += "a smaller model";
   const std::string rest = p.model > 0 ? "the model as built " + gib(p.model) : "activations >= " + gib(p.activations_min);
-  throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients and optimizer state " + gib(params) +
-                    ", " + rest + ") but a rank has " + gib(limit_bytes) +
+  throw_usage_error("the run needs at least " + gib(p.total()) + " per rank (parameters, gradients, optimizer state and buffers " +
+                    gib(params) + (whole ? ", the whole f32 master at set-up and at the end" : "") + ", " + rest + ") but a rank has " +
+                    gib(limit_bytes) +
                     (o.memory_limit_mb > 0               ? " (--memory-limit-mb)"
                      : o.backend == BackendKind::cuda ? " (the GPU's memory)"
                                                       : " (its share of the memory this node gives the job: physical, or its cgroup's limit)") +

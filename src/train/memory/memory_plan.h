@@ -7,8 +7,9 @@
 // them; the flat buffers add 64-byte alignment padding, < 16 floats per tensor), n ranks:
 //   weights        4P (fp32: the f32 values are also what forward reads), or 2P bf16/fp16 copies
 //   master         0 in fp32; 4P f32 master values in bf16/fp16; with sharded master weights
-//                  (shards_master_weights) 4P/n plus (1 - 1/n) 4K, K the parameters other than
-//                  matrices and filters (kept whole: forward reads them in f32), plus (1 - 1/n)
+//                  (shards_master_weights) 4P/n plus 4K, K the parameters other than matrices
+//                  and filters (kept whole: forward reads them in f32; a rank keeps those outside
+//                  its own block too, so the rank whose block holds none of them keeps 4K), plus (1 - 1/n)
 //                  of the buckets the all-gather holds whole at once: min(4P, 2 (B + T) + T);
 //                  cuda adds 2 chunks of 2 MiB per parameter tensor (a chunk holding a kept
 //                  value stays mapped: an estimate), at most 4P in all
@@ -41,6 +42,15 @@
 //                  2 min(4W, 3/4 (B + T), max(1.5 B, B + T/2)), W = M/2 + (P - M) the whole
 //                  model's words, M its matrices and filters (one buffer where a bucket holds
 //                  the model)
+//   whole master   with sharded master weights the whole f32 master (4P) is held twice: at
+//                  set-up, while the initial values are broadcast and the compute copies made
+//                  (the exchange then gives the unkept values back before its staging buffers,
+//                  the accumulation and the optimizer state are made), and at the end, when every
+//                  bucket is all-gathered in f32 for the replicas' checksum (the optimizer state
+//                  and stage 1's gradients given back first). Both hold it beside the weights (or
+//                  the built model) and the shard's reduced gradients (4P/n); the end also beside
+//                  the accumulation, input staging and buckets. The total is the larger of that
+//                  moment and training's; the row is printed where it is the larger.
 #pragma once
 
 #include <cstdint>
@@ -61,10 +71,15 @@ struct MemoryPlan {
   bool copies_in_model = false;
   double input = 0;  // the input pipe's device staging set (cuda), 0 where there is none
   double buckets = 0;  // the compute-precision all-gather's staging (bf16/fp16 under --zero 1/2)
-  double total() const {
-    if (model > 0) return (copies_in_model ? 0.0 : weights) + master + gradients + optimizer + accumulation + model + input + buckets;
-    return weights + master + gradients + optimizer + accumulation + activations_min + input + buckets;
+  // Sharded master weights: the whole f32 master and the shard's reduced gradients, held at
+  // set-up and at the end (above); 0 otherwise.
+  double whole_master = 0, shard_gradients = 0;
+  double base() const { return model > 0 ? (copies_in_model ? 0.0 : weights) + model : weights + activations_min; }
+  double training() const { return base() + master + gradients + optimizer + accumulation + input + buckets; }
+  double whole_master_total() const {
+    return whole_master > 0 ? base() + whole_master + shard_gradients + accumulation + input + buckets : 0.0;
   }
+  double total() const { return training() > whole_master_total() ? training() : whole_master_total(); }
 };
 
 // The model's trainable parameters from its options (no allocation).

@@ -29,6 +29,7 @@ class AdamW final : public Optimizer {
   std::string name() const override { return "adamw"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   bool capturable() const override { return true; }
+  void release_state() override { m_.reset(), v_.reset(); }
 
  private:
   Backend& be_;
@@ -55,6 +56,7 @@ class Lamb final : public Optimizer {
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   bool capturable() const override { return true; }
   void set_shard_reducer(ShardReducer reducer) override { reduce_ = std::move(reducer); }
+  void release_state() override { m_.reset(), v_.reset(), update_.reset(), sums_.reset(); }
 
  private:
   Backend& be_;
@@ -84,6 +86,7 @@ class ClipGradNorm final : public Optimizer {
   float clip_norm() const override { return max_norm_; }
   bool capturable() const override { return inner_->capturable(); }
   void set_shard_reducer(ShardReducer reducer) override { inner_->set_shard_reducer(std::move(reducer)); }
+  void release_state() override { inner_->release_state(); }
   float last_norm() const { return last_norm_; }  // before clipping, gate-less steps only
 
  private:

@@ -82,6 +82,9 @@ class Optimizer {
   // changed (ZeRO with sharded master weights refreshes each bucket as it is all-gathered): the
   // trainer then does not refresh them before forward.
   virtual bool refreshes_compute_weights() const { return false; }
+  // After the run's last step: gives the state's memory back (ZeRO's restore_values then holds
+  // the whole f32 master beside what is left). step() may not be called again.
+  virtual void release_state() = 0;
 };
 
 class Sgd final : public Optimizer {
@@ -91,6 +94,7 @@ class Sgd final : public Optimizer {
   std::string name() const override { return "sgd"; }
   void step(float lr, float grad_scale, const float* gate = nullptr) override;
   bool capturable() const override { return true; }
+  void release_state() override { momentum_.reset(); }
 
  private:
   Backend& be_;

@@ -56,14 +56,16 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
     // step): every bucket starts freed.
     DLPERF_ASSERT(store.gradients_decommitted(), "ZeRO-2's parameter store starts with its gradients decommitted");
     written_.assign(store.entries().size(), false);
-    if (micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
   }
   plan_gathers(cut);
-  if (be.dtype() != DType::f32) plan_packing();
   // The values are final (after the initial broadcast): the compute copies from them (from now
-  // on this exchange rebuilds them as the all-gathers arrive), then the rest of the master goes.
+  // on this exchange rebuilds them as the all-gathers arrive), then the rest of the master goes,
+  // before this exchange's own buffers are made: set-up never holds them beside the whole master
+  // (the memory plan's set-up row).
   be_.refresh_compute_weights(layers_);
   if (shard_master) plan_master_release();
+  if (stage_ == 2 && micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
+  if (be.dtype() != DType::f32) plan_packing();
   // Stage 1 keeps the full gradients. With sharded master weights they started decommitted (not
   // held before the master was released); they are made whole now, before the first backward
   // writes them (a GPU's mapped chunks must be mapped before any work touches them).
@@ -452,6 +454,9 @@ void ZeroExchange::restore_values() {
   });
   if (!shard_master_ && !packed_) return;
   act([this] {
+    // Stage 1's whole gradients are dead after the last step: given back before the whole master
+    // is made again (the memory plan's whole-master moment counts neither).
+    if (shard_master_ && stage_ == 1 && store_.gradients_decommitted()) store_.grads().decommit(0, store_.size());
     if (shard_master_) store_.values().unshare();  // every bucket's values at once: private memory again
     std::vector<CommRequest> g(buckets_.size());
     for (size_t b = 0; b < buckets_.size(); ++b) g[b] = start_gather(b, std::nullopt);

@@ -289,6 +289,7 @@ class GatherAfterStep final : public Optimizer {
   }
   float clip_norm() const override { return inner_->clip_norm(); }
   bool refreshes_compute_weights() const override { return true; }  // the exchange does, as each bucket arrives
+  void release_state() override { inner_->release_state(); }
 
  private:
   std::unique_ptr<Optimizer> inner_;
