@@ -104,7 +104,11 @@ void Watchdog::run() {
 }
 
 void Watchdog::fire(const Phase& p, const Heartbeat* heartbeat, const std::string& why) {
-  const std::string diagnosis = heartbeat ? heartbeat->diagnose(p.seq) : "no peer to diagnose yet";
+  // A local phase waits on nothing of a peer's: the peers' state would mislead (rank 0's "write"
+  // waits for the results file's lock or its file system, not a transport).
+  const std::string diagnosis = !p.collective ? "a wait of this rank's own (the results file's lock held elsewhere, or its file system stalled)"
+                                : heartbeat   ? heartbeat->diagnose(p.seq)
+                                              : "no peer to diagnose yet";
   std::fprintf(stderr, "%s: rank %d (%s): phase %s: %s: %s; aborting the job\n", program_.c_str(), rank_, host_.c_str(), p.name.c_str(),
                why.c_str(), diagnosis.c_str());
   std::fflush(stderr);

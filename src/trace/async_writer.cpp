@@ -72,13 +72,13 @@ std::string AsyncTraceWriter::failure() const {
   }
 }
 
-void AsyncTraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason) {
+void AsyncTraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
   std::unique_lock<std::mutex> lock(mutex_);
   pending_.reset();  // the final record supersedes any flush not yet started
   cv_.wait(lock, [this] { return !busy_; });
   if (error_ && status == RunStatus::complete) std::rethrow_exception(error_);
   lock.unlock();
-  writer_.finish(record, status, reason);
+  writer_.finish(record, status, reason, lock_timeout_seconds);
 }
 
 }  // namespace dlperf

@@ -26,7 +26,7 @@ class AsyncTraceWriter {
 
   void flush(RunRecord record);  // returns at once
   // Waits for pending flushes, then writes the final record; rethrows a background error.
-  void finish(const RunRecord& record, RunStatus status, const std::string& reason = "");
+  void finish(const RunRecord& record, RunStatus status, const std::string& reason = "", double lock_timeout_seconds = -1);
   const TraceWriter& writer() const { return writer_; }
   // The first failed background flush's message ("" while every flush succeeded): a run whose
   // trace can no longer be written (a full disk) stops instead of training on unrecorded.

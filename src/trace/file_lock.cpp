@@ -101,13 +101,13 @@ FileLock::FileLock(const std::string& lock_path, const LockOptions& opt) {
       ::close(fd_);
       fd_ = -1;
       throw LockTimeout("gave up after " + seconds_text(waited) + " waiting for the lock " + lock_path + ", held by " +
-                        describe_lock_holder(lock_path) + " (--lock-timeout " + seconds_text(opt.timeout_seconds) +
+                        describe_lock_holder(lock_path) + " (" + opt.timeout_source + " " + seconds_text(opt.timeout_seconds) +
                         "); nothing was written");
     }
     if (opt.on_wait && Clock::now() >= next_report) {
       const std::string holder = describe_lock_holder(lock_path);
       opt.on_wait(next_report == start ? "waiting for the lock " + lock_path + ", held by " + holder + "; giving up after " +
-                                             seconds_text(opt.timeout_seconds) + " (--lock-timeout)"
+                                             seconds_text(opt.timeout_seconds) + " (" + opt.timeout_source + ")"
                                        : "still waiting for the lock " + lock_path + " (held by " + holder + "): " +
                                              seconds_text(waited) + " so far, giving up after " +
                                              seconds_text(opt.timeout_seconds));

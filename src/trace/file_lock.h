@@ -22,6 +22,7 @@ struct LockOptions {
   const std::atomic<bool>* cancel = nullptr; // stop waiting once this is true (e.g. SIGTERM seen)
   std::function<void(const std::string&)> on_wait;  // one line: who holds it, how long waited
   double report_every_seconds = 10;          // how often on_wait hears again while waiting
+  std::string timeout_source = "--lock-timeout";  // what set timeout_seconds, for the messages
 };
 
 // The wait ended without the lock: timed out, or cancelled (nothing was changed either way).

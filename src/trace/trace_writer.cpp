@@ -49,11 +49,16 @@ TraceWriter::TraceWriter(std::string path, const RunInfo& info, const UpdateOpti
 
 void TraceWriter::flush(const RunRecord& record) { write(record, RunStatus::running, ""); }
 
-void TraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason) {
-  write(record, status, reason);
+void TraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
+  write(record, status, reason, lock_timeout_seconds);
 }
 
-void TraceWriter::write(const RunRecord& record, RunStatus status, const std::string& reason) {
+void TraceWriter::write(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
+  UpdateOptions opt = later_;
+  if (lock_timeout_seconds >= 0 && lock_timeout_seconds < opt.lock.timeout_seconds) {
+    opt.lock.timeout_seconds = lock_timeout_seconds;
+    opt.lock.timeout_source = "a stopped run's wait";
+  }
   update_trace_file(path_, [&](hid_t file) {
     std::string where = std::string(trace_schema::kRunsGroup) + "/" + run_name_;
     // The group is missing only if someone edited the file by hand; recreate rather than lose the run.
@@ -61,7 +66,7 @@ void TraceWriter::write(const RunRecord& record, RunStatus status, const std::st
                            ? DLPERF_H5(H5Gopen2(file, where.c_str(), H5P_DEFAULT), H5Gclose)
                            : DLPERF_H5(H5Gcreate2(file, where.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     trace_schema::write_run_group(group, record, status, reason);
-  }, later_);
+  }, opt);
 }
 
 void append_runs(const std::string& path, const std::vector<RunRecord>& runs) {

@@ -30,13 +30,15 @@ class TraceWriter {
 
   // Final write: `status` is complete, partial (SIGTERM, time limit) or failed; `reason`
   // says why it is not complete ("" when complete).
-  void finish(const RunRecord& record, RunStatus status, const std::string& reason = "");
+  // lock_timeout_seconds >= 0: this write's lock wait where shorter than the writer's own (a run
+  // stopped by a signal waits less: Slurm kills it KillWait seconds after SIGTERM).
+  void finish(const RunRecord& record, RunStatus status, const std::string& reason = "", double lock_timeout_seconds = -1);
 
   const std::string& path() const { return path_; }
   const std::string& run_name() const { return run_name_; }  // "run_000007"
 
  private:
-  void write(const RunRecord& record, RunStatus status, const std::string& reason);
+  void write(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds = -1);
   std::string path_;
   std::string run_name_;
   UpdateOptions later_;  // for flush and finish: the lock wait without cancellation

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "models/llama_config.h"
 #include "trace/async_writer.h"
+#include "trace/file_lock.h"
 #include "train/cluster/agreement.h"
 #include "train/cluster/cluster.h"
 #include "train/feed/data_report.h"
@@ -245,17 +246,31 @@ namespace {
 Watchdog::ms results_bound(const TrainOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(1000 * (o.lock_timeout_s + o.timeout_s)));
 }
+// The final write: it may first wait for a periodic flush that waits for the lock, then for the
+// lock itself.
+Watchdog::ms final_write_bound(const TrainOptions& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (2 * o.lock_timeout_s + o.timeout_s)));
+}
+// After a stop signal the final write waits this long at most for the results file's lock
+// (--lock-timeout where shorter): Slurm sends SIGKILL KillWait (30 s by default) after SIGTERM,
+// and a run killed waiting prints nothing.
+constexpr double kStoppedLockWaitSeconds = 20;
 
 // Every rank leaves together once rank 0 has written the results: the last collective, so a
 // peer that stops or dies meanwhile is noticed here (its heartbeat goes silent) rather than
 // in MPI_Finalize. Unbounded in time: rank 0's own "write" phase bounds its writing. What
 // follows (the communicators' goodbyes, MPI_Finalize) is bounded by --timeout as a whole.
-void end_together(MpiSession& session, Watchdog& watch) {
+// Returns the run's outcome as rank 0 has it (`mine` on rank 0): a results file rank 0 could
+// not write is every rank's exit 3, where the others had seen only a stop (4) or the end (0)
+// and the job's code was whichever rank exited first.
+RunOutcome end_together(MpiSession& session, Watchdog& watch, RunOutcome mine) {
+  int outcome = session.world().rank == 0 ? static_cast<int>(mine) : 0;  // the others add nothing to the maximum
   {
     auto phase = watch.collective("barrier", Watchdog::kNoBound);
-    DLPERF_CHECK_MPI(MPI_Barrier(session.world_comm()));
+    DLPERF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &outcome, 1, MPI_INT, MPI_MAX, session.world_comm()));
   }
   session.bound_exit(watch.timeout(), "dlperf-train");
+  return static_cast<RunOutcome>(outcome);
 }
 
 // Every collective of a training run, each inside its watchdog phase (watchdog.h; README
@@ -610,11 +625,11 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     s.outcome = RunOutcome::diverged;
     s.message = std::string(e.what()) + "; recorded as failed";
     if (rec.writer) {
-      auto phase = watch.local("write", results_bound(o));
+      auto phase = watch.local("write", final_write_bound(o));
       rec.record.info.end_time_utc = utc_now_iso8601();
       rec.writer->finish(rec.record, RunStatus::failed, e.what());
     }
-    end_together(session, watch);
+    end_together(session, watch, s.outcome);
     return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -656,7 +671,8 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   s.stopped_early = static_cast<int64_t>(mine.iterations.size()) < o.iterations;
   if (s.stopped_early) s.outcome = RunOutcome::partial;
   if (!root) {
-    end_together(session, watch);  // while rank 0 writes the results
+    // While rank 0 writes the results; what it could not write is this rank's outcome too.
+    if (end_together(session, watch, s.outcome) == RunOutcome::not_recorded) s.outcome = RunOutcome::not_recorded;
     return s;
   }
   for (size_t r = 0; r < checksums.size() && r < rec.record.ranks.size(); ++r) rec.record.ranks[r].param_checksum = checksums[r];
@@ -742,24 +758,31 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   rec.record.info.end_time_utc = utc_now_iso8601();
   bool unrecorded = false;
   {
-    auto phase = watch.local("write", results_bound(o));
-    if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
+    auto phase = watch.local("write", final_write_bound(o));
+    const auto not_recorded = [&](const std::string& failed) {
       // Issue 27 item 11: one line (main prints s.message), no promise of a partial record.
       s.outcome = RunOutcome::not_recorded;
-      s.message = failed + "; the run stopped after " + std::to_string(mine.iterations.size()) +
+      s.message = failed + "; the run " + (s.stopped_early ? "stopped after " : "ran ") + std::to_string(mine.iterations.size()) +
                   " iterations (the results file keeps its last good flush, as an unfinished run)";
       unrecorded = true;
-    } else if (s.stopped_early) {
-      const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
-                                                  std::to_string(mine.iterations.size()) + " iterations"
-                                            : "stopped early";
-      out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");
-      if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why);
-    } else if (rec.writer) {
-      rec.writer->finish(rec.record, RunStatus::complete);
+    };
+    try {
+      if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
+        not_recorded(failed);
+      } else if (s.stopped_early) {
+        const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
+                                                    std::to_string(mine.iterations.size()) + " iterations"
+                                              : "stopped early";
+        if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why, kStoppedLockWaitSeconds);
+        out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");  // once it is
+      } else if (rec.writer) {
+        rec.writer->finish(rec.record, RunStatus::complete);
+      }
+    } catch (const LockTimeout& e) {  // the lock held elsewhere: every rank exits 3 with this line
+      not_recorded(e.what());
     }
   }
-  end_together(session, watch);
+  end_together(session, watch, s.outcome);
   if (unrecorded) {
     out << std::flush;
     return s;

@@ -7,15 +7,15 @@
 set -u
 train=$1 mpiexec=$2
 dir=$(mktemp -d)
-holder=
+holder= held=
 cleanup() {
-  if [ -n "$holder" ]; then pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; fi
+  for h in $holder $held; do pkill -P "$h" 2>/dev/null; kill "$h" 2>/dev/null; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
 fail=0
-small=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1
-       --print-every 0 --iterations 4 --warmup 1 --output "$dir/r.h5")
+base=(--resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 4 --num-classes 10 --threads 1 --print-every 0)
+small=("${base[@]}" --iterations 4 --warmup 1 --output "$dir/r.h5")
 bad() { echo "FAIL: $*"; fail=1; }
 
 # flock(1) holds r.h5.lock while its command sleeps (-o: the sleep does not inherit the lock,
@@ -69,6 +69,51 @@ pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/de
 "$train" "${small[@]}" --lock-timeout 5 >"$dir/out4" 2>&1 || bad "run after the lock was freed: exit $?"
 [ -s "$dir/r.h5.lock" ] && bad "the lock file still names a holder: $(cat "$dir/r.h5.lock")"
 h5dump -a /runs/run_000001/status "$dir/r.h5" | grep -q '"complete"' || bad "no complete run appended"
+
+# The lock taken while the run trains, held at its final write: rank 0 stops as it opens the
+# "write" phase (DLPERF_TEST_FAULT), the lock is taken, rank 0 goes on. $1: a stop signal first.
+final_write_held() {
+  local label=$1 stop=$2 extra=("${@:3}")
+  rm -f "$dir/r.h5" "$dir/r.h5.lock"
+  DLPERF_TEST_FAULT=write:0:STOP timeout 120 "$mpiexec" -x DLPERF_TEST_FAULT -np 2 --oversubscribe --bind-to none "$train" \
+    "${base[@]}" --warmup 1 --output "$dir/r.h5" --timeout 60 "${extra[@]}" >"$dir/$label" 2>&1 &
+  local job=$! stopped=
+  if [ "$stop" = yes ]; then
+    for _ in $(seq 100); do [ -s "$dir/r.h5" ] && break; sleep 0.1; done
+    sleep 1
+    pkill -TERM -f "^$train .*$dir/r.h5"  # the ranks, as Slurm signals them
+  fi
+  for _ in $(seq 300); do
+    stopped=$(ps -ww -eo pid=,stat=,args= | awk -v t="$train" -v d="$dir/r.h5" '$2 ~ /T/ && $3 == t && index($0, d) { print $1; exit }')
+    [ -n "$stopped" ] && break; sleep 0.1
+  done
+  [ -n "$stopped" ] || { bad "$label: rank 0 never reached its final write"; wait "$job"; return; }
+  flock -o "$dir/r.h5.lock" sleep 300 &
+  held=$!
+  for _ in $(seq 50); do flock -n "$dir/r.h5.lock" true 2>/dev/null || break; sleep 0.1; done
+  local start=$SECONDS
+  kill -CONT "$stopped"
+  wait "$job"; rc=$?
+  took=$((SECONDS - start))
+  pkill -P "$held" 2>/dev/null; kill "$held" 2>/dev/null; wait "$held" 2>/dev/null; held=
+  grep 'dlperf-train' "$dir/$label"
+}
+
+echo "== 2 ranks, the lock held at the final write (--lock-timeout 3): every rank exits 3, no abort"
+final_write_held final1 no --iterations 4 --lock-timeout 3
+[ "$rc" -eq 3 ] || bad "final write: exit $rc, want 3"
+[ "$took" -le 30 ] || bad "final write: took $took s after the lock was taken"
+grep -q 'gave up after [0-9]* s waiting for the lock .*; the run ran 4 iterations (the results file keeps its last good flush' \
+  "$dir/final1" || bad "final write: no line saying what the file keeps"
+grep -qi 'aborting the job\|MPI_ABORT' "$dir/final1" && bad "final write: the job was aborted rather than ended together"
+
+echo "== 2 ranks, SIGTERM, then the lock held at the final write (--lock-timeout 300): 20 s at most, exit 3"
+final_write_held final2 yes --iterations 100000 --lock-timeout 300
+[ "$rc" -eq 3 ] || bad "stopped run's final write: exit $rc, want 3"
+[ "$took" -le 40 ] || bad "stopped run's final write: took $took s after the lock was taken (Slurm's KillWait is 30 s)"
+grep -q "gave up after 20 s waiting for the lock .*(a stopped run's wait 20 s); nothing was written; the run stopped after" "$dir/final2" ||
+  bad "stopped run: no give-up line"
+grep -q 'recorded as partial' "$dir/final2" && bad "stopped run: said 'recorded as partial' with nothing recorded"
 
 [ "$fail" -eq 0 ] && echo "lock wait ok"
 exit "$fail"
