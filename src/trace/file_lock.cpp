@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -77,6 +78,11 @@ std::string describe_lock_holder(const std::string& lock_path) {
 
 FileLock::FileLock(const std::string& lock_path, const LockOptions& opt) {
   fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd_ < 0 && errno == ENOENT) {  // the results file's folder, not the lock, is what the user named
+    const std::string folder = std::filesystem::path(lock_path).parent_path().string();
+    throw_usage_error("the folder " + (folder.empty() ? std::string(".") : folder) + " does not exist (the results file and its lock " +
+                      lock_path + " go there): create it first");
+  }
   if (fd_ < 0) throw_usage_error("cannot create lock file " + lock_path + ": " + std::strerror(errno));
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

@@ -179,6 +179,17 @@ for name in "$(printf 'a\nb.h5')" ' ' "sub/"; do
   fi
 done
 
+# --output in a folder that does not exist: the folder is named (the message named the lock file).
+"$train" --resnet-width 8 --resnet-blocks 1,1,1,1 --image-size 32 --batch-size 2 --num-classes 10 --threads 1 --iterations 3 \
+  --warmup 1 --output "$dir/missing/r.h5" >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+if [ "$rc" -ne 2 ] || [ "$(grep -vc ': WARNING: ' "$dir/stderr")" -ne 1 ] ||
+   ! grep -q "the folder $dir/missing does not exist" "$dir/stderr" || [ -e "$dir/missing" ]; then
+  echo "FAIL (--output in a missing folder): exit $rc:"; cat "$dir/stderr"; failures=$((failures + 1))
+else
+  echo "ok   (--output in a missing folder): $(grep -v ': WARNING: ' "$dir/stderr")"
+fi
+
 # --help and --version succeed and list every option with its default
 "$train" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; failures=$((failures + 1)); }
 for opt in --model --backend --precision --batch-size --image-size --num-classes --iterations --warmup --seed --threads \
