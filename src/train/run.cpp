@@ -584,12 +584,15 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   }
   // Stops and divergence are agreed on by every rank at an iteration boundary (Slurm signals
   // each rank on its own; losses differ per rank); a lone rank needs no agreement.
+  int signalled_ranks = 0;  // at the last boundary: how many ranks had seen a stop signal
   const auto boundary = [&](const BoundaryFlags& local) {
     auto phase = watch.collective("step");  // each step ends here, after its gradients' exchange
     // A results file that can no longer be written (full disk) stops the run like a signal.
     const bool unrecordable = rec.writer && !rec.writer->failure().empty();
-    const BoundaryFlags here{stop_requested().load() || unrecordable, local.diverged};
-    return w.size > 1 ? agree_at_boundary(*control, here) : here;
+    const BoundaryFlags here{stop_requested().load() || unrecordable, local.diverged, stop_signal() ? 1 : 0};
+    const BoundaryFlags all = w.size > 1 ? agree_at_boundary(*control, here) : here;
+    signalled_ranks = all.signalled_ranks;
+    return all;
   };
   // NCCL's log names its transport once the first collectives have connected (a flush and the
   // end of the run read it).
@@ -770,9 +773,13 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
       if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
         not_recorded(failed);
       } else if (s.stopped_early) {
-        const std::string why = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) + " after " +
-                                                    std::to_string(mine.iterations.size()) + " iterations"
-                                              : "stopped early";
+        // Rank 0's own signal, or how many others saw one (a signal to one rank stops them all).
+        const std::string of_ranks = std::to_string(signalled_ranks) + " of " + std::to_string(w.size) + " ranks";
+        const std::string by = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) +
+                                                   (signalled_ranks > 1 && signalled_ranks < w.size ? " (seen by " + of_ranks + ")" : "")
+                               : signalled_ranks > 0 ? "stopped by a signal to " + of_ranks + ", not rank 0,"
+                                                     : "stopped early";
+        const std::string why = by + " after " + std::to_string(mine.iterations.size()) + " iterations";
         if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why, kStoppedLockWaitSeconds);
         out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");  // once it is
       } else if (rec.writer) {

@@ -129,6 +129,8 @@ struct TrainConfig {
 struct BoundaryFlags {
   bool stop = false;
   bool diverged = false;
+  // In: this rank saw a stop signal. Agreed: how many ranks saw one.
+  int signalled_ranks = 0;
 };
 
 using IterationFn = std::function<void(const RankTrace&)>;  // after each iteration (periodic trace flush)

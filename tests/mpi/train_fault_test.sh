@@ -97,6 +97,25 @@ else
   else echo "ok   term: $(grep 'stopped early' "$dir/term.log")"; fi
 fi
 
+echo "== SIGTERM to rank 1 alone: every rank stops, and rank 0's line says where the signal went"
+v="term1-$tag"
+"$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${small[@]}" --iterations 100000 --warmup 2 --print-every 1 \
+  --variant="$v" >"$dir/term1.log" 2>&1 &
+job=$!
+wait_for_ranks "$v" 2 || { echo "FAIL term1: ranks did not start"; fail=1; }
+wait_for_training "$dir/term1.log" || { echo "FAIL term1: training did not start"; fail=1; }
+for p in $(rank_pids "$v"); do tr '\0' '\n' <"/proc/$p/environ" | grep -qx 'OMPI_COMM_WORLD_RANK=1' && kill -TERM "$p"; done
+waited=0
+while kill -0 "$job" 2>/dev/null && [ "$waited" -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
+if kill -0 "$job" 2>/dev/null; then
+  echo "FAIL term1: still running 30 s after SIGTERM"; fail=1; kill -KILL "$job"
+else
+  wait "$job"; rc=$?
+  if [ "$rc" -ne 4 ] || ! grep -q 'run stopped early: stopped by a signal to 1 of 2 ranks, not rank 0, after [0-9]* iterations; recorded as partial' "$dir/term1.log"; then
+    echo "FAIL term1: exit $rc (want 4) or no line naming the signalled ranks"; tail -5 "$dir/term1.log"; fail=1
+  else echo "ok   term1: $(grep 'stopped early' "$dir/term1.log")"; fi
+fi
+
 echo "== the results file after all of it"
 h5dump -A "$results" >"$dir/dump.txt" 2>&1 || { echo "FAIL: h5dump cannot read $results"; fail=1; }
 complete=$(grep -c '"complete"' "$dir/dump.txt")

@@ -285,10 +285,11 @@ const std::atomic<bool>& stop_requested() { return g_stop; }
 int stop_signal() { return g_signal.load(); }
 
 BoundaryFlags agree_at_boundary(Communicator& control, const BoundaryFlags& mine) {
-  float flags[2] = {mine.stop ? 1.0f : 0.0f, mine.diverged ? 1.0f : 0.0f};  // counts of ranks: any > 0
-  CommRequest r = control.allreduce_sum_start(flags, 2);
+  // Counts of ranks: any > 0 (exact in a float up to 2^24 ranks).
+  float flags[3] = {mine.stop ? 1.0f : 0.0f, mine.diverged ? 1.0f : 0.0f, static_cast<float>(mine.signalled_ranks)};
+  CommRequest r = control.allreduce_sum_start(flags, 3);
   control.wait(r);
-  return {flags[0] > 0.0f, flags[1] > 0.0f};
+  return {flags[0] > 0.0f, flags[1] > 0.0f, static_cast<int>(flags[2])};
 }
 
 }  // namespace dlperf
