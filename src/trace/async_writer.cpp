@@ -43,6 +43,8 @@ void AsyncTraceWriter::loop() {
     lock.unlock();
     try {
       writer_.flush(r);
+    } catch (const LockInterrupted&) {
+      // A stop ended the wait for the lock: no error, the final write stores this and more.
     } catch (...) {
       lock.lock();
       if (!error_) error_ = std::current_exception();

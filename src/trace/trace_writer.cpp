@@ -43,11 +43,16 @@ TraceWriter::TraceWriter(std::string path, const RunInfo& info, const UpdateOpti
   UpdateOptions first = opt;
   first.check_existing_runs = true;  // never grow a file that already has a damaged run
   update_trace_file(path_, [&](hid_t file) { run_name_ = add_run(file, empty, RunStatus::running, ""); }, first);
-  later_.lock.cancel = nullptr;
   later_.check_existing_runs = false;
+  // A periodic flush gives up its lock wait on a stop (opt.lock.cancel: LockInterrupted): the
+  // final write, which waits without cancellation, stores everything the flush would have.
+  flush_ = later_;
+  later_.lock.cancel = nullptr;
 }
 
-void TraceWriter::flush(const RunRecord& record) { write(record, RunStatus::running, ""); }
+void TraceWriter::flush(const RunRecord& record) {
+  update_trace_file(path_, [&](hid_t file) { write_group(file, record, RunStatus::running, ""); }, flush_);
+}
 
 void TraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
   write(record, status, reason, lock_timeout_seconds);
@@ -59,14 +64,16 @@ void TraceWriter::write(const RunRecord& record, RunStatus status, const std::st
     opt.lock.timeout_seconds = lock_timeout_seconds;
     opt.lock.timeout_source = "a stopped run's wait";
   }
-  update_trace_file(path_, [&](hid_t file) {
-    std::string where = std::string(trace_schema::kRunsGroup) + "/" + run_name_;
-    // The group is missing only if someone edited the file by hand; recreate rather than lose the run.
-    h5::Handle group = h5::has_link(file, where.c_str())
-                           ? DLPERF_H5(H5Gopen2(file, where.c_str(), H5P_DEFAULT), H5Gclose)
-                           : DLPERF_H5(H5Gcreate2(file, where.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-    trace_schema::write_run_group(group, record, status, reason);
-  }, opt);
+  update_trace_file(path_, [&](hid_t file) { write_group(file, record, status, reason); }, opt);
+}
+
+void TraceWriter::write_group(hid_t file, const RunRecord& record, RunStatus status, const std::string& reason) {
+  std::string where = std::string(trace_schema::kRunsGroup) + "/" + run_name_;
+  // The group is missing only if someone edited the file by hand; recreate rather than lose the run.
+  h5::Handle group = h5::has_link(file, where.c_str())
+                         ? DLPERF_H5(H5Gopen2(file, where.c_str(), H5P_DEFAULT), H5Gclose)
+                         : DLPERF_H5(H5Gcreate2(file, where.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  trace_schema::write_run_group(group, record, status, reason);
 }
 
 void append_runs(const std::string& path, const std::vector<RunRecord>& runs) {

@@ -25,7 +25,8 @@ class TraceWriter {
 
   // Rewrites the run with everything in `record` (all ranks, all iterations so far); the
   // status stays "running", so a job killed after this reads back partial with this data.
-  // Cost: one copy of the file, so call it every few minutes, not every iteration.
+  // Cost: one copy of the file, so call it every few minutes, not every iteration. Throws
+  // LockInterrupted when the registration's cancel flag (a stop signal) ends its lock wait.
   void flush(const RunRecord& record);
 
   // Final write: `status` is complete, partial (SIGTERM, time limit) or failed; `reason`
@@ -39,9 +40,11 @@ class TraceWriter {
 
  private:
   void write(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds = -1);
+  void write_group(hid_t file, const RunRecord& record, RunStatus status, const std::string& reason);
   std::string path_;
   std::string run_name_;
-  UpdateOptions later_;  // for flush and finish: the lock wait without cancellation
+  UpdateOptions flush_;  // for flush: the registration's lock wait, cancelled as it was (a stop)
+  UpdateOptions later_;  // for finish: the lock wait without cancellation
 };
 
 // Appends finished runs (each with its own info.status) in one locked update: for tools

@@ -35,6 +35,7 @@
 #include "train/memory/memory_plan.h"
 #include "train/memory/out_of_memory.h"
 #include "train/param_store.h"
+#include "train/recording.h"
 #include "train/registry.h"
 #include "train/cluster/rank_binding.h"
 #include "train/cluster/thread_budget.h"
@@ -109,76 +110,6 @@ std::vector<KernelRecord> kernel_records(const std::vector<PlannedKernel>& kerne
   return records;
 }
 
-// Rank 0's record of the run, refreshed at each flush, so a failure can still write it.
-// The time spent on the training thread for tracing (gathers, handing records to the
-// writer thread) is measured, to report what tracing costs.
-struct Recorder {
-  std::unique_ptr<AsyncTraceWriter> writer;
-  RunRecord record;
-  double seconds = 0;
-  std::vector<std::string> bindings;  // rank 0: every rank's binding (rank_binding.h), by rank
-
-  void collect(MPI_Comm comm, const RankTrace& mine, const WorldInfo& w) {
-    const double t0 = steady_seconds();
-    auto ranks = gather_traces(comm, mine);
-    if (!ranks.empty()) {  // rank 0
-      for (size_t r = 0; r < ranks.size(); ++r) {
-        ranks[r].host = w.hosts.at(r);
-        ranks[r].local_rank = w.local_ranks.at(r);
-        if (r < bindings.size()) ranks[r].binding = bindings[r];
-      }
-      record.ranks = std::move(ranks);
-    }
-    seconds += steady_seconds() - t0;
-  }
-  void flush() {
-    const double t0 = steady_seconds();
-    if (writer) writer->flush(record);
-    seconds += steady_seconds() - t0;
-  }
-};
-
-// Where the run is recorded: rank 0 registers it in the results file before any
-// communicator exists, so a wait for the file's lock (another job appending) is no
-// collective's timeout; the other ranks wait in a plain broadcast of the outcome, and every
-// rank ends the same way when it fails. A stop signal while waiting ends the wait.
-struct Registration {
-  RunOutcome outcome = RunOutcome::complete;  // complete: registered (or no --output)
-  std::string message;
-};
-
-LockOptions lock_options(const TrainOptions& o, bool cancellable) {
-  LockOptions lock;
-  lock.timeout_seconds = o.lock_timeout_s;
-  if (cancellable) lock.cancel = &stop_requested();
-  lock.on_wait = [](const std::string& line) { std::cerr << "dlperf-train: " + line + "\n" << std::flush; };
-  return lock;
-}
-
-Registration register_run(MPI_Comm world, bool root, const TrainOptions& o, Recorder& rec) {
-  // 0 registered, 1 bad input (exit 2), 2 interrupted by a signal, 3 not recorded.
-  int code = 0;
-  std::string message;
-  if (root && !o.output.empty()) {
-    UpdateOptions opt;
-    opt.lock = lock_options(o, /*cancellable=*/true);
-    try {
-      rec.writer = std::make_unique<AsyncTraceWriter>(o.output, rec.record.info, opt);
-    } catch (const LockInterrupted& e) {
-      code = 2;
-      message = e.what();
-    } catch (const Error& e) {
-      code = e.kind() == ErrorKind::usage ? 1 : 3;
-      message = e.what();
-    }
-  }
-  DLPERF_CHECK_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, world));
-  if (code == 1) throw_usage_error(root ? message : "rank 0 could not register the run (its message says why)");
-  if (code == 2) return {RunOutcome::not_started, message};
-  if (code == 3) return {RunOutcome::not_recorded, "the run was not started: " + message};
-  return {};
-}
-
 // "replicas: parameters bit-identical on all 4 ranks (checksum 0x...)", or which ranks differ
 // from rank 0 (a wrong allreduce, or ranks that ran different code).
 std::string replica_summary(const std::vector<uint64_t>& checksums, const std::vector<std::string>& hosts) {
@@ -236,41 +167,6 @@ std::unique_ptr<Communicator> make_gradient_comm(const TrainOptions& o, const Wo
     return make_communicator(CommBackend::nccl, world, w, copt, stream);
   }
   return make_staged_communicator(world, w, copt, stream);
-}
-
-}  // namespace
-
-namespace {
-
-// How long rank 0 may take to register or write the run: the lock wait, then the write.
-Watchdog::ms results_bound(const TrainOptions& o) {
-  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (o.lock_timeout_s + o.timeout_s)));
-}
-// The final write: it may first wait for a periodic flush that waits for the lock, then for the
-// lock itself.
-Watchdog::ms final_write_bound(const TrainOptions& o) {
-  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (2 * o.lock_timeout_s + o.timeout_s)));
-}
-// After a stop signal the final write waits this long at most for the results file's lock
-// (--lock-timeout where shorter): Slurm sends SIGKILL KillWait (30 s by default) after SIGTERM,
-// and a run killed waiting prints nothing.
-constexpr double kStoppedLockWaitSeconds = 20;
-
-// Every rank leaves together once rank 0 has written the results: the last collective, so a
-// peer that stops or dies meanwhile is noticed here (its heartbeat goes silent) rather than
-// in MPI_Finalize. Unbounded in time: rank 0's own "write" phase bounds its writing. What
-// follows (the communicators' goodbyes, MPI_Finalize) is bounded by --timeout as a whole.
-// Returns the run's outcome as rank 0 has it (`mine` on rank 0): a results file rank 0 could
-// not write is every rank's exit 3, where the others had seen only a stop (4) or the end (0)
-// and the job's code was whichever rank exited first.
-RunOutcome end_together(MpiSession& session, Watchdog& watch, RunOutcome mine) {
-  int outcome = session.world().rank == 0 ? static_cast<int>(mine) : 0;  // the others add nothing to the maximum
-  {
-    auto phase = watch.collective("barrier", Watchdog::kNoBound);
-    DLPERF_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &outcome, 1, MPI_INT, MPI_MAX, session.world_comm()));
-  }
-  session.bound_exit(watch.timeout(), "dlperf-train");
-  return static_cast<RunOutcome>(outcome);
 }
 
 // Every collective of a training run, each inside its watchdog phase (watchdog.h; README
@@ -393,16 +289,19 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   }
 
   // The plan above is an estimate: a build that still runs out of memory does not fit either,
-  // and is refused as the plan is (exit 2, on every rank alike), not ended as a fault.
-  const auto fits = [](auto build) {
+  // and is refused as the plan is (exit 2, on every rank alike), not ended as a fault. After
+  // registration (the exchange's buffers, a deferred optimizer) the run's record says so too.
+  const auto fits = [](auto build, Recorder* registered) {
     try {
       return build();
     } catch (const std::exception& e) {
       if (!is_out_of_memory(std::current_exception())) throw;
-      throw_usage_error(std::string("the run does not fit: building it ran out of memory (") + e.what() + "; --plan-only prints the plan)");
+      const std::string why = std::string("the run does not fit: building it ran out of memory (") + e.what() + "; --plan-only prints the plan)";
+      if (registered && registered->writer) (void)write_final(*registered->writer, registered->record, RunStatus::failed, why);
+      throw_usage_error(why);
     }
   };
-  TrainingStack stack = fits([&] { return build_stack(o, w, true); });
+  TrainingStack stack = fits([&] { return build_stack(o, w, true); }, nullptr);
   Backend& be = stack.be();
   if (root && shards_master_weights(o, w.size) && !stack.shard_master)
     std::cerr << "dlperf-train: WARNING: the " << to_string(o.backend)
@@ -529,10 +428,10 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
       return std::make_unique<ZeroExchange>(*grad_comm, store, *stack.cut, *stack.shard, *stack.shard_grads, be,
                                             o.clip_grad_norm > 0 || o.precision == Precision::fp16,  // the global norm, or fp16's finite check
                                             o.zero, o.grad_accum, stack.shard_master, o.zero_gather == "forward");
-    });
+    }, &rec);
     zero_exchange = zero.get();
     if (!stack.optimizer)  // deferred by build_stack: the master's unkept values are given back now
-      stack.optimizer = fits([&] { return make_optimizer(o, be, store, stack.optimizer_shard.get()); });
+      stack.optimizer = fits([&] { return make_optimizer(o, be, store, stack.optimizer_shard.get()); }, &rec);
     stack.optimizer = std::make_unique<GatherAfterStep>(std::move(stack.optimizer), *zero);
     exchange = std::move(zero);
   } else if (w.size > 1) {
@@ -612,6 +511,7 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     }
     rec.flush();
   };
+  const DataStats loader_start = data.stats();
   try {
     // Each step's waits are bounded by the communicators (--timeout); its boundary is a phase too.
     auto phase = watch.collective("step", Watchdog::kNoBound);
@@ -630,9 +530,12 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     if (rec.writer) {
       auto phase = watch.local("write", final_write_bound(o));
       rec.record.info.end_time_utc = utc_now_iso8601();
-      rec.writer->finish(rec.record, RunStatus::failed, e.what());
+      if (const std::string failed = write_final(*rec.writer, rec.record, RunStatus::failed, e.what()); !failed.empty()) {
+        s.outcome = RunOutcome::not_recorded;
+        s.message = std::string(e.what()) + "; not recorded: " + failed;
+      }
     }
-    end_together(session, watch, s.outcome);
+    if (end_together(session, watch, s.outcome) == RunOutcome::not_recorded) s.outcome = RunOutcome::not_recorded;
     return s;
   } catch (const Error& e) {
     // Keep what the last flush measured, marked failed, before the job is aborted.
@@ -645,7 +548,8 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   const double tracing_in_loop = rec.seconds;  // gathers and hand-offs inside the timed loop
   mine.peak_memory_bytes = be.peak_memory_bytes();
   mine.device_memory_peak_bytes = trainer.device_memory_peak_bytes();
-  mine.data_bad_samples = data.stats().bad_samples;
+  const DataStats loader_loop = loop_stats(data.stats(), loader_start);
+  mine.data_bad_samples = loader_loop.bad_samples;
   // Data parallelism keeps every replica's parameters bit-identical (same start, same averaged
   // gradients, same update): one checksum per rank makes a broken allreduce visible.
   if (zero_exchange) {  // sharded master or bf16/fp16 all-gathers: the whole f32 values again, for the checksum
@@ -751,7 +655,7 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   out << be.memory_mapping_summary(static_cast<int64_t>(mine.iterations.size()) - o.warmup);
   out << replica_summary(checksums, w.hosts);
   if (dataset)
-    out << loader_summary(ranks, o.warmup, data.stats(), loader_threads(o, w));
+    out << loader_summary(ranks, o.warmup, loader_loop, loader_threads(o, w));
   if (rec.writer && !mine.iterations.empty()) {
     const double loop = mine.iterations.back().end - mine.iterations.front().start;
     std::snprintf(line, sizeof line, "tracing: %.2f ms on the training thread, %.3f%% of the loop's %.1f s\n", 1e3 * tracing_in_loop,
@@ -769,24 +673,23 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
                   " iterations (the results file keeps its last good flush, as an unfinished run)";
       unrecorded = true;
     };
-    try {
-      if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
-        not_recorded(failed);
-      } else if (s.stopped_early) {
-        // Rank 0's own signal, or how many others saw one (a signal to one rank stops them all).
-        const std::string of_ranks = std::to_string(signalled_ranks) + " of " + std::to_string(w.size) + " ranks";
-        const std::string by = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) +
-                                                   (signalled_ranks > 1 && signalled_ranks < w.size ? " (seen by " + of_ranks + ")" : "")
-                               : signalled_ranks > 0 ? "stopped by a signal to " + of_ranks + ", not rank 0,"
-                                                     : "stopped early";
-        const std::string why = by + " after " + std::to_string(mine.iterations.size()) + " iterations";
-        if (rec.writer) rec.writer->finish(rec.record, RunStatus::partial, why, kStoppedLockWaitSeconds);
+    if (const std::string failed = rec.writer ? rec.writer->failure() : ""; !failed.empty()) {
+      not_recorded(failed);
+    } else if (s.stopped_early) {
+      // Rank 0's own signal, or how many others saw one (a signal to one rank stops them all).
+      const std::string of_ranks = std::to_string(signalled_ranks) + " of " + std::to_string(w.size) + " ranks";
+      const std::string by = stop_signal() ? "stopped by signal " + std::to_string(stop_signal()) +
+                                                 (signalled_ranks > 1 && signalled_ranks < w.size ? " (seen by " + of_ranks + ")" : "")
+                             : signalled_ranks > 0 ? "stopped by a signal to " + of_ranks + ", not rank 0,"
+                                                   : "stopped early";
+      const std::string why = by + " after " + std::to_string(mine.iterations.size()) + " iterations";
+      if (const std::string unwritten = rec.writer ? write_final(*rec.writer, rec.record, RunStatus::partial, why) : ""; !unwritten.empty())
+        not_recorded(unwritten);
+      else
         out << "run stopped early: " << why << (rec.writer ? "; recorded as partial\n" : "\n");  // once it is
-      } else if (rec.writer) {
-        rec.writer->finish(rec.record, RunStatus::complete);
-      }
-    } catch (const LockTimeout& e) {  // the lock held elsewhere: every rank exits 3 with this line
-      not_recorded(e.what());
+    } else if (rec.writer) {
+      if (const std::string unwritten = write_final(*rec.writer, rec.record, RunStatus::complete, ""); !unwritten.empty())
+        not_recorded(unwritten);
     }
   }
   end_together(session, watch, s.outcome);

@@ -115,5 +115,24 @@ grep -q "gave up after 20 s waiting for the lock .*(a stopped run's wait 20 s); 
   bad "stopped run: no give-up line"
 grep -q 'recorded as partial' "$dir/final2" && bad "stopped run: said 'recorded as partial' with nothing recorded"
 
+echo "== 2 ranks, the lock taken while a flush waits for it, then SIGTERM: the flush gives way, 20 s at most"
+rm -f "$dir/r.h5" "$dir/r.h5.lock"
+timeout 120 "$mpiexec" -np 2 --oversubscribe --bind-to none "$train" "${base[@]}" --warmup 1 --output "$dir/r.h5" --timeout 60 \
+  --iterations 100000 --flush-every 1 --lock-timeout 300 >"$dir/final3" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$dir/r.h5" ] && break; sleep 0.1; done
+flock -o "$dir/r.h5.lock" sleep 300 &
+held=$!
+for _ in $(seq 50); do grep -q 'waiting for the lock' "$dir/final3" && break; sleep 0.1; done  # a flush waits
+start=$SECONDS
+pkill -TERM -f "^$train .*$dir/r.h5"
+wait "$job"; rc=$?
+took=$((SECONDS - start))
+pkill -P "$held" 2>/dev/null; kill "$held" 2>/dev/null; wait "$held" 2>/dev/null; held=
+grep 'dlperf-train: gave up' "$dir/final3"
+[ "$rc" -eq 3 ] || bad "flush waiting: exit $rc, want 3"
+[ "$took" -le 40 ] || bad "flush waiting: took $took s after SIGTERM (the flush waited out --lock-timeout)"
+grep -q "gave up after 20 s waiting for the lock .*(a stopped run's wait 20 s)" "$dir/final3" || bad "flush waiting: no give-up line"
+
 [ "$fail" -eq 0 ] && echo "lock wait ok"
 exit "$fail"

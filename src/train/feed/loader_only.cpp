@@ -35,6 +35,7 @@ RunSummary run_loader_only(MpiSession& session, const TrainOptions& o, std::ostr
   DLPERF_CHECK_MPI(MPI_Barrier(world));
 
   RankTrace mine;
+  const DataStats start = data->stats();
   for (int64_t it = 0; it < o.iterations; ++it) {
     if (w.size == 1 && stop_requested().load()) break;
     IterationTiming t;
@@ -72,7 +73,7 @@ RunSummary run_loader_only(MpiSession& session, const TrainOptions& o, std::ostr
                 "summary: loader %.1f images/s (%d rank%s x %d thread%s; slowest rank %.1f); rank 0: %.1f images/s per busy thread\n",
                 s.samples_per_s, w.size, w.size == 1 ? "" : "s", threads, threads == 1 ? "" : "s", slowest,
                 local.busy_seconds > 0 ? static_cast<double>(local.images) / local.busy_seconds : 0.0);
-  out << line << loader_summary(ranks, o.warmup, local, threads) << std::flush;
+  out << line << loader_summary(ranks, o.warmup, loop_stats(local, start), threads) << std::flush;
   return s;
 }
 
