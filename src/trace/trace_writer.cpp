@@ -55,10 +55,6 @@ void TraceWriter::flush(const RunRecord& record) {
 }
 
 void TraceWriter::finish(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
-  write(record, status, reason, lock_timeout_seconds);
-}
-
-void TraceWriter::write(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds) {
   UpdateOptions opt = later_;
   if (lock_timeout_seconds >= 0 && lock_timeout_seconds < opt.lock.timeout_seconds) {
     opt.lock.timeout_seconds = lock_timeout_seconds;

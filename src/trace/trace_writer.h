@@ -39,7 +39,6 @@ class TraceWriter {
   const std::string& run_name() const { return run_name_; }  // "run_000007"
 
  private:
-  void write(const RunRecord& record, RunStatus status, const std::string& reason, double lock_timeout_seconds = -1);
   void write_group(hid_t file, const RunRecord& record, RunStatus status, const std::string& reason);
   std::string path_;
   std::string run_name_;

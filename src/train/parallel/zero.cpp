@@ -61,7 +61,7 @@ ZeroExchange::ZeroExchange(Communicator& comm, ParamStore& store, const BucketCu
   // The values are final (after the initial broadcast): the compute copies from them (from now
   // on this exchange rebuilds them as the all-gathers arrive), then the rest of the master goes,
   // before this exchange's own buffers are made: set-up never holds them beside the whole master
-  // (the memory plan's set-up row).
+  // (the memory plan's whole-master moment).
   be_.refresh_compute_weights(layers_);
   if (shard_master) plan_master_release();
   if (stage_ == 2 && micro_batches_ > 1) micro_recv_ = be.buffer(std::max<size_t>(1, shard.local_size));
