@@ -74,7 +74,7 @@ TEST(KernelLimits, LaunchTableIsComplete) {
     EXPECT_TRUE(names.insert(k.name).second) << "listed twice: " << k.name;
   }
   for (const char* must : {"add_norm_bwd<f16, 16 x 1024>", "add_norm_bwd<bf16, 4 x 256>", "bn_apply<bf16, 8>", "sgd_multi_kernel",
-                           "xent_total", "copy_channels_kernel<f16>"})
+                           "xent_total", "copy_channels_kernel<f16>", "rms_bwd<bf16>", "xent_sum"})
     EXPECT_EQ(names.count(must), 1u) << must;
 }
 

@@ -129,13 +129,19 @@ TEST_F(LlamaConformance, TokenCrossEntropyInPlace) {
 // Once as the backend chooses (bf16 and fp16 on cuDNN's fused SDPA where it plans, f32 and tf32
 // on cuBLAS in one query chunk), once on the cuBLAS path with query_chunk 6 (19 rows in four
 // chunks, of 5, 5, 5 and 4: the sums of dK and dV run over chunks as well as over each group's
-// query heads).
+// query heads). Then one key/value head of three query heads, head dim 20, in chunks of 5 rows:
+// kv_heads x chunk x T = 95 is odd, so the 2-byte P buffer (bf16, fp16) ends off a 4-byte
+// boundary, where the f32 dK/dV sums began and faulted before the scratch was laid out on 256
+// bytes; B x H x T = 57 leaves delta's offset off 16 bytes likewise.
 TEST_F(LlamaConformance, GroupedQueryCausalAttention) {
-  for (int64_t chunk : {0, 6}) {
-    SCOPED_TRACE("query chunk " + std::to_string(chunk));
+  struct Case {
+    int64_t batch, heads, kv_heads, head_dim, chunk;
+  };
+  for (const Case& c : {Case{2, 4, 2, 40, 0}, Case{2, 4, 2, 40, 6}, Case{1, 3, 1, 20, 5}}) {
+    SCOPED_TRACE("heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + ", query chunk " + std::to_string(c.chunk));
     AttentionSpec s;
-    s.batch = 2, s.seq_len = 19, s.heads = 4, s.kv_heads = 2, s.head_dim = 40;  // head dim not a multiple of 32
-    s.query_chunk = chunk;
+    s.batch = c.batch, s.seq_len = 19, s.heads = c.heads, s.kv_heads = c.kv_heads, s.head_dim = c.head_dim;  // head dims not multiples of 32
+    s.query_chunk = c.chunk;
     const Dims dq{s.batch * s.seq_len, s.heads * s.head_dim}, dkv{s.batch * s.seq_len, s.kv_heads * s.head_dim};
     const auto nq = static_cast<size_t>(product(dq)), nkv = static_cast<size_t>(product(dkv));
     compare(

@@ -117,8 +117,11 @@ cudaError_t launch_attn_delta(const void* o, const void* dout, float* delta, Ele
 
 void list_kernels_attention_gemm(std::vector<KernelLaunch>& out) {
   out.push_back(launch_entry("attn_probs<f32, lse>", &attn_probs<float, false>, kRowThreads));
+  out.push_back(launch_entry("attn_probs<f16, lse>", &attn_probs<__half, false>, kRowThreads));
   out.push_back(launch_entry("attn_probs<bf16, lse>", &attn_probs<__nv_bfloat16, false>, kRowThreads));
+  out.push_back(launch_entry("attn_probs<f32, saved>", &attn_probs<float, true>, kRowThreads));
   out.push_back(launch_entry("attn_probs<f16, saved>", &attn_probs<__half, true>, kRowThreads));
+  out.push_back(launch_entry("attn_probs<bf16, saved>", &attn_probs<__nv_bfloat16, true>, kRowThreads));
   DLPERF_LIST_FLOAT(out, attn_dsoftmax, kRowThreads);
   DLPERF_LIST_FLOAT(out, attn_delta, kRowThreads);
 }

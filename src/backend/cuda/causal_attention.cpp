@@ -42,8 +42,10 @@ class CudaCausalAttention final : public CausalAttention {
     const Dims want{s.batch * s.seq_len, s.heads * s.head_dim};
     if (q.dims() != want || q.layout() != Layout::canonical || q.padded())
       throw_usage_error("causal_attention: q " + to_string(q.dims()) + " is not a dense " + to_string(want));
-    const size_t stats = static_cast<size_t>(s.batch * s.heads * s.seq_len);
-    stats_ = ctx_->alloc(2 * stats * sizeof(float));  // lse (B, H, T) | delta, cuDNN's row sums (B, H, T)
+    // lse (B, H, T) | delta, cuDNN's row sums (B, H, T): delta starts on 256 bytes as lse does
+    // (cuDNN is told every tensor is 16-byte aligned; B x H x T need not be a multiple of 4).
+    delta_offset_ = aligned_bytes(static_cast<size_t>(s.batch * s.heads * s.seq_len) * sizeof(float));
+    stats_ = ctx_->alloc(2 * delta_offset_);
     const std::string shape = shape_str(want, dtype_) + " kv_heads " + std::to_string(s.kv_heads);
     const SdpaShape fused_shape{s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim, dtype_};
     using Impl = BackendOptions::AttentionImpl;
@@ -72,7 +74,12 @@ class CudaCausalAttention final : public CausalAttention {
     const int64_t chunks = (t + chunk - 1) / chunk;
     chunk_ = (t + chunks - 1) / chunks;  // equal chunks: no short last one
     score_elems_ = static_cast<size_t>(g * chunk_ * t);
-    size_t scratch = score_elems_ * static_cast<size_t>(4 + es);
+    // S | P | the f32 dK, dV sums, each starting on 256 bytes: with kv_heads x chunk x T odd, P's
+    // 2-byte elements would leave the f32 sums 2-byte aligned (a misaligned-address fault), and
+    // cuBLAS takes unvectorised kernels for operands off 16 bytes.
+    p_offset_ = aligned_bytes(score_elems_ * sizeof(float));
+    sums_offset_ = p_offset_ + aligned_bytes(score_elems_ * static_cast<size_t>(es));
+    size_t scratch = sums_offset_;
     if (dtype_ != DType::f32) scratch += 2 * static_cast<size_t>(t * g * s.head_dim) * sizeof(float);  // dK, dV sums
     ctx_->scratch.reserve(scratch);
     const std::string impl = "cublas strided batched QK^T, PV (" + ctx_->gemm_math_name(dtype_) + ") + dlperf:attn_probs, " +
@@ -180,16 +187,19 @@ class CudaCausalAttention final : public CausalAttention {
   }
 
   float* s_buf() const { return ctx_->scratch.get<float>(); }
-  void* p_buf() const { return ctx_->scratch.get<float>() + score_elems_; }
-  void* sums() const { return static_cast<char*>(p_buf()) + score_elems_ * dtype_size(dtype_); }
+  void* p_buf() const { return ctx_->scratch.get<char>() + p_offset_; }
+  void* sums() const { return ctx_->scratch.get<char>() + sums_offset_; }
   float* lse() const { return stats_.as<float>(); }
-  float* delta() const { return stats_.as<float>() + s_.batch * s_.heads * s_.seq_len; }
+  float* delta() const { return reinterpret_cast<float*>(stats_.as<char>() + delta_offset_); }
+  static size_t aligned_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
   Ctx ctx_;
   AttentionSpec s_;
   DType dtype_;
   int64_t chunk_ = 1;        // query rows per chunk
   size_t score_elems_ = 0;   // kv_heads x chunk x T: S's and P's buffers
+  size_t p_offset_ = 0, sums_offset_ = 0;  // bytes into the scratch: P, the dK/dV sums (S at 0)
+  size_t delta_offset_ = 0;                // bytes into stats_
   DeviceMemory stats_;
   std::unique_ptr<FusedSdpa> fused_;  // cuDNN's fused SDPA, where it planned
 };

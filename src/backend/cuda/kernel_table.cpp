@@ -13,6 +13,7 @@ std::vector<KernelLaunch> kernel_launches() {
   list_kernels_eltwise(out);
   list_kernels_embedding(out);
   list_kernels_layer_norm(out);
+  list_kernels_llama(out);
   list_kernels_masked_softmax(out);
   list_kernels_optimizer(out);
   list_kernels_pooling(out);

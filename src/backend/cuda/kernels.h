@@ -52,6 +52,7 @@ void list_kernels_cross_entropy(std::vector<KernelLaunch>& out);
 void list_kernels_eltwise(std::vector<KernelLaunch>& out);
 void list_kernels_embedding(std::vector<KernelLaunch>& out);
 void list_kernels_layer_norm(std::vector<KernelLaunch>& out);
+void list_kernels_llama(std::vector<KernelLaunch>& out);
 void list_kernels_masked_softmax(std::vector<KernelLaunch>& out);
 void list_kernels_optimizer(std::vector<KernelLaunch>& out);
 void list_kernels_pooling(std::vector<KernelLaunch>& out);

@@ -17,7 +17,9 @@ class NormCore {
     if (!grid_.supported)
       throw_usage_error("layer_norm " + s.name + ": " + std::to_string(s.features) + " features exceed the CUDA kernels' 16384");
     stats_ = ctx_->alloc(static_cast<size_t>(2 * rows) * sizeof(float));  // mean (M) | rstd (M)
-    partial_ = ctx_->alloc(static_cast<size_t>(2 * grid_.blocks * s.features) * sizeof(float));
+    // The backward's partial sums live within its one launch: in the shared scratch
+    // (stream-ordered), not a buffer per op; the ticket counter stays the op's own.
+    ctx_->scratch.reserve(static_cast<size_t>(2 * grid_.blocks * s.features) * sizeof(float));
     counter_ = ctx_->alloc(sizeof(int));
     DLPERF_CHECK(cudaMemsetAsync(counter_.get(), 0, sizeof(int), ctx_->s()));
   }
@@ -40,7 +42,7 @@ class NormCore {
     b.rstd = stats_.as<float>() + rows_;
     b.dgamma = dgamma;
     b.dbeta = dbeta;
-    b.partial = partial_.as<float>();
+    b.partial = ctx_->scratch.get<float>();
     b.counter = counter_.as<int>();
     b.rows = rows_;
     b.cols = spec_.features;
@@ -53,7 +55,7 @@ class NormCore {
   LayerNormSpec spec_;
   int64_t rows_;
   AddNormGrid grid_;
-  DeviceMemory stats_, partial_, counter_;
+  DeviceMemory stats_, counter_;
 };
 
 class CudaLayerNorm final : public WithParams<LayerNorm> {

@@ -264,4 +264,16 @@ cudaError_t launch_token_xent_backward(const void* logits, void* g, ElemType t, 
   });
 }
 
+void list_kernels_llama(std::vector<KernelLaunch>& out) {
+  DLPERF_LIST_FLOAT(out, rms_fwd, kRmsThreads);
+  DLPERF_LIST_FLOAT(out, rms_bwd, kRmsThreads);
+  out.push_back(launch_entry("rms_dw", &rms_dw, kThreads));
+  DLPERF_LIST_FLOAT(out, rope_kernel, kThreads);
+  DLPERF_LIST_FLOAT(out, swiglu_fwd, kThreads);
+  DLPERF_LIST_FLOAT(out, swiglu_bwd, kThreads);
+  DLPERF_LIST_FLOAT(out, xent_fwd, kTokenXentThreads);
+  DLPERF_LIST_FLOAT(out, xent_bwd, kTokenXentThreads);
+  out.push_back(launch_entry("xent_sum", &xent_sum, 1024));
+}
+
 }  // namespace dlperf::cuda

@@ -254,12 +254,13 @@ struct TrialBuffers {
     const int64_t nq = s.batch * s.seq_len * s.heads * s.head_dim, nkv = s.batch * s.seq_len * s.kv_heads * s.head_dim;
     for (DeviceMemory* m : {&q, &o, &dout, &dq}) *m = ctx.alloc(static_cast<size_t>(nq) * e);
     for (DeviceMemory* m : {&k, &v, &dk, &dv}) *m = ctx.alloc(static_cast<size_t>(nkv) * e);
-    stats = ctx.alloc(static_cast<size_t>(2 * s.batch * s.heads * s.seq_len) * sizeof(float));
+    // lse and the row sums apart: cuDNN is told each tensor starts on 16 bytes
+    for (DeviceMemory* m : {&stats, &sums}) *m = ctx.alloc(static_cast<size_t>(s.batch * s.heads * s.seq_len) * sizeof(float));
     uint64_t seed = 1;
     for (DeviceMemory* m : {&q, &o, &dout}) DLPERF_CHECK(launch_fill_uniform(m->get(), elem(s.dtype), nq, seed++, ctx.s()));
     for (DeviceMemory* m : {&k, &v}) DLPERF_CHECK(launch_fill_uniform(m->get(), elem(s.dtype), nkv, seed++, ctx.s()));
   }
-  DeviceMemory q, k, v, o, dout, dq, dk, dv, stats;
+  DeviceMemory q, k, v, o, dout, dq, dk, dv, stats, sums;
 };
 
 }  // namespace
@@ -270,6 +271,11 @@ std::string sdpa_unsupported(const Context& ctx, const SdpaShape& s) {
   if (s.dtype != DType::bf16 && s.dtype != DType::f16) return "cuDNN's fused attention takes bf16 or fp16 data";
   if (s.head_dim % 8 != 0 || s.head_dim > 128) return "cuDNN's fused attention takes a head dim that is a multiple of 8, up to 128";
   if (ctx.props.major < 8) return "cuDNN's fused attention needs compute capability 8.0 or newer";
+  // The graphs below are cudnn-frontend's for cuDNN 9.10 and newer: before 9.6 the dQ
+  // accumulator had to be zeroed before each backward, before 9.10 the mask value differed.
+  if (const size_t v = cudnnGetVersion(); v < 91000)
+    return "cuDNN's fused attention here needs cuDNN 9.10 or newer at run time (loaded: " + std::to_string(v / 10000) + "." +
+           std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + ")";
   return {};
 }
 
@@ -299,7 +305,7 @@ FusedSdpa::FusedSdpa(Context& ctx, const SdpaShape& s)
     policy.want_tensor_cores = true;
     auto t = std::make_shared<TrialBuffers>(ctx, s);
     float* lse = t->stats.as<float>();
-    float* sum = lse + s.batch * s.heads * s.seq_len;
+    float* sum = t->sums.as<float>();
     auto fwd_graph = sdpa_operations(s, false);
     fwd_graph->finalize(ctx.cudnn);
     fwd_ = std::make_shared<const GraphPlan>(plan_graph(ctx, std::move(fwd_graph), policy, [&](GraphPlan& p) {
