@@ -191,6 +191,9 @@ size_t share_together(std::span<const ShareRequest> parts) {
   if (most == 0) return 0;
   std::shared_ptr<Buffer::SharePool> pool = parts[0].buffer->make_share_pool();
   DLPERF_ASSERT(pool != nullptr, "a buffer with a share granularity makes a pool");
+  // The chunks the parts cached for their next commits (ZeRO-2: as many as the largest
+  // gradient or bucket mapped, GiBs for an 8B model's head) would be held beside the pool.
+  for (const ShareRequest& part : parts) part.buffer->drop_cached();
   pool->grow(most);
   size_t from = 0;
   for (const ShareRequest& part : parts) {

@@ -100,6 +100,9 @@ class Buffer {
     return false;
   }
   virtual std::shared_ptr<SharePool> make_share_pool() { return nullptr; }
+  // Gives back what the buffer keeps for later commits (a GPU buffer's cache of unmapped
+  // chunks, sized by its largest commit): before a pool takes the turns, which map nothing.
+  virtual void drop_cached() {}
   virtual void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) { (void)backing, (void)pool; }
   static constexpr size_t kNotShared = SIZE_MAX;
 };

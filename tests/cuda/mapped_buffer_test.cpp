@@ -97,6 +97,24 @@ TEST(MappedBuffer, SharedChunksTakeTurnsInOnePoolWithoutRemapping) {
   EXPECT_EQ(got, std::vector<float>(4 * kMiB, 0.0f));
 }
 
+// A buffer keeps the chunks its decommits unmap for its next commits (as many as its largest
+// partial commit mapped). Once its chunks take turns in a pool, those are given back: the pool
+// is all it holds of them (ZeRO-2 on an 8B model cached GiBs beside the pool before).
+TEST(MappedBuffer, SharingGivesTheCachedChunksBack) {
+  SKIP_WITHOUT_MAPPING(be);
+  const int64_t base = be->allocated_bytes();
+  auto buf = be->decommitted_buffer(16 * kMiB);             // 8 chunks of 2 MiB, none mapped
+  ASSERT_EQ(buf->commit(0, 8 * kMiB), size_t{8} << 20);    // chunks 0-3: a partial commit sizes the cache
+  ASSERT_EQ(buf->decommit(0, 8 * kMiB), size_t{8} << 20);
+  be->synchronize();
+  std::vector<Buffer::Spans> live(8);
+  live[0] = live[1] = {{0, 1}};
+  live[2] = live[3] = {{2, 3}};
+  EXPECT_EQ(buf->share(live), size_t{4} << 20);
+  EXPECT_EQ(be->allocated_bytes() - base, 4 << 20) << "the pool's two chunks, no cached ones beside them";
+  EXPECT_EQ(buf->commit(0, 4 * kMiB), size_t{0});
+}
+
 TEST(MappedBuffer, DecommittedBufferHoldsNothingUntilCommitted) {
   SKIP_WITHOUT_MAPPING(be);
   const int64_t base = be->allocated_bytes();

@@ -335,6 +335,11 @@ class MappedBuffer final : public Buffer {
     return state_[c] == State::unmapped && gone_in_[c] == per_chunk_;
   }
   std::shared_ptr<SharePool> make_share_pool() override { return std::make_shared<CudaSharePool>(ctx_, prop_, chunk_); }
+  void drop_cached() override {
+    queue_->reap(true);  // the decommits' chunks unmapped into the cache first
+    most_mapped_ = 0;    // later commits size it again
+    trim_pool();
+  }
   void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) override {
     const auto* mine = dynamic_cast<const CudaSharePool*>(pool.get());
     DLPERF_ASSERT(mine != nullptr, "a mapped buffer is backed by a pool of physical chunks");

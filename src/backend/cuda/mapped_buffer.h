@@ -16,7 +16,8 @@
 //
 // Unmapped chunks' physical allocations stay in a small pool for the next commit (creating one
 // is slower than mapping it): at most the chunks the largest commit since construction mapped
-// (ZeRO: one bucket); the rest are released. Every physical allocation, pooled or mapped, is in the context's
+// (ZeRO: one bucket); the rest are released, and all of them once the buffer's chunks take turns
+// in a share pool (drop_cached: nothing maps after that). Every physical allocation, pooled or mapped, is in the context's
 // memory counter (the memory plan's measured side).
 //
 // Buffer::share maps chosen decommitted chunks, once, to a pool of physical chunks (CudaSharePool,
