@@ -150,11 +150,9 @@ MemoryPlan plan_memory(const TrainOptions& o, int ranks) {
     // largest tensor).
     p.gradients = std::min(f32, static_cast<double>(kZeroBucketsInFlight + 1) * bucket + 2.0 * tensor);
     // On a GPU each held bucket, and the layer being written, may keep a partial chunk mapped at
-    // either end; and the chunk at each bucket boundary stays mapped for the run (the page two
-    // buckets share is never given back; a boundary is a tensor's start): at most one per tensor.
+    // either end.
     if (o.backend == BackendKind::cuda)
-      p.gradients = std::min(f32, p.gradients + kCudaChunkBytes * (2.0 * static_cast<double>(kZeroBucketsInFlight + 2) +
-                                                                   static_cast<double>(planned_tensor_count(o))));
+      p.gradients = std::min(f32, p.gradients + 2.0 * kCudaChunkBytes * static_cast<double>(kZeroBucketsInFlight + 2));
     p.accumulation = o.grad_accum > 1 ? f32 / ranks : 0.0;  // later micro-batches' reduced shard
     // The master's all-gather comes after backward, when these buckets are freed: the peak holds
     // the larger of the two, not both.

@@ -16,9 +16,7 @@
 //   gradients      4P (one flat f32 buffer the layers write); --zero 2 frees each bucket once
 //                  reduce-scattered, so at most (buckets in flight + 1) buckets and the layer being
 //                  written are held: min(4P, 3 (B + T) + 2T), B = --bucket-mb, T = the largest
-//                  parameter tensor's bytes (a bound: the real peak is measured, trace and tests);
-//                  cuda adds 2 MiB chunks: two per held bucket, and one per tensor (a bucket
-//                  boundary's chunk stays mapped: zero.h)
+//                  parameter tensor's bytes (a bound: the real peak is measured, trace and tests)
 //   optimizer      sgd 4P (momentum), adamw 8P (m, v), lamb 12P (m, v, update); /n with --zero 1
 //                  or 2, plus the shard's reduced gradients 4P/n
 //   accumulation   4P with --grad-accum > 1 (the sum of the earlier micro-batches); 4P/n under

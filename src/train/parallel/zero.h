@@ -30,11 +30,9 @@
 // before backward writes them: the model calls its write hook (Model::writing) before a layer's
 // first write, or a block's, and the trainer passes it here (before_write). A gradient reported
 // final without that call is an internal error, so the CPU's tests hold every model to it. A
-// page shared by two buckets is not freed (and stays counted): at most one page per bucket (4 KiB
-// against 25 MiB); on a GPU the chunk holding it therefore stays mapped too (a bucket boundary is
-// on 64 bytes, seldom on a page: one 2 MiB chunk per boundary, ~0.4 GiB for Llama 3.1 8B's ~195
-// buckets; a chunk two buckets share whole pages of goes with the second). At most kInFlight
-// buckets are reduce-scattering at once; launching one more first
+// page shared by two buckets goes with the second (buckets are freed in order: its decommit starts
+// at that page), and so does a GPU chunk two buckets share. At most kInFlight buckets are
+// reduce-scattering at once; launching one more first
 // waits for the oldest and frees it, so the full gradients held at any time are those in flight
 // plus the buckets backward is writing (memory_plan.h bounds them). With --grad-accum the buffer
 // cannot carry a sum across micro-batches, so stage 2 reduce-scatters every micro-batch (as
@@ -144,6 +142,7 @@ class ZeroExchange final : public GradientExchange {
   void poll() override;
   // Stage 2: the most bytes of full gradients held at once so far (the committed buckets).
   size_t gradient_bytes_peak() const { return committed_peak_; }
+  size_t gradient_bytes_held() const { return committed_bytes_; }  // now (after a step: every bucket freed)
   // Reduce-scatters, then all-gathers, each in bucket order.
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;
   int64_t bytes_moved(int64_t step) override;
