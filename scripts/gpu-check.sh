@@ -417,6 +417,10 @@ stage_variants() {
 stage_llama() {
   step 11 plan-llama3_2_1b-bf16 plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 \
     --plan-only
+  # --deterministic keeps only engines without cuDNN's non-determinism note: does the fused
+  # attention's backward (dQ accumulated with atomics) still plan, or fall back to cuBLAS?
+  step 11 plan-llama3_2_1b-bf16-deterministic plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
+    --batch-size 1 --plan-only --deterministic
   step 11 vs-pytorch-llama3_2_1b env DLPERF_TRAIN="$TRAIN" "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
     --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"
   # cuDNN's fused SDPA against the cuBLAS products it replaces (--attention): tokens/s and the
