@@ -173,6 +173,11 @@ class Communicator {
   virtual const CommOptions& options() const = 0;
   // The transport the library chose, as far as it can tell ("P2P, IB" for NCCL; "" unknown).
   virtual std::string transport() { return ""; }
+  // After a fault, before the device memory its operations use is freed: ends what is in flight
+  // (NCCL: the communicator is aborted and its kernels exit), so that freeing memory, which waits
+  // for the device, cannot wait for a collective a peer never joins. Unusable afterwards.
+  // Host communicators' operations end with the process: nothing to do.
+  virtual void abort_in_flight() {}
 };
 
 // Waits for every request in order (buckets are started in order, so this is the order they

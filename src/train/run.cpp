@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -511,6 +512,19 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     }
     rec.flush();
   };
+  // Unwinding from a fault in the steps or after them (a timeout, MappingQueue's wait for memory
+  // a collective still uses): the device communicator ends what is in flight here, before what
+  // is declared above is destroyed (the exchange's buffers, the trainer's, the input's), as
+  // freeing device memory waits for the device, and so for a collective a peer may never join;
+  // ~NcclCommunicator would abort it only after them. Declared just before the steps, so it goes
+  // before everything they use.
+  const struct AbortInFlight {
+    Communicator* comm;
+    int exceptions;
+    ~AbortInFlight() {
+      if (comm && std::uncaught_exceptions() > exceptions) comm->abort_in_flight();
+    }
+  } abort_in_flight{device_comm.get(), std::uncaught_exceptions()};
   const DataStats loader_start = data.stats();
   try {
     // Each step's waits are bounded by the communicators (--timeout); its boundary is a phase too.

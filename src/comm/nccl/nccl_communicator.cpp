@@ -111,6 +111,13 @@ NcclCommunicator::~NcclCommunicator() {
   else ncclCommAbort(comm_);
 }
 
+void NcclCommunicator::abort_in_flight() {
+  if (!comm_ || aborted_) return;
+  heartbeat_.fast_shutdown();
+  ncclCommAbort(comm_);
+  aborted_ = true;
+}
+
 void NcclCommunicator::settle(ncclResult_t r, const char* what, uint64_t seq) {
   if (r != ncclSuccess && r != ncclInProgress)
     throw Error(ErrorKind::fault, std::string("NCCL ") + what + " failed: " + ncclGetErrorString(r) + " (" +

@@ -66,6 +66,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream() const { return stream_.get(); }
   // The transports NCCL used so far ("P2P, IB"), from its log; "" when not known.
   std::string transport() override;
+  void abort_in_flight() override;
 
  private:
   struct State;
