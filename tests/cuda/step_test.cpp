@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "gpu_presence.h"
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/llama.h"
@@ -26,12 +27,7 @@
 namespace dlperf {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();
-  return ok;
-}
+using cuda_test::have_gpu;
 
 #define SKIP_WITHOUT_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
@@ -56,6 +52,29 @@ TEST(CudaStep, RecorderMarksAreOrderedAndValuesArrive) {
   }
   const StepReadings last = rec->read(5, {}, std::chrono::seconds(10));
   EXPECT_EQ(last.values.at(0), 5.5f);
+}
+
+// A step records a value per loss term and micro-batch: BERT with --grad-accum 32 takes 66, past
+// the 64 the recorder once held (an internal error at the first step). Every value arrives, in
+// order, in every slot.
+TEST(CudaStep, RecorderKeepsEveryValueOfALongStep) {
+  SKIP_WITHOUT_GPU();
+  auto be = make_backend(BackendKind::cuda, {});
+  constexpr int kValues = 150;
+  auto buf = be->buffer(kValues);
+  std::vector<float> host(kValues);
+  auto rec = be->step_recorder();
+  for (int64_t step = 0; step < 5; ++step) {
+    for (int i = 0; i < kValues; ++i) host[static_cast<size_t>(i)] = static_cast<float>(1000 * step + i);
+    buf->write(host);
+    rec->begin(step);
+    rec->mark();
+    for (int i = 0; i < kValues; ++i) ASSERT_EQ(rec->value(buf->data() + i), i);
+    rec->mark();
+    const StepReadings r = rec->read(step, {}, std::chrono::seconds(10));
+    ASSERT_EQ(r.values.size(), static_cast<size_t>(kValues));
+    for (int i = 0; i < kValues; ++i) EXPECT_EQ(r.values[static_cast<size_t>(i)], static_cast<float>(1000 * step + i)) << i;
+  }
 }
 
 TEST(CudaStep, InputPipeDeliversEachBatchInOrder) {

@@ -28,7 +28,9 @@
 namespace dlperf::cuda {
 namespace {
 
-constexpr int kValuesPerStep = 64;
+// Values go to pinned chunks of this many floats, grown on demand (a step records one per loss
+// term and micro-batch: BERT with --grad-accum 32 takes 66).
+constexpr int kValueChunk = 64;
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -50,7 +52,7 @@ class CudaRecorder final : public StepRecorder {
  public:
   explicit CudaRecorder(Ctx ctx) : ctx_(std::move(ctx)), anchor_(Event::timing) {
     for (auto& s : slots_) {
-      s.values = PinnedMemory(kValuesPerStep * sizeof(float));
+      s.values.emplace_back(kValueChunk * sizeof(float));
       s.done = Event(Event::timing);
     }
     // The first reference: outside the timed loop, so a synchronisation costs nothing.
@@ -88,8 +90,13 @@ class CudaRecorder final : public StepRecorder {
 
   int value(const float* p) override {
     Slot& s = slot(last_begun_);
-    DLPERF_ASSERT(s.values_used < kValuesPerStep, "at most 64 recorded values per step");
-    DLPERF_CHECK(cudaMemcpyAsync(s.values.as<float>() + s.values_used, p, sizeof(float), cudaMemcpyDeviceToHost, ctx_->s()));
+    const auto chunk = static_cast<size_t>(s.values_used / kValueChunk);
+    // Every slot grows alike, in the first step that needs it (every step records as many), so
+    // no pinned allocation comes later (a captured step's values are copied between segments).
+    if (chunk == s.values.size())
+      for (Slot& t : slots_) t.values.emplace_back(kValueChunk * sizeof(float));
+    float* into = s.values[chunk].as<float>() + s.values_used % kValueChunk;
+    DLPERF_CHECK(cudaMemcpyAsync(into, p, sizeof(float), cudaMemcpyDeviceToHost, ctx_->s()));
     DLPERF_CHECK(cudaEventRecord(s.done.get(), ctx_->s()));  // the step's last operation so far
     s.anything = true;
     s.done_is_last = true;
@@ -109,7 +116,9 @@ class CudaRecorder final : public StepRecorder {
     cudaEvent_t last = s.done_is_last || !end ? s.done.get() : end;
     double observed = std::numeric_limits<double>::quiet_NaN();
     wait(s, last, poll, timeout, observed);
-    out.values.assign(s.values.as<float>(), s.values.as<float>() + s.values_used);
+    out.values.resize(static_cast<size_t>(s.values_used));
+    for (int i = 0; i < s.values_used; ++i)
+      out.values[static_cast<size_t>(i)] = s.values[static_cast<size_t>(i / kValueChunk)].as<float>()[i % kValueChunk];
     if (!end) return out;
     double end_time = 0;
     const double after_previous = ref_time_ + 1e-3 * elapsed_ms(ref_event_, end);
@@ -143,7 +152,7 @@ class CudaRecorder final : public StepRecorder {
     int64_t step = -1;
     std::vector<Event> marks;  // timing events, grown on demand
     int marks_used = 0;
-    PinnedMemory values;       // kValuesPerStep floats
+    std::vector<PinnedMemory> values;  // chunks of kValueChunk floats, as many in every slot
     int values_used = 0;
     Event done;                // recorded after each value copy
     bool done_is_last = false; // the step's last operation was a value copy, not a mark
