@@ -12,14 +12,12 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_presence.h"
 
 namespace dlperf {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using cuda_test::have_gpu;
 
 std::vector<float> randoms(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);

@@ -13,13 +13,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "gpu_presence.h"
 
 namespace dlperf::cuda_test {
 
-inline bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 #define DLPERF_NEED_GPU() \
   if (!::dlperf::cuda_test::have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: the CUDA backend is compiled, not run"
 

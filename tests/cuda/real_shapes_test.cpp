@@ -17,6 +17,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "gpu_presence.h"
 #include "models/bert.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
@@ -29,14 +30,7 @@
 namespace dlperf {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
+using cuda_test::have_gpu;
 #define SKIP_WITHOUT_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: real-shape plans and fp16 loss scaling are checked on a GPU only"
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "../comm/mpi_test_env.h"
+#include "gpu_presence.h"
 #include "backend/cuda/mapped_buffer.h"
 #include "comm/make_communicator.h"
 #include "core/error.h"
@@ -36,12 +37,7 @@
 namespace dlperf::test {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();
-  return ok;
-}
+using cuda_test::have_gpu;
 
 uint64_t fnv1a(const std::vector<float>& v) {
   uint64_t h = 1469598103934665603ull;
