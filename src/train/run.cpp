@@ -618,9 +618,14 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     s.first_loss = mine.iterations.front().loss;
     s.last_loss = mine.iterations.back().loss;
   }
+  // Each measured iteration's period, from the previous one's end, as the window's throughput
+  // counts it: the host's work between two steps (the next batch, the stop check, a flush) is
+  // in it, and a step that waits for it shows. The first iteration of a run without warm-up
+  // counts from its own start.
   std::vector<double> steps;
-  for (size_t i = static_cast<size_t>(std::min<int64_t>(o.warmup, static_cast<int64_t>(mine.iterations.size()))); i < mine.iterations.size(); ++i)
-    steps.push_back(mine.iterations[i].end - mine.iterations[i].start);
+  const auto& its = mine.iterations;
+  for (size_t i = static_cast<size_t>(std::min<int64_t>(o.warmup, static_cast<int64_t>(its.size()))); i < its.size(); ++i)
+    steps.push_back(its[i].end - (i > 0 ? its[i - 1].end : its[i].start));
   std::sort(steps.begin(), steps.end());
   const double median_ms = steps.empty() ? 0.0 : 1e3 * steps[steps.size() / 2];
   // The backend's own count of what it allocated, where it keeps one (cpu: what

@@ -328,7 +328,9 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
     const IterationTiming& t = trace.iterations.back();
     if (after_iteration) after_iteration(trace);
     if (progress && cfg_.print_every > 0 && ((s + 1) % cfg_.print_every == 0 || s + 1 == cfg_.iterations)) {
-      const double step = t.end - t.start;
+      // The period since the previous iteration's end (the host's work between steps included),
+      // as the summary's median step and the window's throughput count it.
+      const double step = t.end - (trace.iterations.size() > 1 ? trace.iterations[trace.iterations.size() - 2].end : t.start);
       const double rate = step > 0 ? static_cast<double>(model_.samples_per_step() * cfg_.grad_accum * r.world) / step : 0.0;
       const double elapsed = steady_seconds() - run_start;
       const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(cfg_.iterations - s - 1);
