@@ -6,9 +6,9 @@
 // completed events as the GPU measured it (about 0.5 us resolution); the absolute time of one
 // event per step is needed to place the step on the clock the trace uses:
 //   * when read() finds the step's last operation not yet complete and then sees it complete,
-//     the host time of that moment is the event's time (within one polling round, a few
-//     microseconds): a fresh anchor. A GPU-bound run — the host always waits — gets one every
-//     step.
+//     the host time of that moment is the event's time (within one polling round: a few
+//     microseconds, or up to the 20 us nap once the wait has spun 200 us): a fresh anchor. A
+//     GPU-bound run — the host always waits — gets one every step.
 //   * when the step had already completed (a host-bound run), the step is placed after the
 //     previous step's last mark: its time plus the elapsed time between the two marks.
 //   * the first reference comes from an anchor event synchronised at construction (before
@@ -31,6 +31,8 @@ namespace {
 // Values go to pinned chunks of this many floats, grown on demand (a step records one per loss
 // term and micro-batch: BERT with --grad-accum 32 takes 66).
 constexpr int kValueChunk = 64;
+// read()'s wait for a step: spin this long, then look every kNap.
+constexpr std::chrono::microseconds kSpinFor{200}, kNap{20};
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -167,13 +169,20 @@ class CudaRecorder final : public StepRecorder {
             double& observed) {
     cudaError_t q = cudaEventQuery(last);
     if (q == cudaSuccess) return;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto begun = std::chrono::steady_clock::now();
+    const auto deadline = begun + timeout;
     while (q == cudaErrorNotReady) {
       if (poll) poll();  // a communicator's fault check: throws when a peer is gone
-      if (std::chrono::steady_clock::now() > deadline)
+      const auto now = std::chrono::steady_clock::now();
+      if (now > deadline)
         throw Error(ErrorKind::fault, "step " + std::to_string(s.step) + " did not finish on the GPU within " +
                                           std::to_string(timeout.count() / 1000) + " s (--timeout) (" + error_identity() + ")");
-      std::this_thread::yield();
+      // A GPU-bound run waits here most of every step: spin briefly, then sleep between looks, so
+      // the wait does not take a core from the input pipeline. The anchor it gives is then late
+      // by up to the sleep (tens of microseconds against steps of milliseconds); durations are
+      // the GPU's own elapsed times.
+      if (now - begun < kSpinFor) std::this_thread::yield();
+      else std::this_thread::sleep_for(kNap);
       q = cudaEventQuery(last);
     }
     DLPERF_CHECK(q);
