@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "../common/timing_checks.h"
 #include "gpu_presence.h"
 #include "core/error.h"
 #include "models/bert.h"
@@ -203,6 +204,7 @@ ResNetRun train_resnet(bool graph, InputMode input, int64_t iterations) {
   Trainer t(*model, *be, sgd, tc, &store.grads());
   RankTrace trace;
   t.run(data, nullptr, trace, {}, nullptr);
+  test::expect_timing_holds_together(trace);  // the recorder's events on the host's clock, eager or replayed
   ResNetRun r;
   for (const auto& it : trace.iterations) r.losses.push_back(it.loss);
   r.mode = t.input_mode();

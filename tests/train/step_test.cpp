@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "../common/timing_checks.h"
 #include "core/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
@@ -92,6 +93,20 @@ double ops_ms(const OpProfile& p) {
   double s = 0;
   for (const auto& r : p.rows) s += r.forward_ms + r.backward_ms;
   return s;
+}
+
+// The trace's times hold together (tests/common/timing_checks.h); the CUDA step test holds the
+// GPU's recorder to the same.
+TEST(StepTiming, PhasesAddUpToEachIterationAndIterationsFollowEachOther) {
+  const auto rc = small_resnet();
+  Rig rig(false, 0, 0, [&](Backend& b) { return make_resnet(b, rc); });
+  Sgd sgd(*rig.be, *rig.store, SgdConfig{0.9f, 1e-4f});
+  SyntheticImages data(rc.batch, rc.image_size, rc.classes, 9);
+  Trainer t(*rig.model, *rig.be, sgd, config(6));
+  RankTrace trace;
+  t.run(data, nullptr, trace, {}, nullptr);
+  ASSERT_EQ(trace.iterations.size(), 6u);
+  test::expect_timing_holds_together(trace);
 }
 
 TEST(OpProfile, ResNetOpsAccountForForwardAndBackward) {
