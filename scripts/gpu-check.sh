@@ -7,9 +7,12 @@
 #                  (../shared/tools/gpu-pack: no cmake, MPI, HDF5 or oneDNN installed there),
 #                  the fused-attention test again with cuDNN's error and warning log,
 #                  ZeRO-1, -2 and -2 with --grad-accum 2 on a reduced Llama, two ranks sharing
-#                  the GPU (failing if a measured step maps or unmaps a chunk); with two or more GPUs also NCCL: comm_mpi_tests' NCCL cases on 2 ranks (pack
-#                  it with `gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests`) and a
-#                  2-rank ResNet-50 fp16 run with --comm nccl
+#                  the GPU (failing if a measured step maps or unmaps a chunk), a two-rank job
+#                  eager and with --cuda-graph (graphs cut at the buckets), comm_mpi_tests' NCCL
+#                  cases on one rank (pack it with `gpu-pack build-tests
+#                  build-tests/tests/comm/comm_mpi_tests`); with two or more GPUs also those on 2
+#                  ranks and a 2-rank ResNet-50 fp16 run with --comm nccl. The CUDA tests run
+#                  with DLPERF_REQUIRE_GPU=1: one that finds no usable device fails
 #   2  plan        dlperf-train --plan-only for every model x precision at its benchmark batch;
 #                  fails on any "(fallback)" or "REFERENCE" kernel (tf32/fp16/bf16 must plan
 #                  every convolution and GEMM on tensor cores, the stem included), and BERT with
@@ -264,6 +267,8 @@ lamb_zero_check() {
 }
 
 stage_tests() {
+  local comm_tests  # comm_mpi_tests' NCCL cases (packed: gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)
+  if [ -n "$build" ]; then comm_tests=$build/tests/comm/comm_mpi_tests; else comm_tests=$(command -v comm_mpi_tests || echo comm_mpi_tests); fi
   if [ -n "$build" ]; then
     step 1 ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure --timeout 300
   else
@@ -284,6 +289,13 @@ stage_tests() {
       --model llama3_2_1b --precision bf16 --zero $z --llama-layers 4 --llama-hidden 1024 --llama-heads 16 --llama-kv-heads 4 \
       --llama-ffn 3584 --llama-vocab 8192 --seq-len 512 --batch-size 2 --iterations 12 --warmup 4
   done
+  # NCCL's own path (set-up, events, allreduce, reduce-scatter, all-gather, the corrupt check,
+  # abort) on one rank: the only NCCL a one-GPU machine can run (the multi-GPU steps are below).
+  if [ $dry = 1 ] || [ -x "$comm_tests" ]; then
+    step 1 nccl-communicator-np1 mpirun -np 1 "$comm_tests" --gtest_filter='NcclCommunicator.*'
+  else
+    echo "gpu-check: comm_mpi_tests not found: pack it (gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)" >&2
+  fi
   step 1 graph-buckets-np2 graph_buckets_check mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
     --model resnet50 --precision fp16 --batch-size 32 --iterations 30 --warmup 10 --bucket-mb 4
   step 1 bert-lamb-zero-np2 lamb_zero_check mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
@@ -295,12 +307,11 @@ stage_tests() {
   step 1 sdpa-cudnn-log env CUDNN_LOGERR_DBG=1 CUDNN_LOGWARN_DBG=1 CUDNN_LOGDEST_DBG=stderr \
     "$(test_exe dlperf_cuda_llama_conformance_test)" --gtest_filter='LlamaConformance.FusedAttention*'
   # NCCL needs a GPU per rank: only where there are two (the dry run lists the steps anyway)
-  local gpus comm
+  local gpus
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   if [ $dry = 1 ] || [ "$gpus" -ge 2 ]; then
-    if [ -n "$build" ]; then comm=$build/tests/comm/comm_mpi_tests; else comm=$(command -v comm_mpi_tests || echo comm_mpi_tests); fi
-    if [ $dry = 1 ] || [ -x "$comm" ]; then
-      step 1 nccl-communicator mpirun -np 2 --bind-to none "$comm" --gtest_filter='NcclCommunicator.*'
+    if [ $dry = 1 ] || [ -x "$comm_tests" ]; then
+      step 1 nccl-communicator mpirun -np 2 --bind-to none "$comm_tests" --gtest_filter='NcclCommunicator.*'
     else
       echo "gpu-check: comm_mpi_tests not found: pack it (gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)" >&2
     fi
