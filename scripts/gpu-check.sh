@@ -223,42 +223,25 @@ remap_check() {
   return $rc
 }
 
-# BERT's LAMB sharded (--zero 1 and 2: each parameter's norms summed on the device, then over the
-# ranks) against replicated LAMB (--zero 0), two ranks sharing the GPU: every run's replicas end
-# bit-identical, and each ZeRO run's last loss is within 2% of the replicated run's.
-# --cuda-graph with a gradient exchange (the step's graphs cut at each bucket's start, the
-# buckets launched and joined between them), never run before: the same two-rank job eager and
-# replayed. Both replicas bit-identical, and the replay's last loss the eager run's (1 %).
-graph_buckets_check() {
-  local g rc=0 dir last eager="" extra
+# The same two-rank job once per variant (its extra arguments, split at spaces; "" for none):
+# every run's replicas end bit-identical, and every variant's last loss is within the tolerance
+# (a fraction) of the first variant's. Usage: same_training_check TOL VARIANT... -- COMMAND...
+same_training_check() {
+  local tol=$1 rc=0 dir last base="" v i=0 variants=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do variants+=("$1"); shift; done
+  shift  # the --
   dir=$(mktemp -d)
-  for g in eager graph; do
-    extra=(); [ $g = graph ] && extra=(--cuda-graph)
-    "$@" "${extra[@]}" >"$dir/$g" 2>&1 || { cat "$dir/$g"; echo "gpu-check: the $g run failed" >&2; rc=1; continue; }
-    grep -E '^replicas: |^summary: |loss [0-9.]+ -> ' "$dir/$g"
-    grep -q 'bit-identical on all 2 ranks' "$dir/$g" || { echo "gpu-check: $g: the replicas differ" >&2; rc=1; }
-    last=$(grep -oE 'loss [0-9.]+ -> [0-9.]+' "$dir/$g" | tail -1 | awk '{print $4}')
-    if [ $g = eager ]; then eager=$last
-    elif [ -z "$eager" ] || [ -z "$last" ] || ! awk -v a="$last" -v b="$eager" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * b) }'; then
-      echo "gpu-check: the replayed run ended at loss '$last', the eager one at '$eager'" >&2
-      rc=1
-    fi
-  done
-  rm -rf "$dir"
-  return $rc
-}
-
-lamb_zero_check() {
-  local z rc=0 base="" last dir
-  dir=$(mktemp -d)
-  for z in 0 1 2; do
-    "$@" --zero $z >"$dir/z$z" 2>&1 || { cat "$dir/z$z"; echo "gpu-check: bert lamb --zero $z failed" >&2; rc=1; continue; }
-    grep -E '^zero: |^replicas: |^summary: |loss [0-9.]+ -> ' "$dir/z$z"
-    grep -q 'bit-identical on all 2 ranks' "$dir/z$z" || { echo "gpu-check: --zero $z: the replicas differ" >&2; rc=1; }
-    last=$(grep -oE 'loss [0-9.]+ -> [0-9.]+' "$dir/z$z" | tail -1 | awk '{print $4}')
-    if [ $z = 0 ]; then base=$last
-    elif [ -z "$base" ] || [ -z "$last" ] || ! awk -v a="$last" -v b="$base" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 * b) }'; then
-      echo "gpu-check: --zero $z ended at loss '$last', replicated LAMB at '$base'" >&2
+  for v in "${variants[@]}"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086  # a variant's words are separate arguments
+    "$@" $v >"$dir/$i" 2>&1 || { cat "$dir/$i"; echo "gpu-check: the run with '$v' failed" >&2; rc=1; continue; }
+    grep -E '^zero: |^replicas: |^summary: |loss [0-9.]+ -> ' "$dir/$i"
+    grep -q 'bit-identical on all 2 ranks' "$dir/$i" || { echo "gpu-check: '$v': the replicas differ" >&2; rc=1; }
+    last=$(grep -oE 'loss [0-9.]+ -> [0-9.]+' "$dir/$i" | tail -1 | awk '{print $4}')
+    if [ $i = 1 ]; then base=$last
+    elif [ -z "$base" ] || [ -z "$last" ] || ! awk -v a="$last" -v b="$base" -v t="$tol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * b) }'; then
+      echo "gpu-check: the run with '$v' ended at loss '$last', the one with '${variants[0]}' at '$base'" >&2
       rc=1
     fi
   done
@@ -296,9 +279,13 @@ stage_tests() {
   else
     echo "gpu-check: comm_mpi_tests not found: pack it (gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)" >&2
   fi
-  step 1 graph-buckets-np2 graph_buckets_check mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
-    --model resnet50 --precision fp16 --batch-size 32 --iterations 30 --warmup 10 --bucket-mb 4
-  step 1 bert-lamb-zero-np2 lamb_zero_check mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
+  # --cuda-graph with a gradient exchange (the step's graphs cut at each bucket's start, the
+  # buckets launched and joined between them), never run before: eager and replayed, within 1 %.
+  step 1 graph-buckets-np2 same_training_check 0.01 "" "--cuda-graph" -- mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" \
+    --backend cuda --comm mpi --model resnet50 --precision fp16 --batch-size 32 --iterations 30 --warmup 10 --bucket-mb 4
+  # BERT's LAMB sharded (--zero 1 and 2: each parameter's norms summed on the device, then over
+  # the ranks) against replicated LAMB (--zero 0), two ranks sharing the GPU: within 2 %.
+  step 1 bert-lamb-zero-np2 same_training_check 0.02 "--zero 0" "--zero 1" "--zero 2" -- mpirun -np 2 --oversubscribe --bind-to none "$TRAIN" --backend cuda --comm mpi \
     --model bert_base --precision fp32 --seq-len 128 --max-predictions 20 --bert-layers 2 --batch-size 8 --iterations 12 --warmup 4 \
     --bucket-mb 1
   # cuDNN's fused attention is dlperf's own graph of the pattern cuDNN's SDPA engines match
