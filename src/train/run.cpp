@@ -512,12 +512,12 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
     }
     rec.flush();
   };
-  // Unwinding from a fault in the steps or after them (a timeout, MappingQueue's wait for memory
-  // a collective still uses): the device communicator ends what is in flight here, before what
-  // is declared above is destroyed (the exchange's buffers, the trainer's, the input's), as
-  // freeing device memory waits for the device, and so for a collective a peer may never join;
-  // ~NcclCommunicator would abort it only after them. Declared just before the steps, so it goes
-  // before everything they use.
+  // Unwinding from a fault after the steps (the restore's wait for memory a collective still
+  // uses; within the steps the trainer does the same before its own buffers go): the device
+  // communicator ends what is in flight here, before what is declared above is destroyed (the
+  // exchange's buffers, the trainer's, the input's), as freeing device memory waits for the
+  // device, and so for a collective a peer may never join; ~NcclCommunicator would abort it only
+  // after them. Declared just before the steps, so it goes before everything they use.
   const struct AbortInFlight {
     Communicator* comm;
     int exceptions;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <ostream>
 
 #include "core/error.h"
@@ -284,6 +285,20 @@ struct Trainer::Run {
 void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace, const BoundaryFn& boundary,
                   std::ostream* progress, const IterationFn& after_iteration) {
   Run r(*this, exchange, data);
+  // Unwinding from a fault (a peer gone, a step past --timeout, device memory still in use):
+  // the exchange's communicator ends what is in flight before `r` goes, whose recorder waits for
+  // the compute stream and whose buffers' frees wait for the device, either of which may wait
+  // for a collective a peer never joins. Not when every rank stops together at a boundary
+  // (DivergedError, below): nothing is in flight there, and the run goes on to record it.
+  bool stopped_together = false;
+  const struct AbortOnFault {
+    GradientExchange* exchange;
+    const bool& stopped_together;
+    int exceptions;
+    ~AbortOnFault() {
+      if (exchange && !stopped_together && std::uncaught_exceptions() > exceptions) exchange->abort_in_flight();
+    }
+  } abort_on_fault{exchange, stopped_together, std::uncaught_exceptions()};
   input_mode_ = r.input->mode();
   const int64_t capture_at = cfg_.cuda_graph ? std::max<int64_t>(1, cfg_.warmup - 1) : -1;
   const double run_start = steady_seconds();
@@ -295,9 +310,11 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
   const auto stop_here = [&]() {
     const BoundaryFlags mine{false, !diverged.empty()};
     const BoundaryFlags all = boundary ? boundary(mine) : mine;
-    if (all.diverged)
+    if (all.diverged) {
+      stopped_together = true;
       throw DivergedError(diverged.empty() ? "the loss diverged on another rank (its message says how)" : diverged,
                           !diverged.empty());
+    }
     return all.stop;
   };
   const auto judge = [&](int64_t s, float loss) {

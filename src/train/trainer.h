@@ -72,6 +72,9 @@ class GradientExchange {
   // After backward: starts any bucket not started yet and orders the compute queue after all
   // of this step's buckets (a device communicator: without waiting on the host).
   virtual void finish() = 0;
+  // After a fault, before the step's device memory is freed: the communicator ends what is in
+  // flight (Communicator::abort_in_flight; NCCL is aborted). The exchange is unusable afterwards.
+  virtual void abort_in_flight() {}
   // The host's check that `step`'s buckets completed, bounded by the communicator's timeout;
   // throws Error(fault). Called when the step is retired.
   virtual void complete(int64_t step) = 0;

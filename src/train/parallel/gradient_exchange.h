@@ -31,6 +31,7 @@ class BucketedAllreduce final : public GradientExchange {
   void begin_step(int64_t step) override;
   void on_ready(const Layer& layer) override;
   void finish() override;
+  void abort_in_flight() override { comm_.abort_in_flight(); }
   void complete(int64_t step) override;
   void poll() override;
   std::vector<BucketTime> timings(int64_t step, StepRecorder& recorder) override;

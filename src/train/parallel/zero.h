@@ -138,6 +138,7 @@ class ZeroExchange final : public GradientExchange {
   void after_forward() override;
   void on_ready(const Layer& layer) override;
   void finish() override;
+  void abort_in_flight() override { comm_.abort_in_flight(); }
   void complete(int64_t step) override;
   void poll() override;
   // Stage 2: the most bytes of full gradients held at once so far (the committed buckets).
