@@ -54,6 +54,9 @@ class Buffer {
     (void)offset, (void)count;
     return 0;
   }
+  // The unit decommit gives back and commit counts, in bytes (the pages of a range it holds
+  // whole): the CPU's page size, 4 KiB on a GPU; 0 where the buffer keeps its memory.
+  virtual size_t decommit_unit() const { return 0; }
   virtual size_t commit(size_t offset, size_t count) {
     (void)offset, (void)count;
     return 0;

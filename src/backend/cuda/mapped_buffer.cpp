@@ -329,6 +329,7 @@ class MappedBuffer final : public Buffer {
   // good. Its pages' bookkeeping goes on as before, but a shared chunk is never unmapped or
   // zero-filled by decommit and commit (state shared).
   size_t share_granularity() const override { return chunk_; }
+  size_t decommit_unit() const override { return kPage; }
   bool shareable(size_t c) const override {
     if (c >= chunks_) return false;
     queue_->reap(true);  // the decommits' chunks unmapped (once their work is done)

@@ -157,6 +157,7 @@ class CpuBuffer final : public Buffer {
   // every page backed by it, a run of pages backed by consecutive pool pages with one mmap.
   // Shared pages stay counted as released; the pool charges the budget for its pages.
   size_t share_granularity() const override { return released_.empty() ? 0 : page_; }
+  size_t decommit_unit() const override { return released_.empty() ? 0 : page_; }
   bool shareable(size_t p) const override { return p < released_.size() && released_[p] && !shared_[p]; }
   std::shared_ptr<SharePool> make_share_pool() override { return std::make_shared<CpuSharePool>(budget_, page_); }
   void back(std::span<const size_t> backing, const std::shared_ptr<SharePool>& pool) override {

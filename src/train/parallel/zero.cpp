@@ -328,8 +328,8 @@ void ZeroExchange::free_bucket(size_t b) {
   // freed already and the page goes with this one: decommit gives back whole pages only, and
   // without this the page, and on a GPU its 2 MiB chunk, stayed held for the run (one chunk per
   // boundary: about 0.4 GiB of Llama 3.1 8B's gradients).
-  constexpr size_t kPageFloats = 4096 / sizeof(float);
-  const size_t begin = b > 0 ? r.begin / kPageFloats * kPageFloats : r.begin;
+  const size_t page = std::max<size_t>(1, store_.grads().decommit_unit() / sizeof(float));
+  const size_t begin = b > 0 ? r.begin / page * page : r.begin;
   touch(true, false, begin, r.end - begin);
   committed_bytes_ -= store_.grads().decommit(begin, r.end - begin);
   for (size_t i = 0; i < written_.size(); ++i)
