@@ -223,6 +223,23 @@ remap_check() {
   return $rc
 }
 
+# The command, then a failure unless gtest says that COUNT tests passed: a build without NCCL, or
+# a filter that matches nothing, exits 0 with none run.
+all_passed() {  # count command...
+  local count=$1 out_file rc
+  shift
+  out_file=$(mktemp)
+  "$@" >"$out_file" 2>&1
+  rc=$?
+  cat "$out_file"
+  if [ $rc -eq 0 ] && ! grep -q "\[  PASSED  \] $count tests\?\." "$out_file"; then
+    echo "gpu-check: expected $count tests to pass" >&2
+    rc=1
+  fi
+  rm -f "$out_file"
+  return $rc
+}
+
 # The same two-rank job once per variant (its extra arguments, split at spaces; "" for none):
 # every run's replicas end bit-identical, and every variant's last loss is within the tolerance
 # (a fraction) of the first variant's. Usage: same_training_check TOL VARIANT... -- COMMAND...
@@ -275,7 +292,7 @@ stage_tests() {
   # NCCL's own path (set-up, events, allreduce, reduce-scatter, all-gather, the corrupt check,
   # abort) on one rank: the only NCCL a one-GPU machine can run (the multi-GPU steps are below).
   if [ $dry = 1 ] || [ -x "$comm_tests" ]; then
-    step 1 nccl-communicator-np1 mpirun -np 1 "$comm_tests" --gtest_filter='NcclCommunicator.*'
+    step 1 nccl-communicator-np1 all_passed 2 mpirun -np 1 "$comm_tests" --gtest_filter='NcclCommunicator.*' --gtest_color=no
   else
     echo "gpu-check: comm_mpi_tests not found: pack it (gpu-pack build-tests build-tests/tests/comm/comm_mpi_tests)" >&2
   fi
@@ -444,8 +461,9 @@ stage_llama() {
   step 11 plan-llama3_2_1b-bf16 plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 --batch-size 1 \
     --plan-only
   # --deterministic keeps only engines without cuDNN's non-determinism note: does the fused
-  # attention's backward (dQ accumulated with atomics) still plan, or fall back to cuBLAS?
-  step 11 plan-llama3_2_1b-bf16-deterministic plan_check "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
+  # attention's backward (dQ accumulated with atomics) still plan, or fall back to cuBLAS (a
+  # warning in the log)? Reported, not failed: cuDNN's deterministic backward is another graph.
+  step 11 plan-llama3_2_1b-bf16-deterministic "$TRAIN" --backend cuda --model llama3_2_1b --precision bf16 --seq-len 8192 \
     --batch-size 1 --plan-only --deterministic
   step 11 vs-pytorch-llama3_2_1b env DLPERF_TRAIN="$TRAIN" "$ROOT/bench/llama_vs_pytorch.sh" --backend cuda --llama3-2-1b --precision bf16 --repeats "$repeats" \
     --iterations 10 --warmup 3 --log-dir "$out/11-llama-runs"

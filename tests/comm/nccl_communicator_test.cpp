@@ -1,8 +1,11 @@
 // NcclCommunicator under mpirun: runs only where every local rank has its own GPU (NCCL does
-// not allow two ranks on one device); skips cleanly elsewhere, identically on every rank.
+// not allow two ranks on one device); skips cleanly elsewhere, identically on every rank. Under
+// DLPERF_REQUIRE_GPU=1 (scripts/gpu-check.sh) too few GPUs is a failure instead.
 #include <cuda_runtime_api.h>
 #include <algorithm>
+#include <cstdlib>
 #include <gtest/gtest.h>
+#include <string_view>
 
 #include "comm/allreduce_bench.h"
 #include "comm/nccl/nccl_communicator.h"
@@ -13,8 +16,15 @@ namespace {
 
 bool enough_gpus() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return false;
-  return n >= test::world().local_size;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  const bool ok = n >= test::world().local_size;
+  const char* required = std::getenv("DLPERF_REQUIRE_GPU");
+  if (!ok && required && std::string_view(required) == "1")
+    ADD_FAILURE() << "DLPERF_REQUIRE_GPU=1, but " << n << " usable GPU(s) for " << test::world().local_size << " local rank(s)";
+  return ok;
 }
 
 TEST(NcclCommunicator, AllreduceBroadcastAndCorruptCheck) {

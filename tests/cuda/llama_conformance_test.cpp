@@ -132,7 +132,8 @@ TEST_F(LlamaConformance, TokenCrossEntropyInPlace) {
 // query heads). Then one key/value head of three query heads, head dim 20, in chunks of 5 rows:
 // kv_heads x chunk x T = 95 is odd, so the 2-byte P buffer (bf16, fp16) ends off a 4-byte
 // boundary, where the f32 dK/dV sums began and faulted before the scratch was laid out on 256
-// bytes; B x H x T = 57 leaves delta's offset off 16 bytes likewise.
+// bytes. (Its B x H x T = 57 would leave delta off 16 bytes too, but delta's alignment matters to
+// cuDNN's fused path only, which head dim 20 does not take.)
 TEST_F(LlamaConformance, GroupedQueryCausalAttention) {
   struct Case {
     int64_t batch, heads, kv_heads, head_dim, chunk;

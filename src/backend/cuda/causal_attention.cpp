@@ -74,9 +74,9 @@ class CudaCausalAttention final : public CausalAttention {
     const int64_t chunks = (t + chunk - 1) / chunk;
     chunk_ = (t + chunks - 1) / chunks;  // equal chunks: no short last one
     score_elems_ = static_cast<size_t>(g * chunk_ * t);
-    // S | P | the f32 dK, dV sums, each starting on 256 bytes: with kv_heads x chunk x T odd, P's
-    // 2-byte elements would leave the f32 sums 2-byte aligned (a misaligned-address fault), and
-    // cuBLAS takes unvectorised kernels for operands off 16 bytes.
+    // S, P and the f32 dK/dV sums (dK's, then dV's) each start on 256 bytes: with kv_heads x chunk
+    // x T odd, P's 2-byte elements would leave the f32 sums 2-byte aligned (a misaligned-address
+    // fault), and cuBLAS takes unvectorised kernels for operands off 16 bytes.
     p_offset_ = aligned_bytes(score_elems_ * sizeof(float));
     sums_offset_ = p_offset_ + aligned_bytes(score_elems_ * static_cast<size_t>(es));
     size_t scratch = sums_offset_;

@@ -7,7 +7,8 @@
 // event per step is needed to place the step on the clock the trace uses:
 //   * when read() finds the step's last operation not yet complete and then sees it complete,
 //     the host time of that moment is the event's time (within one polling round: a few
-//     microseconds, or up to the 20 us nap once the wait has spun 200 us): a fresh anchor. A
+//     microseconds, or a nap once the wait has spun 200 us: 20 us asked, more with the kernel's
+//     timer slack, tens of us against steps of ms): a fresh anchor. A
 //     GPU-bound run — the host always waits — gets one every step.
 //   * when the step had already completed (a host-bound run), the step is placed after the
 //     previous step's last mark: its time plus the elapsed time between the two marks.
@@ -179,8 +180,8 @@ class CudaRecorder final : public StepRecorder {
                                           std::to_string(timeout.count() / 1000) + " s (--timeout) (" + error_identity() + ")");
       // A GPU-bound run waits here most of every step: spin briefly, then sleep between looks, so
       // the wait does not take a core from the input pipeline. The anchor it gives is then late
-      // by up to the sleep (tens of microseconds against steps of milliseconds); durations are
-      // the GPU's own elapsed times.
+      // by up to a nap (20 us asked, more with the kernel's timer slack: tens of microseconds
+      // against steps of milliseconds); durations are the GPU's own elapsed times.
       if (now - begun < kSpinFor) std::this_thread::yield();
       else std::this_thread::sleep_for(kNap);
       q = cudaEventQuery(last);

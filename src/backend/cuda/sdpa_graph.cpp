@@ -271,10 +271,11 @@ std::string sdpa_unsupported(const Context& ctx, const SdpaShape& s) {
   if (s.dtype != DType::bf16 && s.dtype != DType::f16) return "cuDNN's fused attention takes bf16 or fp16 data";
   if (s.head_dim % 8 != 0 || s.head_dim > 128) return "cuDNN's fused attention takes a head dim that is a multiple of 8, up to 128";
   if (ctx.props.major < 8) return "cuDNN's fused attention needs compute capability 8.0 or newer";
-  // The graphs below are cudnn-frontend's for cuDNN 9.10 and newer: before 9.6 the dQ
-  // accumulator had to be zeroed before each backward, before 9.10 the mask value differed.
-  if (const size_t v = cudnnGetVersion(); v < 91000)
-    return "cuDNN's fused attention here needs cuDNN 9.10 or newer at run time (loaded: " + std::to_string(v / 10000) + "." +
+  // The graphs below are cudnn-frontend's for cuDNN 9.10.2 and newer: before 9.6 the dQ
+  // accumulator had to be zeroed before each backward, before 9.10 the mask value differed, and
+  // the frontend refuses the backward on 9.10.0 and 9.10.1 (known bugs).
+  if (const size_t v = cudnnGetVersion(); v < 91002)
+    return "cuDNN's fused attention here needs cuDNN 9.10.2 or newer at run time (loaded: " + std::to_string(v / 10000) + "." +
            std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + ")";
   return {};
 }
