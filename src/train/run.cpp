@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -22,6 +21,7 @@
 #include "comm/watchdog.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/on_unwind.h"
 #include "models/llama_config.h"
 #include "trace/async_writer.h"
 #include "trace/file_lock.h"
@@ -518,13 +518,9 @@ RunSummary train_watched(MpiSession& session, TrainOptions o, std::ostream& out,
   // exchange's buffers, the trainer's, the input's), as freeing device memory waits for the
   // device, and so for a collective a peer may never join; ~NcclCommunicator would abort it only
   // after them. Declared just before the steps, so it goes before everything they use.
-  const struct AbortInFlight {
-    Communicator* comm;
-    int exceptions;
-    ~AbortInFlight() {
-      if (comm && std::uncaught_exceptions() > exceptions) comm->abort_in_flight();
-    }
-  } abort_in_flight{device_comm.get(), std::uncaught_exceptions()};
+  const OnUnwind abort_in_flight([c = device_comm.get()] {
+    if (c) c->abort_in_flight();
+  });
   const DataStats loader_start = data.stats();
   try {
     // Each step's waits are bounded by the communicators (--timeout); its boundary is a phase too.

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <ostream>
 
 #include "core/error.h"
+#include "core/on_unwind.h"
 #include "train/parallel/gradient_exchange.h"
 #include "train/measure/op_profile.h"
 #include "train/step_graph.h"
@@ -291,14 +291,9 @@ void Trainer::run(DataSource& data, GradientExchange* exchange, RankTrace& trace
   // for a collective a peer never joins. Not when every rank stops together at a boundary
   // (DivergedError, below): nothing is in flight there, and the run goes on to record it.
   bool stopped_together = false;
-  const struct AbortOnFault {
-    GradientExchange* exchange;
-    const bool& stopped_together;
-    int exceptions;
-    ~AbortOnFault() {
-      if (exchange && !stopped_together && std::uncaught_exceptions() > exceptions) exchange->abort_in_flight();
-    }
-  } abort_on_fault{exchange, stopped_together, std::uncaught_exceptions()};
+  const OnUnwind abort_on_fault([&] {
+    if (exchange && !stopped_together) exchange->abort_in_flight();
+  });
   input_mode_ = r.input->mode();
   const int64_t capture_at = cfg_.cuda_graph ? std::max<int64_t>(1, cfg_.warmup - 1) : -1;
   const double run_start = steady_seconds();
